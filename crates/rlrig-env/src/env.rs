@@ -1,0 +1,186 @@
+//! The environment interface: parameters and a small state as plain data, with pure
+//! `reset`, `step` and `observe` functions (as gymnax does). Nothing here allocates,
+//! so the executors can step thousands of these per call in preallocated buffers.
+
+use std::fmt::Debug;
+
+use crate::rng::Rng;
+use crate::space::Space;
+
+/// What one step produced besides the new state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Transition {
+    /// The reward, in the precision the reference computes it (Gymnasium: f64).
+    pub reward: f64,
+    /// The episode reached a terminal state of the MDP.
+    pub terminated: bool,
+}
+
+/// Why a single action is not acceptable; the executors add env id and index.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ActionFault {
+    /// A discrete action outside `0..n`.
+    OutOfRange { value: i64, n: u32 },
+    /// A Box action component that is NaN or infinite.
+    NotFinite { component: usize, value: f32 },
+}
+
+/// An action type: a discrete index (`i32`) or a fixed-size vector (`[f32; D]`).
+///
+/// Batches of actions travel as flat slices of [`Action::Elem`], `DIM` per env.
+pub trait Action: Copy + Send + Sync + Debug + Default + 'static {
+    /// The scalar type of a flat action buffer.
+    type Elem: Copy + Send + Sync + Debug + 'static;
+    /// Scalars per action.
+    const DIM: usize;
+    /// Views a flat buffer (length a multiple of `DIM`) as actions.
+    fn from_flat(flat: &[Self::Elem]) -> &[Self];
+    /// Picks this action type's buffer out of a type-erased one.
+    fn from_any<'a>(buf: ActionBuf<'a>) -> Option<&'a [Self::Elem]>;
+    /// Checks the action against its space (range for discrete, finiteness for Box).
+    fn check(&self, space: &Space) -> Result<(), ActionFault>;
+}
+
+/// A type-erased batch of actions, for callers that pick the env at run time.
+#[derive(Clone, Copy, Debug)]
+pub enum ActionBuf<'a> {
+    Discrete(&'a [i32]),
+    Continuous(&'a [f32]),
+}
+
+impl ActionBuf<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            ActionBuf::Discrete(a) => a.len(),
+            ActionBuf::Continuous(a) => a.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ActionBuf::Discrete(_) => "discrete",
+            ActionBuf::Continuous(_) => "continuous",
+        }
+    }
+}
+
+impl Action for i32 {
+    type Elem = i32;
+    const DIM: usize = 1;
+
+    fn from_flat(flat: &[i32]) -> &[i32] {
+        flat
+    }
+
+    fn from_any<'a>(buf: ActionBuf<'a>) -> Option<&'a [i32]> {
+        match buf {
+            ActionBuf::Discrete(a) => Some(a),
+            ActionBuf::Continuous(_) => None,
+        }
+    }
+
+    fn check(&self, space: &Space) -> Result<(), ActionFault> {
+        match space {
+            Space::Discrete { n } if *self >= 0 && (*self as u32) < *n => Ok(()),
+            Space::Discrete { n } => Err(ActionFault::OutOfRange {
+                value: i64::from(*self),
+                n: *n,
+            }),
+            Space::Box { .. } => unreachable!("i32 actions belong to Discrete spaces"),
+        }
+    }
+}
+
+impl<const D: usize> Action for [f32; D]
+where
+    [f32; D]: Default,
+{
+    type Elem = f32;
+    const DIM: usize = D;
+
+    fn from_flat(flat: &[f32]) -> &[[f32; D]] {
+        let (chunks, rest) = flat.as_chunks::<D>();
+        debug_assert!(rest.is_empty(), "flat action buffer not a multiple of {D}");
+        chunks
+    }
+
+    fn from_any<'a>(buf: ActionBuf<'a>) -> Option<&'a [f32]> {
+        match buf {
+            ActionBuf::Continuous(a) => Some(a),
+            ActionBuf::Discrete(_) => None,
+        }
+    }
+
+    fn check(&self, _space: &Space) -> Result<(), ActionFault> {
+        // Out-of-bounds Box actions are legal: the reference envs clip them.
+        match self.iter().position(|v| !v.is_finite()) {
+            None => Ok(()),
+            Some(component) => Err(ActionFault::NotFinite {
+                component,
+                value: self[component],
+            }),
+        }
+    }
+}
+
+/// An environment: constants in `Params`, everything that changes in `State`.
+///
+/// `reset`, `step` and `observe` are pure functions of their arguments; all
+/// randomness comes from the `Rng` the caller passes (one stream per env).
+pub trait Env: Send + Sync + 'static {
+    /// Constants, with the reference defaults in `Default`.
+    type Params: Clone + Default + Send + Sync + Debug + 'static;
+    /// The full dynamic state: small and `Copy`, so it can be snapshotted freely.
+    type State: Copy + Default + Send + Sync + Debug + 'static;
+    /// One action.
+    type Action: Action;
+
+    /// The Gymnasium id, e.g. `CartPole-v1`.
+    const ID: &'static str;
+    /// Length of the flat float32 observation.
+    const OBS_DIM: usize;
+
+    fn observation_space(p: &Self::Params) -> Space;
+    fn action_space(p: &Self::Params) -> Space;
+    /// The registration's `max_episode_steps` (Gymnasium's `TimeLimit`), if any.
+    fn max_episode_steps(p: &Self::Params) -> Option<u32>;
+
+    /// A fresh initial state.
+    fn reset(p: &Self::Params, rng: &mut Rng) -> Self::State;
+    /// Advances `s` by one step. `a` has been checked with [`Action::check`].
+    fn step(p: &Self::Params, s: &mut Self::State, a: &Self::Action, rng: &mut Rng) -> Transition;
+    /// Writes the observation of `s` into `out` (`OBS_DIM` long).
+    fn observe(p: &Self::Params, s: &Self::State, out: &mut [f32]);
+
+    /// Steps many envs at once. Envs with `active[i] == false` must be left untouched.
+    /// The default loops over [`Env::step`]; envs override it with a vectorised kernel
+    /// that must produce bit-identical results (the executors' tests check this).
+    #[inline]
+    fn step_batch(
+        p: &Self::Params,
+        states: &mut [Self::State],
+        actions: &[Self::Action],
+        rngs: &mut [Rng],
+        active: &[bool],
+        rewards: &mut [f64],
+        terminated: &mut [bool],
+    ) {
+        for i in 0..states.len() {
+            if active[i] {
+                let t = Self::step(p, &mut states[i], &actions[i], &mut rngs[i]);
+                rewards[i] = t.reward;
+                terminated[i] = t.terminated;
+            }
+        }
+    }
+
+    /// The state as the flat vector Gymnasium keeps in `env.unwrapped.state`.
+    fn state_to_vec(s: &Self::State) -> Vec<f64>;
+    /// The inverse of [`Env::state_to_vec`], as if the state had just been set by
+    /// `reset`. Errors name what is wrong with the vector.
+    fn state_from_slice(p: &Self::Params, v: &[f64]) -> Result<Self::State, String>;
+}

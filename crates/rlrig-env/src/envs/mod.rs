@@ -1,0 +1,24 @@
+//! The bundled environments.
+
+pub mod acrobot;
+pub mod cartpole;
+pub mod mountain_car;
+pub mod mountain_car_continuous;
+pub mod pendulum;
+
+pub use acrobot::Acrobot;
+pub use cartpole::CartPole;
+pub use mountain_car::MountainCar;
+pub use mountain_car_continuous::MountainCarContinuous;
+pub use pendulum::Pendulum;
+
+/// A state vector of exactly `N` finite numbers; `names` describes the layout for errors.
+pub(crate) fn fixed<const N: usize>(v: &[f64], names: &str) -> Result<[f64; N], String> {
+    let arr: [f64; N] = v
+        .try_into()
+        .map_err(|_| format!("expected {N} numbers {names}, got {}", v.len()))?;
+    if let Some(i) = arr.iter().position(|x| !x.is_finite()) {
+        return Err(format!("state[{i}] is {}, not a finite number", arr[i]));
+    }
+    Ok(arr)
+}

@@ -1,0 +1,179 @@
+//! MountainCarContinuous-v0: Gymnasium's `classic_control/continuous_mountain_car.py`.
+//!
+//! The reference stores its state as float32 after every step but starts from a
+//! float64 state after `reset`, and NumPy 2 (NEP 50) computes a float32 operand
+//! with a Python float in float32. `State::f32_state` records which precision the
+//! reference would be in, and the step reproduces each rounding, so trajectories
+//! match to the last bit rather than drifting by float32 ulps over 999 steps.
+
+use std::hint::black_box;
+
+use crate::env::{Env, Transition};
+use crate::rng::Rng;
+use crate::space::Space;
+
+#[derive(Clone, Debug)]
+pub struct MountainCarContinuousParams {
+    pub min_action: f64,
+    pub max_action: f64,
+    pub min_position: f64,
+    pub max_position: f64,
+    pub max_speed: f64,
+    pub goal_position: f64,
+    pub goal_velocity: f64,
+    pub power: f64,
+    pub reset_low: f64,
+    pub reset_high: f64,
+    pub max_episode_steps: u32,
+}
+
+impl Default for MountainCarContinuousParams {
+    fn default() -> Self {
+        MountainCarContinuousParams {
+            min_action: -1.0,
+            max_action: 1.0,
+            min_position: -1.2,
+            max_position: 0.6,
+            max_speed: 0.07,
+            goal_position: 0.45,
+            goal_velocity: 0.0,
+            power: 0.0015,
+            reset_low: -0.6,
+            reset_high: -0.4,
+            max_episode_steps: 999,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MountainCarContinuousState {
+    pub position: f64,
+    pub velocity: f64,
+    /// The reference holds a float32 state (true after the first step).
+    pub f32_state: bool,
+}
+
+pub struct MountainCarContinuous;
+
+impl Env for MountainCarContinuous {
+    type Params = MountainCarContinuousParams;
+    type State = MountainCarContinuousState;
+    type Action = [f32; 1];
+    const ID: &'static str = "MountainCarContinuous-v0";
+    const OBS_DIM: usize = 2;
+
+    fn observation_space(p: &Self::Params) -> Space {
+        Space::box1(
+            vec![p.min_position as f32, -p.max_speed as f32],
+            vec![p.max_position as f32, p.max_speed as f32],
+        )
+    }
+
+    fn action_space(p: &Self::Params) -> Space {
+        Space::box1(vec![p.min_action as f32], vec![p.max_action as f32])
+    }
+
+    fn max_episode_steps(p: &Self::Params) -> Option<u32> {
+        Some(p.max_episode_steps)
+    }
+
+    fn reset(p: &Self::Params, rng: &mut Rng) -> Self::State {
+        MountainCarContinuousState {
+            position: rng.uniform(p.reset_low, p.reset_high),
+            velocity: 0.0,
+            f32_state: false,
+        }
+    }
+
+    fn step(p: &Self::Params, s: &mut Self::State, a: &[f32; 1], _: &mut Rng) -> Transition {
+        let a0 = a[0];
+        // `min(max(action[0], min_action), max_action)`: an in-range action stays a
+        // float32 scalar, a clipped one becomes the Python float bound.
+        let clipped = f64::from(a0) < p.min_action || f64::from(a0) > p.max_action;
+        let x3 = if s.f32_state {
+            f64::from(3.0f32 * s.position as f32)
+        } else {
+            3.0 * s.position
+        };
+        let gravity_term = 0.0025 * x3.cos();
+        // `force * power - 0.0025 * cos(3 * position)`
+        let delta: f64 = if clipped {
+            let force = if f64::from(a0) < p.min_action { p.min_action } else { p.max_action };
+            force * p.power - gravity_term
+        } else {
+            f64::from(a0 * p.power as f32 - gravity_term as f32)
+        };
+        let (position, velocity) = if s.f32_state {
+            // Everything stays float32; Python-float bounds are rounded to float32.
+            let max_speed = p.max_speed as f32;
+            let mut v = s.velocity as f32 + delta as f32;
+            if v > max_speed {
+                v = max_speed;
+            }
+            if v < -max_speed {
+                v = -max_speed;
+            }
+            let mut x = s.position as f32 + v;
+            if x > p.max_position as f32 {
+                x = p.max_position as f32;
+            }
+            if x < p.min_position as f32 {
+                x = p.min_position as f32;
+            }
+            if x == p.min_position as f32 && v < 0.0 {
+                v = 0.0;
+            }
+            (f64::from(x), f64::from(v))
+        } else {
+            let mut v = s.velocity + delta;
+            if v > p.max_speed {
+                v = p.max_speed;
+            }
+            if v < -p.max_speed {
+                v = -p.max_speed;
+            }
+            let mut x = s.position + v;
+            if x > p.max_position {
+                x = p.max_position;
+            }
+            if x < p.min_position {
+                x = p.min_position;
+            }
+            if x == p.min_position && v < 0.0 {
+                v = 0.0;
+            }
+            (x, v)
+        };
+        let terminated = if s.f32_state {
+            position as f32 >= p.goal_position as f32 && velocity as f32 >= p.goal_velocity as f32
+        } else {
+            position >= p.goal_position && velocity >= p.goal_velocity
+        };
+        let bonus = if terminated { 100.0 } else { 0.0 };
+        // `reward -= math.pow(action[0], 2) * 0.1`, on the unclipped action.
+        let reward = bonus - f64::from(a0).powf(black_box(2.0)) * 0.1;
+        s.position = f64::from(position as f32);
+        s.velocity = f64::from(velocity as f32);
+        s.f32_state = true;
+        Transition { reward, terminated }
+    }
+
+    #[inline]
+    fn observe(_: &Self::Params, s: &Self::State, out: &mut [f32]) {
+        out[0] = s.position as f32;
+        out[1] = s.velocity as f32;
+    }
+
+    fn state_to_vec(s: &Self::State) -> Vec<f64> {
+        vec![s.position, s.velocity]
+    }
+
+    fn state_from_slice(_: &Self::Params, v: &[f64]) -> Result<Self::State, String> {
+        let [position, velocity] = crate::envs::fixed::<2>(v, "[position, velocity]")?;
+        Ok(MountainCarContinuousState {
+            position,
+            velocity,
+            f32_state: false,
+        })
+    }
+}

@@ -1,0 +1,28 @@
+//! # rlrig-env
+//!
+//! Reinforcement-learning environments stepped in large batches, on every core, with
+//! the dynamics of Gymnasium's reference implementations and results that do not
+//! depend on the number of threads. No ML dependency.
+//!
+//! - [`env::Env`]: an environment as plain data (params, a small `Copy` state) and pure
+//!   `reset`/`step`/`observe` functions.
+//! - [`vector::SyncVecEnv`]: steps all envs per call into contiguous buffers, split
+//!   across threads; [`vector::AsyncVecEnv`]: EnvPool-style `send`/`recv`.
+//! - [`rng::Rng`]: counter-based random streams addressed by (seed, purpose, index).
+//! - [`registry`]: Gymnasium ids, run-time dispatch; [`replay`]: replay from a state.
+
+pub mod env;
+pub mod envs;
+pub mod error;
+pub mod registry;
+pub mod replay;
+pub mod rng;
+pub mod space;
+pub mod vector;
+
+pub use env::{Action, ActionBuf, ActionFault, Env, Transition};
+pub use error::EnvError;
+pub use registry::{ENV_IDS, EnvSpec, EnvVisitor, make_async, make_sync, spec, visit};
+pub use rng::{Purpose, Rng};
+pub use space::{Dtype, Space};
+pub use vector::{AsyncBatch, AsyncVecEnv, AsyncVecEnvDyn, AutoReset, SyncVecEnv, VecConfig, VecEnvDyn};

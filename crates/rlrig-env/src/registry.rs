@@ -1,0 +1,131 @@
+//! Env ids and run-time dispatch to the statically typed envs.
+
+use crate::env::Env;
+use crate::envs::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
+use crate::error::EnvError;
+use crate::space::Space;
+use crate::vector::{AsyncVecEnv, AsyncVecEnvDyn, SyncVecEnv, VecConfig, VecEnvDyn};
+
+/// Every registered id, in the order `rlrig envs` lists them.
+pub const ENV_IDS: &[&str] = &[
+    CartPole::ID,
+    Acrobot::ID,
+    MountainCar::ID,
+    MountainCarContinuous::ID,
+    Pendulum::ID,
+];
+
+/// What a caller needs to know about an env without its type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EnvSpec {
+    pub id: &'static str,
+    pub observation_space: Space,
+    pub action_space: Space,
+    pub obs_dim: usize,
+    pub max_episode_steps: Option<u32>,
+}
+
+impl EnvSpec {
+    pub fn of<E: Env>(p: &E::Params) -> EnvSpec {
+        EnvSpec {
+            id: E::ID,
+            observation_space: E::observation_space(p),
+            action_space: E::action_space(p),
+            obs_dim: E::OBS_DIM,
+            max_episode_steps: E::max_episode_steps(p),
+        }
+    }
+}
+
+/// Code that is generic over the env type, run for an id chosen at run time.
+pub trait EnvVisitor {
+    type Output;
+    fn visit<E: Env>(self) -> Self::Output;
+}
+
+/// Runs `v` with the env type registered under `id`.
+pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
+    Ok(match id {
+        CartPole::ID => v.visit::<CartPole>(),
+        Acrobot::ID => v.visit::<Acrobot>(),
+        MountainCar::ID => v.visit::<MountainCar>(),
+        MountainCarContinuous::ID => v.visit::<MountainCarContinuous>(),
+        Pendulum::ID => v.visit::<Pendulum>(),
+        _ => return Err(unknown(id)),
+    })
+}
+
+fn unknown(id: &str) -> EnvError {
+    // Name the closest id when the user made a typo or a case slip.
+    let lower = id.to_ascii_lowercase();
+    let hint = ENV_IDS
+        .iter()
+        .find(|k| {
+            let k = k.to_ascii_lowercase();
+            k == lower || k.split('-').next() == lower.split('-').next()
+        })
+        .map(|k| format!(" (did you mean '{k}'?)"))
+        .unwrap_or_default();
+    EnvError::UnknownEnv {
+        id: id.to_string(),
+        hint,
+        known: ENV_IDS.join(", "),
+    }
+}
+
+/// The spec of `id` with default parameters.
+pub fn spec(id: &str) -> Result<EnvSpec, EnvError> {
+    struct V;
+    impl EnvVisitor for V {
+        type Output = EnvSpec;
+        fn visit<E: Env>(self) -> EnvSpec {
+            EnvSpec::of::<E>(&E::Params::default())
+        }
+    }
+    visit(id, V)
+}
+
+/// A synchronous executor for `id` with default parameters.
+pub fn make_sync(id: &str, cfg: VecConfig) -> Result<Box<dyn VecEnvDyn>, EnvError> {
+    struct V(VecConfig);
+    impl EnvVisitor for V {
+        type Output = Result<Box<dyn VecEnvDyn>, EnvError>;
+        fn visit<E: Env>(self) -> Self::Output {
+            Ok(Box::new(SyncVecEnv::<E>::new(self.0)?))
+        }
+    }
+    visit(id, V(cfg))?
+}
+
+/// An asynchronous executor for `id` with default parameters.
+pub fn make_async(id: &str, cfg: VecConfig, batch_size: usize) -> Result<Box<dyn AsyncVecEnvDyn>, EnvError> {
+    struct V(VecConfig, usize);
+    impl EnvVisitor for V {
+        type Output = Result<Box<dyn AsyncVecEnvDyn>, EnvError>;
+        fn visit<E: Env>(self) -> Self::Output {
+            Ok(Box::new(AsyncVecEnv::<E>::new(self.0, self.1)?))
+        }
+    }
+    visit(id, V(cfg, batch_size))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_id_dispatches_to_its_own_env() {
+        for id in ENV_IDS {
+            assert_eq!(spec(id).unwrap().id, *id);
+        }
+    }
+
+    #[test]
+    fn unknown_ids_list_the_known_ones_and_suggest() {
+        let e = spec("cartpole-v1").unwrap_err().to_string();
+        assert!(e.contains("did you mean 'CartPole-v1'"), "{e}");
+        assert!(e.contains("Pendulum-v1"), "{e}");
+        let e = spec("Hopper-v5").unwrap_err().to_string();
+        assert!(e.starts_with("unknown env id 'Hopper-v5'"), "{e}");
+    }
+}

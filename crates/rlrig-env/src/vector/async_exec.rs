@@ -1,0 +1,342 @@
+//! The asynchronous executor, in EnvPool's style: `send` actions for some envs,
+//! `recv` the first `batch_size` envs to finish. For envs whose step time varies, the
+//! learner never waits for the slowest one.
+//!
+//! Not bit-reproducible as a whole: which envs make up a batch depends on thread
+//! timing. Each env's own trajectory is reproducible (it equals the synchronous
+//! executor's for the same actions), because its randomness is its own stream.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::env::{Action, ActionBuf, Env};
+use crate::error::EnvError;
+use crate::rng::Rng;
+use crate::space::Space;
+use crate::vector::{AutoReset, VecConfig, check_actions, finish_env};
+
+struct Slot<E: Env> {
+    state: E::State,
+    rng: Rng,
+    elapsed: u32,
+    needs_reset: bool,
+    obs: Vec<f32>,
+    final_obs: Vec<f32>,
+    reward: f64,
+    terminated: bool,
+    truncated: bool,
+}
+
+struct Shared<E: Env> {
+    params: E::Params,
+    max_steps: u32,
+    autoreset: AutoReset,
+    slots: Vec<Mutex<Slot<E>>>,
+}
+
+impl<E: Env> Shared<E> {
+    fn slot(&self, i: usize) -> MutexGuard<'_, Slot<E>> {
+        // A poisoned slot means a worker panicked mid-step: a bug, not user input.
+        // The slot's data is still a valid state, so keep going with it.
+        self.slots[i].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn run(&self, task: Task<E::Action>) -> usize {
+        let p = &self.params;
+        match task {
+            Task::Reset(i) => {
+                let mut g = self.slot(i);
+                let s = &mut *g;
+                s.state = E::reset(p, &mut s.rng);
+                s.elapsed = 0;
+                s.needs_reset = false;
+                s.reward = 0.0;
+                s.terminated = false;
+                s.truncated = false;
+                E::observe(p, &s.state, &mut s.obs);
+                i
+            }
+            Task::Step(i, a) => {
+                let mut g = self.slot(i);
+                let s = &mut *g;
+                if !s.needs_reset {
+                    let t = E::step(p, &mut s.state, &a, &mut s.rng);
+                    s.reward = t.reward;
+                    s.terminated = t.terminated;
+                }
+                finish_env::<E>(
+                    p,
+                    self.max_steps,
+                    self.autoreset,
+                    &mut s.state,
+                    &mut s.rng,
+                    &mut s.elapsed,
+                    &mut s.needs_reset,
+                    &mut s.reward,
+                    &mut s.terminated,
+                    &mut s.truncated,
+                    &mut s.obs,
+                    &mut s.final_obs,
+                );
+                i
+            }
+        }
+    }
+}
+
+enum Task<A> {
+    Reset(usize),
+    Step(usize, A),
+}
+
+/// One batch returned by [`AsyncVecEnv::recv`]: row `j` belongs to env `env_ids[j]`.
+#[derive(Debug)]
+pub struct AsyncBatch<'a> {
+    pub env_ids: &'a [usize],
+    pub obs: &'a [f32],
+    pub rewards: &'a [f64],
+    pub terminated: &'a [bool],
+    pub truncated: &'a [bool],
+    /// SameStep mode only: the observation each ended episode finished in.
+    pub final_obs: Option<&'a [f32]>,
+}
+
+pub struct AsyncVecEnv<E: Env> {
+    shared: Arc<Shared<E>>,
+    cfg: VecConfig,
+    batch_size: usize,
+    action_space: Space,
+    tasks: Option<Sender<Task<E::Action>>>,
+    done: Receiver<usize>,
+    workers: Vec<JoinHandle<()>>,
+    in_flight: Vec<bool>,
+    n_in_flight: usize,
+    env_ids: Vec<usize>,
+    obs: Vec<f32>,
+    final_obs: Vec<f32>,
+    rewards: Vec<f64>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+}
+
+impl<E: Env> AsyncVecEnv<E> {
+    pub fn new(cfg: VecConfig, batch_size: usize) -> Result<Self, EnvError> {
+        Self::with_params(E::Params::default(), cfg, batch_size)
+    }
+
+    pub fn with_params(params: E::Params, cfg: VecConfig, batch_size: usize) -> Result<Self, EnvError> {
+        cfg.validate()?;
+        if batch_size == 0 || batch_size > cfg.num_envs {
+            return Err(EnvError::Config(format!(
+                "batch_size must be in 1..={} (num_envs), got {batch_size}",
+                cfg.num_envs
+            )));
+        }
+        let d = E::OBS_DIM;
+        let slots = cfg
+            .rngs()
+            .into_iter()
+            .map(|rng| {
+                Mutex::new(Slot::<E> {
+                    state: E::State::default(),
+                    rng,
+                    elapsed: 0,
+                    needs_reset: false,
+                    obs: vec![0.0; d],
+                    final_obs: vec![0.0; d],
+                    reward: 0.0,
+                    terminated: false,
+                    truncated: false,
+                })
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            max_steps: E::max_episode_steps(&params).unwrap_or(u32::MAX),
+            autoreset: cfg.autoreset,
+            params,
+            slots,
+        });
+        let (task_tx, task_rx) = crossbeam_channel::unbounded::<Task<E::Action>>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<usize>();
+        let mut workers = Vec::with_capacity(cfg.threads);
+        for w in 0..cfg.threads {
+            let (rx, tx, sh) = (task_rx.clone(), done_tx.clone(), Arc::clone(&shared));
+            let handle = std::thread::Builder::new()
+                .name(format!("rlrig-async-{w}"))
+                .spawn(move || {
+                    while let Ok(task) = rx.recv() {
+                        if tx.send(sh.run(task)).is_err() {
+                            break;
+                        }
+                    }
+                })
+                .map_err(|e| EnvError::Config(format!("cannot start worker thread: {e}")))?;
+            workers.push(handle);
+        }
+        let n = cfg.num_envs;
+        Ok(AsyncVecEnv {
+            action_space: E::action_space(&shared.params),
+            shared,
+            batch_size,
+            tasks: Some(task_tx),
+            done: done_rx,
+            workers,
+            in_flight: vec![false; n],
+            n_in_flight: 0,
+            env_ids: vec![0; batch_size],
+            obs: vec![0.0; batch_size * d],
+            final_obs: vec![0.0; batch_size * d],
+            rewards: vec![0.0; batch_size],
+            terminated: vec![false; batch_size],
+            truncated: vec![false; batch_size],
+            cfg,
+        })
+    }
+
+    fn sender(&self) -> &Sender<Task<E::Action>> {
+        self.tasks.as_ref().expect("task channel lives until drop")
+    }
+
+    /// Resets every env; their first observations arrive through `recv`.
+    pub fn async_reset(&mut self) -> Result<(), EnvError> {
+        if let Some(index) = self.in_flight.iter().position(|&f| f) {
+            return Err(EnvError::InFlight { env: E::ID, index });
+        }
+        for i in 0..self.cfg.num_envs {
+            self.in_flight[i] = true;
+            self.sender().send(Task::Reset(i)).expect("workers outlive the executor");
+        }
+        self.n_in_flight = self.cfg.num_envs;
+        Ok(())
+    }
+
+    /// Sends one action per env in `env_ids` (`actions` is `env_ids.len() x DIM`, flat).
+    /// Validates everything first: on error nothing was sent.
+    pub fn send(&mut self, actions: &[<E::Action as Action>::Elem], env_ids: &[usize]) -> Result<(), EnvError> {
+        let n = self.cfg.num_envs;
+        for (position, &index) in env_ids.iter().enumerate() {
+            if index >= n {
+                return Err(EnvError::EnvIndex {
+                    env: E::ID,
+                    index,
+                    num_envs: n,
+                    position,
+                });
+            }
+            if self.in_flight[index] {
+                return Err(EnvError::InFlight { env: E::ID, index });
+            }
+        }
+        let acts = check_actions::<E>(&self.action_space, actions, env_ids.len(), |j| env_ids[j])?;
+        // Duplicates within one call would also put an env in flight twice.
+        for &index in env_ids {
+            if self.in_flight[index] {
+                for &undo in env_ids {
+                    self.in_flight[undo] = false;
+                }
+                return Err(EnvError::InFlight { env: E::ID, index });
+            }
+            self.in_flight[index] = true;
+        }
+        for (&index, a) in env_ids.iter().zip(acts) {
+            self.sender().send(Task::Step(index, *a)).expect("workers outlive the executor");
+        }
+        self.n_in_flight += env_ids.len();
+        Ok(())
+    }
+
+    /// Waits for the first `batch_size` envs to finish and returns their results.
+    pub fn recv(&mut self) -> Result<AsyncBatch<'_>, EnvError> {
+        if self.n_in_flight < self.batch_size {
+            return Err(EnvError::NothingInFlight {
+                env: E::ID,
+                in_flight: self.n_in_flight,
+                batch_size: self.batch_size,
+            });
+        }
+        let d = E::OBS_DIM;
+        for j in 0..self.batch_size {
+            let i = self.done.recv().expect("workers outlive the executor");
+            let s = self.shared.slot(i);
+            self.env_ids[j] = i;
+            self.obs[j * d..(j + 1) * d].copy_from_slice(&s.obs);
+            self.final_obs[j * d..(j + 1) * d].copy_from_slice(&s.final_obs);
+            self.rewards[j] = s.reward;
+            self.terminated[j] = s.terminated;
+            self.truncated[j] = s.truncated;
+            self.in_flight[i] = false;
+        }
+        self.n_in_flight -= self.batch_size;
+        Ok(AsyncBatch {
+            env_ids: &self.env_ids,
+            obs: &self.obs,
+            rewards: &self.rewards,
+            terminated: &self.terminated,
+            truncated: &self.truncated,
+            final_obs: (self.cfg.autoreset == AutoReset::SameStep).then_some(&self.final_obs[..]),
+        })
+    }
+
+    pub fn num_envs(&self) -> usize {
+        self.cfg.num_envs
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Env `i`'s current state (waits if a worker is stepping it).
+    pub fn state(&self, i: usize) -> E::State {
+        self.shared.slot(i).state
+    }
+}
+
+impl<E: Env> Drop for AsyncVecEnv<E> {
+    fn drop(&mut self) {
+        // Closing the task channel ends the workers' loops.
+        self.tasks.take();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// An asynchronous executor whose env type is chosen at run time.
+pub trait AsyncVecEnvDyn: Send {
+    fn spec(&self) -> crate::registry::EnvSpec;
+    fn num_envs(&self) -> usize;
+    fn batch_size(&self) -> usize;
+    fn async_reset(&mut self) -> Result<(), EnvError>;
+    fn send(&mut self, actions: ActionBuf<'_>, env_ids: &[usize]) -> Result<(), EnvError>;
+    fn recv(&mut self) -> Result<AsyncBatch<'_>, EnvError>;
+}
+
+impl<E: Env> AsyncVecEnvDyn for AsyncVecEnv<E> {
+    fn spec(&self) -> crate::registry::EnvSpec {
+        crate::registry::EnvSpec::of::<E>(&self.shared.params)
+    }
+    fn num_envs(&self) -> usize {
+        self.cfg.num_envs
+    }
+    fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+    fn async_reset(&mut self) -> Result<(), EnvError> {
+        AsyncVecEnv::async_reset(self)
+    }
+    fn send(&mut self, actions: ActionBuf<'_>, env_ids: &[usize]) -> Result<(), EnvError> {
+        match E::Action::from_any(actions) {
+            Some(a) => AsyncVecEnv::send(self, a, env_ids),
+            None => Err(EnvError::ActionKind {
+                env: E::ID,
+                expected: if self.action_space.is_discrete() { "discrete" } else { "continuous" },
+                got: actions.kind(),
+            }),
+        }
+    }
+    fn recv(&mut self) -> Result<AsyncBatch<'_>, EnvError> {
+        AsyncVecEnv::recv(self)
+    }
+}

@@ -1,0 +1,196 @@
+//! Executors that step many environments per call into preallocated, contiguous buffers.
+//!
+//! # Auto-reset
+//!
+//! When an episode ends (terminated or truncated by the time limit), the env is reset
+//! without a separate call. Two modes:
+//!
+//! - [`AutoReset::NextStep`] (default, Gymnasium 1.x vector envs): the step that ends the
+//!   episode returns the final observation with its flags. On the *next* step the env
+//!   ignores its action, resets, and returns the first observation of the new episode
+//!   with reward 0 and both flags false.
+//! - [`AutoReset::SameStep`] (Stable-Baselines3, EnvPool's default in old versions): the
+//!   step that ends the episode resets the env at once; `obs` holds the new episode's
+//!   first observation, `final_obs` the observation the episode ended in, and reward and
+//!   flags belong to the ending step.
+//!
+//! # Determinism
+//!
+//! Env `k` draws all its randomness from the stream `(seed, Purpose::Env, k)`, and an
+//! env's result depends only on its own state and action. The synchronous executor is
+//! therefore bit-identical for every thread count, and each env's trajectory in the
+//! asynchronous executor equals the synchronous one given the same actions; only the
+//! *composition* of async batches depends on timing.
+
+mod async_exec;
+mod sync_exec;
+
+pub use async_exec::{AsyncBatch, AsyncVecEnv, AsyncVecEnvDyn};
+pub use sync_exec::{SyncVecEnv, VecEnvDyn};
+
+use crate::env::{Action, Env};
+use crate::error::EnvError;
+use crate::rng::{Purpose, Rng};
+
+/// When an ended episode's env is reset; see the module docs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AutoReset {
+    #[default]
+    NextStep,
+    SameStep,
+}
+
+impl std::str::FromStr for AutoReset {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "next-step" | "next_step" => Ok(AutoReset::NextStep),
+            "same-step" | "same_step" => Ok(AutoReset::SameStep),
+            _ => Err(format!("unknown autoreset mode '{s}' (use next-step or same-step)")),
+        }
+    }
+}
+
+/// How to build an executor.
+#[derive(Clone, Debug)]
+pub struct VecConfig {
+    pub num_envs: usize,
+    /// Worker threads (1 = step on the calling thread).
+    pub threads: usize,
+    pub seed: u64,
+    pub autoreset: AutoReset,
+}
+
+impl VecConfig {
+    pub fn new(num_envs: usize) -> VecConfig {
+        VecConfig {
+            num_envs,
+            threads: 1,
+            seed: 0,
+            autoreset: AutoReset::NextStep,
+        }
+    }
+
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads;
+        self
+    }
+
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    pub fn autoreset(mut self, autoreset: AutoReset) -> Self {
+        self.autoreset = autoreset;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), EnvError> {
+        if self.num_envs == 0 {
+            return Err(EnvError::Config("num_envs must be at least 1".into()));
+        }
+        if self.threads == 0 {
+            return Err(EnvError::Config("threads must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn rngs(&self) -> Vec<Rng> {
+        (0..self.num_envs as u64)
+            .map(|k| Rng::stream(self.seed, Purpose::Env, k))
+            .collect()
+    }
+}
+
+/// Checks a flat action batch for `num_envs` envs and views it as actions.
+pub(crate) fn check_actions<'a, E: Env>(
+    space: &crate::space::Space,
+    flat: &'a [<E::Action as Action>::Elem],
+    num_envs: usize,
+    first_index: impl Fn(usize) -> usize,
+) -> Result<&'a [E::Action], EnvError> {
+    let dim = <E::Action as Action>::DIM;
+    if flat.len() != num_envs * dim {
+        return Err(EnvError::ActionLength {
+            env: E::ID,
+            expected: num_envs * dim,
+            num_envs,
+            dim,
+            got: flat.len(),
+        });
+    }
+    let actions = E::Action::from_flat(flat);
+    for (i, a) in actions.iter().enumerate() {
+        if let Err(fault) = a.check(space) {
+            return Err(fault_error::<E>(fault, first_index(i)));
+        }
+    }
+    Ok(actions)
+}
+
+pub(crate) fn fault_error<E: Env>(fault: crate::env::ActionFault, index: usize) -> EnvError {
+    match fault {
+        crate::env::ActionFault::OutOfRange { value, n } => EnvError::ActionOutOfRange {
+            env: E::ID,
+            index,
+            value,
+            n,
+        },
+        crate::env::ActionFault::NotFinite { component, value } => EnvError::ActionNotFinite {
+            env: E::ID,
+            index,
+            component,
+            value,
+        },
+    }
+}
+
+/// Per-env bookkeeping after the dynamics ran (or were skipped for a pending reset):
+/// time limit, auto-reset and observation. Shared by both executors so their
+/// semantics cannot drift apart.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn finish_env<E: Env>(
+    p: &E::Params,
+    max_steps: u32,
+    autoreset: AutoReset,
+    state: &mut E::State,
+    rng: &mut Rng,
+    elapsed: &mut u32,
+    needs_reset: &mut bool,
+    reward: &mut f64,
+    terminated: &mut bool,
+    truncated: &mut bool,
+    obs: &mut [f32],
+    final_obs: &mut [f32],
+) {
+    if *needs_reset {
+        // NextStep mode: this step is the reset.
+        *state = E::reset(p, rng);
+        *elapsed = 0;
+        *needs_reset = false;
+        *reward = 0.0;
+        *terminated = false;
+        *truncated = false;
+        E::observe(p, state, obs);
+        return;
+    }
+    *elapsed += 1;
+    *truncated = *elapsed >= max_steps;
+    let done = *terminated || *truncated;
+    match autoreset {
+        AutoReset::NextStep => {
+            E::observe(p, state, obs);
+            *needs_reset = done;
+        }
+        AutoReset::SameStep => {
+            if done {
+                E::observe(p, state, final_obs);
+                *state = E::reset(p, rng);
+                *elapsed = 0;
+            }
+            E::observe(p, state, obs);
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The synchronous executor: every env steps on every call, split across threads.
+
+use crate::env::{Action, ActionBuf, Env};
+use crate::error::EnvError;
+use crate::rng::Rng;
+use crate::space::Space;
+use crate::vector::{AutoReset, VecConfig, check_actions, finish_env};
+
+/// Steps `num_envs` copies of `E` together. Outputs live in contiguous buffers
+/// (`obs` is `num_envs x OBS_DIM`, row-major) that each `step` overwrites in place.
+pub struct SyncVecEnv<E: Env> {
+    params: E::Params,
+    cfg: VecConfig,
+    max_steps: u32,
+    action_space: Space,
+    states: Vec<E::State>,
+    rngs: Vec<Rng>,
+    elapsed: Vec<u32>,
+    needs_reset: Vec<bool>,
+    active: Vec<bool>,
+    obs: Vec<f32>,
+    final_obs: Vec<f32>,
+    rewards: Vec<f64>,
+    terminated: Vec<bool>,
+    truncated: Vec<bool>,
+    /// Envs per worker chunk: a multiple of the SIMD width so kernels see full lanes.
+    chunk: usize,
+    pool: Option<rayon::ThreadPool>,
+}
+
+/// Mutable views of one contiguous range of envs.
+struct Part<'a, E: Env> {
+    states: &'a mut [E::State],
+    rngs: &'a mut [Rng],
+    elapsed: &'a mut [u32],
+    needs_reset: &'a mut [bool],
+    active: &'a mut [bool],
+    obs: &'a mut [f32],
+    final_obs: &'a mut [f32],
+    rewards: &'a mut [f64],
+    terminated: &'a mut [bool],
+    truncated: &'a mut [bool],
+    actions: &'a [E::Action],
+}
+
+impl<'a, E: Env> Part<'a, E> {
+    fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    fn split_at(self, n: usize) -> (Part<'a, E>, Part<'a, E>) {
+        let d = E::OBS_DIM;
+        let (s0, s1) = self.states.split_at_mut(n);
+        let (r0, r1) = self.rngs.split_at_mut(n);
+        let (e0, e1) = self.elapsed.split_at_mut(n);
+        let (n0, n1) = self.needs_reset.split_at_mut(n);
+        let (a0, a1) = self.active.split_at_mut(n);
+        let (o0, o1) = self.obs.split_at_mut(n * d);
+        let (f0, f1) = self.final_obs.split_at_mut(n * d);
+        let (w0, w1) = self.rewards.split_at_mut(n);
+        let (t0, t1) = self.terminated.split_at_mut(n);
+        let (u0, u1) = self.truncated.split_at_mut(n);
+        let (c0, c1) = self.actions.split_at(n);
+        (
+            Part {
+                states: s0,
+                rngs: r0,
+                elapsed: e0,
+                needs_reset: n0,
+                active: a0,
+                obs: o0,
+                final_obs: f0,
+                rewards: w0,
+                terminated: t0,
+                truncated: u0,
+                actions: c0,
+            },
+            Part {
+                states: s1,
+                rngs: r1,
+                elapsed: e1,
+                needs_reset: n1,
+                active: a1,
+                obs: o1,
+                final_obs: f1,
+                rewards: w1,
+                terminated: t1,
+                truncated: u1,
+                actions: c1,
+            },
+        )
+    }
+
+    /// Steps this range: the env's batch kernel, then per-env bookkeeping.
+    fn run(self, p: &E::Params, max_steps: u32, autoreset: AutoReset) {
+        for (a, r) in self.active.iter_mut().zip(self.needs_reset.iter()) {
+            *a = !*r;
+        }
+        E::step_batch(
+            p,
+            self.states,
+            self.actions,
+            self.rngs,
+            self.active,
+            self.rewards,
+            self.terminated,
+        );
+        let d = E::OBS_DIM;
+        for i in 0..self.states.len() {
+            finish_env::<E>(
+                p,
+                max_steps,
+                autoreset,
+                &mut self.states[i],
+                &mut self.rngs[i],
+                &mut self.elapsed[i],
+                &mut self.needs_reset[i],
+                &mut self.rewards[i],
+                &mut self.terminated[i],
+                &mut self.truncated[i],
+                &mut self.obs[i * d..(i + 1) * d],
+                &mut self.final_obs[i * d..(i + 1) * d],
+            );
+        }
+    }
+}
+
+/// SIMD width the chunking rounds to (8 f64 lanes = one AVX-512 register).
+const LANES: usize = 8;
+
+impl<E: Env> SyncVecEnv<E> {
+    /// Builds and resets `cfg.num_envs` envs with default parameters.
+    pub fn new(cfg: VecConfig) -> Result<Self, EnvError> {
+        Self::with_params(E::Params::default(), cfg)
+    }
+
+    pub fn with_params(params: E::Params, cfg: VecConfig) -> Result<Self, EnvError> {
+        cfg.validate()?;
+        let n = cfg.num_envs;
+        let d = E::OBS_DIM;
+        let threads = cfg.threads.min(n.div_ceil(LANES)).max(1);
+        let chunk = n.div_ceil(threads).div_ceil(LANES) * LANES;
+        let pool = if threads > 1 {
+            Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("rlrig-env-{i}"))
+                    .build()
+                    .map_err(|e| EnvError::Config(format!("cannot start {threads} threads: {e}")))?,
+            )
+        } else {
+            None
+        };
+        let mut env = SyncVecEnv {
+            max_steps: E::max_episode_steps(&params).unwrap_or(u32::MAX),
+            action_space: E::action_space(&params),
+            states: vec![E::State::default(); n],
+            rngs: cfg.rngs(),
+            elapsed: vec![0; n],
+            needs_reset: vec![false; n],
+            active: vec![false; n],
+            obs: vec![0.0; n * d],
+            final_obs: vec![0.0; n * d],
+            rewards: vec![0.0; n],
+            terminated: vec![false; n],
+            truncated: vec![false; n],
+            chunk,
+            pool,
+            params,
+            cfg,
+        };
+        env.reset();
+        Ok(env)
+    }
+
+    /// Resets every env (continuing each env's random stream) and writes `obs`.
+    pub fn reset(&mut self) {
+        let d = E::OBS_DIM;
+        for i in 0..self.cfg.num_envs {
+            self.states[i] = E::reset(&self.params, &mut self.rngs[i]);
+            E::observe(&self.params, &self.states[i], &mut self.obs[i * d..(i + 1) * d]);
+        }
+        self.elapsed.fill(0);
+        self.needs_reset.fill(false);
+        self.rewards.fill(0.0);
+        self.terminated.fill(false);
+        self.truncated.fill(false);
+    }
+
+    /// Restarts every env's random stream from `seed`, then resets (Gymnasium's `reset(seed=...)`).
+    pub fn reseed(&mut self, seed: u64) {
+        self.cfg.seed = seed;
+        self.rngs = self.cfg.rngs();
+        self.reset();
+    }
+
+    /// Puts env `i` into `state` at the start of an episode (time limit counts from 0).
+    pub fn set_state(&mut self, i: usize, state: E::State) {
+        let d = E::OBS_DIM;
+        self.states[i] = state;
+        self.elapsed[i] = 0;
+        self.needs_reset[i] = false;
+        E::observe(&self.params, &state, &mut self.obs[i * d..(i + 1) * d]);
+    }
+
+    /// Steps every env with `actions` (`num_envs x DIM`, flat). On error nothing has moved.
+    pub fn step(&mut self, actions: &[<E::Action as Action>::Elem]) -> Result<(), EnvError> {
+        let actions = check_actions::<E>(&self.action_space, actions, self.cfg.num_envs, |i| i)?;
+        let part = Part::<E> {
+            states: &mut self.states,
+            rngs: &mut self.rngs,
+            elapsed: &mut self.elapsed,
+            needs_reset: &mut self.needs_reset,
+            active: &mut self.active,
+            obs: &mut self.obs,
+            final_obs: &mut self.final_obs,
+            rewards: &mut self.rewards,
+            terminated: &mut self.terminated,
+            truncated: &mut self.truncated,
+            actions,
+        };
+        let (p, max_steps, autoreset, chunk) =
+            (&self.params, self.max_steps, self.cfg.autoreset, self.chunk);
+        match &self.pool {
+            None => part.run(p, max_steps, autoreset),
+            Some(pool) => pool.scope(|s| {
+                let mut rest = part;
+                while rest.len() > chunk {
+                    let (head, tail) = rest.split_at(chunk);
+                    s.spawn(move |_| head.run(p, max_steps, autoreset));
+                    rest = tail;
+                }
+                rest.run(p, max_steps, autoreset);
+            }),
+        }
+        Ok(())
+    }
+
+    pub fn num_envs(&self) -> usize {
+        self.cfg.num_envs
+    }
+
+    pub fn params(&self) -> &E::Params {
+        &self.params
+    }
+
+    pub fn config(&self) -> &VecConfig {
+        &self.cfg
+    }
+
+    /// Observations, `num_envs x OBS_DIM`, row-major.
+    pub fn obs(&self) -> &[f32] {
+        &self.obs
+    }
+
+    pub fn rewards(&self) -> &[f64] {
+        &self.rewards
+    }
+
+    pub fn terminated(&self) -> &[bool] {
+        &self.terminated
+    }
+
+    pub fn truncated(&self) -> &[bool] {
+        &self.truncated
+    }
+
+    /// In [`AutoReset::SameStep`] mode, the observation each env's episode ended in
+    /// (rows of envs whose flags are both false are stale). `None` in NextStep mode.
+    pub fn final_obs(&self) -> Option<&[f32]> {
+        (self.cfg.autoreset == AutoReset::SameStep).then_some(&self.final_obs[..])
+    }
+
+    /// Env `i`'s current state.
+    pub fn state(&self, i: usize) -> &E::State {
+        &self.states[i]
+    }
+
+    /// Steps taken in env `i`'s current episode.
+    pub fn elapsed(&self, i: usize) -> u32 {
+        self.elapsed[i]
+    }
+}
+
+/// A synchronous executor whose env type is chosen at run time.
+pub trait VecEnvDyn: Send {
+    fn spec(&self) -> crate::registry::EnvSpec;
+    fn num_envs(&self) -> usize;
+    fn reset(&mut self);
+    fn reseed(&mut self, seed: u64);
+    fn step(&mut self, actions: ActionBuf<'_>) -> Result<(), EnvError>;
+    fn obs(&self) -> &[f32];
+    fn rewards(&self) -> &[f64];
+    fn terminated(&self) -> &[bool];
+    fn truncated(&self) -> &[bool];
+    fn final_obs(&self) -> Option<&[f32]>;
+}
+
+impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
+    fn spec(&self) -> crate::registry::EnvSpec {
+        crate::registry::EnvSpec::of::<E>(&self.params)
+    }
+    fn num_envs(&self) -> usize {
+        self.cfg.num_envs
+    }
+    fn reset(&mut self) {
+        SyncVecEnv::reset(self)
+    }
+    fn reseed(&mut self, seed: u64) {
+        SyncVecEnv::reseed(self, seed)
+    }
+    fn step(&mut self, actions: ActionBuf<'_>) -> Result<(), EnvError> {
+        match E::Action::from_any(actions) {
+            Some(a) => SyncVecEnv::step(self, a),
+            None => Err(EnvError::ActionKind {
+                env: E::ID,
+                expected: if self.action_space.is_discrete() { "discrete" } else { "continuous" },
+                got: actions.kind(),
+            }),
+        }
+    }
+    fn obs(&self) -> &[f32] {
+        &self.obs
+    }
+    fn rewards(&self) -> &[f64] {
+        &self.rewards
+    }
+    fn terminated(&self) -> &[bool] {
+        &self.terminated
+    }
+    fn truncated(&self) -> &[bool] {
+        &self.truncated
+    }
+    fn final_obs(&self) -> Option<&[f32]> {
+        SyncVecEnv::final_obs(self)
+    }
+}

@@ -1,0 +1,80 @@
+//! Golden tests: trajectories recorded from Gymnasium (scripts/golden/make_golden.py)
+//! replayed through rlrig's executor. Observations within 1e-6 relative (or 1e-9
+//! absolute), rewards bit-exact, flags exact, same episode length.
+
+use rlrig_env::replay::replay;
+use serde_json::Value;
+
+fn check_env(id: &str) {
+    let path = format!("{}/tests/golden/{id}.json", env!("CARGO_MANIFEST_DIR"));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["env"], id);
+    let episodes = doc["episodes"].as_array().unwrap();
+    let mut ends = (0, 0);
+    for ep in episodes {
+        let what = format!("{id} seed {} policy {}", ep["seed"], ep["policy"]);
+        let state: Vec<f64> = ep["state"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let actions: Vec<Vec<f64>> = ep["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| match a {
+                Value::Array(xs) => xs.iter().map(|x| x.as_f64().unwrap()).collect(),
+                x => vec![x.as_f64().unwrap()],
+            })
+            .collect();
+        let expected = ep["steps"].as_array().unwrap();
+        let got = replay(id, &state, &actions).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(got.len(), expected.len(), "{what}: episode length");
+        for (t, (g, e)) in got.iter().zip(expected).enumerate() {
+            let eobs: Vec<f32> = e["obs"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            assert_eq!(g.obs.len(), eobs.len());
+            for (k, (a, b)) in g.obs.iter().zip(&eobs).enumerate() {
+                let (a, b) = (f64::from(*a), f64::from(*b));
+                let ok = (a - b).abs() <= 1e-9 || (a - b).abs() <= 1e-6 * b.abs();
+                assert!(ok, "{what}: step {t} obs[{k}]: rlrig {a} vs gymnasium {b}");
+            }
+            let er = e["reward"].as_f64().unwrap();
+            assert_eq!(g.reward.to_bits(), er.to_bits(), "{what}: step {t} reward {} vs {er}", g.reward);
+            assert_eq!(g.terminated, e["terminated"].as_bool().unwrap(), "{what}: step {t} terminated");
+            assert_eq!(g.truncated, e["truncated"].as_bool().unwrap(), "{what}: step {t} truncated");
+        }
+        let last = got.last().unwrap();
+        if last.terminated {
+            ends.0 += 1;
+        }
+        if last.truncated {
+            ends.1 += 1;
+        }
+    }
+    // Every env's file covers the ways its episodes can end.
+    if id != "Pendulum-v1" {
+        assert!(ends.0 > 0, "{id}: no episode ends by termination");
+    }
+    assert!(ends.1 > 0, "{id}: no episode ends by the time limit");
+}
+
+#[test]
+fn cartpole_matches_gymnasium() {
+    check_env("CartPole-v1");
+}
+
+#[test]
+fn acrobot_matches_gymnasium() {
+    check_env("Acrobot-v1");
+}
+
+#[test]
+fn mountain_car_matches_gymnasium() {
+    check_env("MountainCar-v0");
+}
+
+#[test]
+fn mountain_car_continuous_matches_gymnasium() {
+    check_env("MountainCarContinuous-v0");
+}
+
+#[test]
+fn pendulum_matches_gymnasium() {
+    check_env("Pendulum-v1");
+}

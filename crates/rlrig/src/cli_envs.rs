@@ -1,0 +1,157 @@
+//! `rlrig envs` and `rlrig replay`.
+
+use std::io::{BufWriter, Read, Write};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use rlrig_env::{ENV_IDS, Space, spec};
+use serde::Serialize;
+
+#[derive(Args)]
+pub struct EnvsArgs {
+    /// Print one JSON object per env instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn space_json(s: &Space) -> serde_json::Value {
+    match s {
+        Space::Discrete { n } => serde_json::json!({"type": "Discrete", "n": n}),
+        Space::Box {
+            low,
+            high,
+            shape,
+            dtype,
+        } => {
+            let num = |v: &f32| {
+                if v.is_finite() {
+                    serde_json::json!(v)
+                } else if *v > 0.0 {
+                    serde_json::json!("inf")
+                } else {
+                    serde_json::json!("-inf")
+                }
+            };
+            serde_json::json!({
+                "type": "Box",
+                "low": low.iter().map(num).collect::<Vec<_>>(),
+                "high": high.iter().map(num).collect::<Vec<_>>(),
+                "shape": shape,
+                "dtype": dtype.name(),
+            })
+        }
+    }
+}
+
+pub fn envs(a: EnvsArgs) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if !a.json {
+        writeln!(out, "{:<26} {:<52} {:<30} max steps", "id", "observation space", "action space")?;
+    }
+    for id in ENV_IDS {
+        let s = spec(id)?;
+        let steps = s.max_episode_steps.map(|m| m.to_string()).unwrap_or_else(|| "-".into());
+        if a.json {
+            let v = serde_json::json!({
+                "id": s.id,
+                "observation_space": space_json(&s.observation_space),
+                "action_space": space_json(&s.action_space),
+                "max_episode_steps": s.max_episode_steps,
+            });
+            writeln!(out, "{v}")?;
+        } else {
+            writeln!(
+                out,
+                "{:<26} {:<52} {:<30} {steps}",
+                s.id,
+                s.observation_space.to_string(),
+                s.action_space.to_string()
+            )?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// Environment id, e.g. CartPole-v1.
+    #[arg(long)]
+    env: String,
+    /// Initial internal state as a JSON array: Gymnasium's `env.unwrapped.state`
+    /// right after `reset` (the time limit counts from step 0).
+    #[arg(long, allow_hyphen_values = true)]
+    state: String,
+    /// File with one action per line (an integer, or a JSON array for Box actions);
+    /// `-` reads standard input. Blank lines and lines starting with `#` are skipped.
+    #[arg(long)]
+    actions: String,
+}
+
+#[derive(Serialize)]
+struct StepOut<'a> {
+    obs: &'a [f32],
+    reward: f64,
+    terminated: bool,
+    truncated: bool,
+}
+
+/// Parses the actions text: one action per line.
+pub fn parse_actions(text: &str, source: &str) -> Result<Vec<Vec<f64>>> {
+    let mut actions = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || {
+            format!(
+                "{source}, line {}: expected an integer or a JSON array of numbers, got '{line}'",
+                n + 1
+            )
+        };
+        let v: serde_json::Value = serde_json::from_str(line).with_context(bad)?;
+        let nums = match &v {
+            serde_json::Value::Number(x) => vec![x.as_f64().with_context(bad)?],
+            serde_json::Value::Array(xs) => xs
+                .iter()
+                .map(|x| x.as_f64().with_context(bad))
+                .collect::<Result<Vec<f64>>>()?,
+            _ => bail!(bad()),
+        };
+        actions.push(nums);
+    }
+    if actions.is_empty() {
+        bail!("{source}: no actions (the input is empty)");
+    }
+    Ok(actions)
+}
+
+pub fn replay(a: ReplayArgs) -> Result<()> {
+    // Check the id first so that a typo is reported before any input is read.
+    spec(&a.env)?;
+    let state: Vec<f64> = serde_json::from_str(&a.state).with_context(|| {
+        format!("--state: expected a JSON array of numbers such as '[0.01, 0, -0.02, 0.03]', got '{}'", a.state)
+    })?;
+    let (text, source) = if a.actions == "-" {
+        let mut s = String::new();
+        std::io::stdin().read_to_string(&mut s).context("reading actions from standard input")?;
+        (s, "stdin".to_string())
+    } else {
+        let s = std::fs::read_to_string(&a.actions).with_context(|| format!("reading actions file '{}'", a.actions))?;
+        (s, a.actions.clone())
+    };
+    let actions = parse_actions(&text, &source)?;
+    let steps = rlrig_env::replay::replay(&a.env, &state, &actions)?;
+    let mut out = BufWriter::new(std::io::stdout().lock());
+    for s in &steps {
+        let line = serde_json::to_string(&StepOut {
+            obs: &s.obs,
+            reward: s.reward,
+            terminated: s.terminated,
+            truncated: s.truncated,
+        })?;
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    Ok(())
+}
