@@ -32,7 +32,9 @@ pub enum EnvError {
         value: i64,
         n: u32,
     },
-    #[error("{env}: action for env {index}, component {component}, is {value}: actions must be finite")]
+    #[error(
+        "{env}: action for env {index}, component {component}, is {value}: actions must be finite"
+    )]
     ActionNotFinite {
         env: &'static str,
         index: usize,
@@ -50,7 +52,9 @@ pub enum EnvError {
     },
     #[error("{env}: env {index} is already in flight; recv() it before sending it again")]
     InFlight { env: &'static str, index: usize },
-    #[error("{env}: recv() would wait forever: {in_flight} envs in flight, batch size {batch_size}")]
+    #[error(
+        "{env}: recv() would wait forever: {in_flight} envs in flight, batch size {batch_size}"
+    )]
     NothingInFlight {
         env: &'static str,
         in_flight: usize,

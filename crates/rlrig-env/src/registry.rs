@@ -98,7 +98,11 @@ pub fn make_sync(id: &str, cfg: VecConfig) -> Result<Box<dyn VecEnvDyn>, EnvErro
 }
 
 /// An asynchronous executor for `id` with default parameters.
-pub fn make_async(id: &str, cfg: VecConfig, batch_size: usize) -> Result<Box<dyn AsyncVecEnvDyn>, EnvError> {
+pub fn make_async(
+    id: &str,
+    cfg: VecConfig,
+    batch_size: usize,
+) -> Result<Box<dyn AsyncVecEnvDyn>, EnvError> {
     struct V(VecConfig, usize);
     impl EnvVisitor for V {
         type Output = Result<Box<dyn AsyncVecEnvDyn>, EnvError>;

@@ -34,7 +34,11 @@ pub enum ReplayError {
 /// Runs `actions` from `state` (Gymnasium's `env.unwrapped.state`, time-limit counter at 0)
 /// through the batch executor with one env, stopping when the episode ends. Each action
 /// is a list of numbers: one integer for Discrete envs, `DIM` numbers for Box envs.
-pub fn replay(id: &str, state: &[f64], actions: &[Vec<f64>]) -> Result<Vec<ReplayStep>, ReplayError> {
+pub fn replay(
+    id: &str,
+    state: &[f64],
+    actions: &[Vec<f64>],
+) -> Result<Vec<ReplayStep>, ReplayError> {
     struct V<'a>(&'a [f64], &'a [Vec<f64>]);
     impl EnvVisitor for V<'_> {
         type Output = Result<Vec<ReplayStep>, ReplayError>;
@@ -54,7 +58,8 @@ pub fn replay_env<E: Env>(
     if actions.is_empty() {
         return Err(ReplayError::NoActions);
     }
-    let s0 = E::state_from_slice(params, state).map_err(|why| EnvError::BadState { env: E::ID, why })?;
+    let s0 =
+        E::state_from_slice(params, state).map_err(|why| EnvError::BadState { env: E::ID, why })?;
     let mut env = SyncVecEnv::<E>::with_params(params.clone(), VecConfig::new(1))?;
     env.set_state(0, s0);
     let dim = <E::Action as crate::env::Action>::DIM;

@@ -104,6 +104,9 @@ mod tests {
         for _ in 0..3000 {
             counts[r.below(3) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (850..1150).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (850..1150).contains(&c)),
+            "{counts:?}"
+        );
     }
 }

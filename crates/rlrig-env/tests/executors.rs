@@ -1,9 +1,12 @@
 //! Executor semantics: determinism across thread counts, sync vs async per env,
 //! auto-reset modes, and errors that leave the batch untouched.
 
+#![allow(clippy::needless_range_loop)]
+
 use rlrig_env::envs::{CartPole, Pendulum};
 use rlrig_env::{
-    ActionBuf, AutoReset, ENV_IDS, EnvError, Purpose, Rng, Space, SyncVecEnv, VecConfig, make_async, make_sync, spec,
+    ActionBuf, AutoReset, ENV_IDS, EnvError, Purpose, Rng, Space, SyncVecEnv, VecConfig,
+    make_async, make_sync, spec,
 };
 
 /// Env `k`'s `j`-th action comes from its own stream, so every executor and thread
@@ -17,7 +20,9 @@ impl Actor {
     fn new(id: &str, n: usize) -> Actor {
         Actor {
             space: spec(id).unwrap().action_space,
-            rngs: (0..n as u64).map(|k| Rng::stream(99, Purpose::User, k)).collect(),
+            rngs: (0..n as u64)
+                .map(|k| Rng::stream(99, Purpose::User, k))
+                .collect(),
         }
     }
 
@@ -34,13 +39,21 @@ impl Actor {
     }
 
     fn buf<'a>(&self, di: &'a [i32], dc: &'a [f32]) -> ActionBuf<'a> {
-        if self.space.is_discrete() { ActionBuf::Discrete(di) } else { ActionBuf::Continuous(dc) }
+        if self.space.is_discrete() {
+            ActionBuf::Discrete(di)
+        } else {
+            ActionBuf::Continuous(dc)
+        }
     }
 }
 
 /// Every output of every step, as bits, for exact comparison.
 fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset) -> Vec<u64> {
-    let mut env = make_sync(id, VecConfig::new(n).threads(threads).seed(5).autoreset(mode)).unwrap();
+    let mut env = make_sync(
+        id,
+        VecConfig::new(n).threads(threads).seed(5).autoreset(mode),
+    )
+    .unwrap();
     let mut actor = Actor::new(id, n);
     let mut trace: Vec<u64> = env.obs().iter().map(|x| u64::from(x.to_bits())).collect();
     let (mut di, mut dc) = (Vec::new(), Vec::new());
@@ -68,8 +81,16 @@ fn sync_results_are_bit_identical_for_1_2_and_7_threads() {
         for mode in [AutoReset::NextStep, AutoReset::SameStep] {
             // 37 envs: not a multiple of the SIMD width nor of any thread count.
             let one = sync_trace(id, 37, 1, 600, mode);
-            assert_eq!(one, sync_trace(id, 37, 2, 600, mode), "{id} {mode:?}: 1 vs 2 threads");
-            assert_eq!(one, sync_trace(id, 37, 7, 600, mode), "{id} {mode:?}: 1 vs 7 threads");
+            assert_eq!(
+                one,
+                sync_trace(id, 37, 2, 600, mode),
+                "{id} {mode:?}: 1 vs 2 threads"
+            );
+            assert_eq!(
+                one,
+                sync_trace(id, 37, 7, 600, mode),
+                "{id} {mode:?}: 1 vs 7 threads"
+            );
         }
     }
 }
@@ -93,7 +114,17 @@ fn async_trajectories_equal_sync_ones_per_env() {
         let mut sync = make_sync(id, VecConfig::new(n).seed(3)).unwrap();
         let mut actor = Actor::new(id, n);
         let mut want: PerEnv = (0..n)
-            .map(|k| vec![(sync.obs()[k * d..(k + 1) * d].iter().map(|x| x.to_bits()).collect(), 0, false, false)])
+            .map(|k| {
+                vec![(
+                    sync.obs()[k * d..(k + 1) * d]
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect(),
+                    0,
+                    false,
+                    false,
+                )]
+            })
             .collect();
         let (mut di, mut dc) = (Vec::new(), Vec::new());
         for _ in 0..steps {
@@ -105,7 +136,10 @@ fn async_trajectories_equal_sync_ones_per_env() {
             sync.step(actor.buf(&di, &dc)).unwrap();
             for (k, w) in want.iter_mut().enumerate() {
                 w.push((
-                    sync.obs()[k * d..(k + 1) * d].iter().map(|x| x.to_bits()).collect(),
+                    sync.obs()[k * d..(k + 1) * d]
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect(),
                     sync.rewards()[k].to_bits(),
                     sync.terminated()[k],
                     sync.truncated()[k],
@@ -122,7 +156,10 @@ fn async_trajectories_equal_sync_ones_per_env() {
             let ids = b.env_ids.to_vec();
             for (j, &k) in ids.iter().enumerate() {
                 got[k].push((
-                    b.obs[j * d..(j + 1) * d].iter().map(|x| x.to_bits()).collect(),
+                    b.obs[j * d..(j + 1) * d]
+                        .iter()
+                        .map(|x| x.to_bits())
+                        .collect(),
                     b.rewards[j].to_bits(),
                     b.terminated[j],
                     b.truncated[j],
@@ -136,7 +173,11 @@ fn async_trajectories_equal_sync_ones_per_env() {
             asy.send(actor.buf(&di, &dc), &ids).unwrap();
         }
         for k in 0..n {
-            assert_eq!(got[k][..=steps], want[k][..], "{id}: env {k} differs between async and sync");
+            assert_eq!(
+                got[k][..=steps],
+                want[k][..],
+                "{id}: env {k} differs between async and sync"
+            );
         }
     }
 }
@@ -145,7 +186,9 @@ fn async_trajectories_equal_sync_ones_per_env() {
 fn next_step_and_same_step_autoreset_agree_on_episode_boundaries() {
     // One env, same seed and actions. NextStep spends one extra call on the reset.
     let mut next = SyncVecEnv::<CartPole>::new(VecConfig::new(1).seed(11)).unwrap();
-    let mut same = SyncVecEnv::<CartPole>::new(VecConfig::new(1).seed(11).autoreset(AutoReset::SameStep)).unwrap();
+    let mut same =
+        SyncVecEnv::<CartPole>::new(VecConfig::new(1).seed(11).autoreset(AutoReset::SameStep))
+            .unwrap();
     assert_eq!(next.obs(), same.obs());
     let mut rng = Rng::stream(4, Purpose::User, 0);
     let mut episodes = 0;
@@ -157,12 +200,24 @@ fn next_step_and_same_step_autoreset_agree_on_episode_boundaries() {
         assert_eq!(next.terminated(), same.terminated());
         if next.terminated()[0] || next.truncated()[0] {
             episodes += 1;
-            assert_eq!(same.final_obs().unwrap(), next.obs(), "SameStep keeps the final observation");
+            assert_eq!(
+                same.final_obs().unwrap(),
+                next.obs(),
+                "SameStep keeps the final observation"
+            );
             next.step(&[0]).unwrap();
-            assert_eq!(next.rewards()[0], 0.0, "NextStep: the reset step pays nothing");
+            assert_eq!(
+                next.rewards()[0],
+                0.0,
+                "NextStep: the reset step pays nothing"
+            );
             assert!(!next.terminated()[0] && !next.truncated()[0]);
             assert_eq!(next.elapsed(0), 0);
-            assert_eq!(same.obs(), next.obs(), "both reset to the same first observation");
+            assert_eq!(
+                same.obs(),
+                next.obs(),
+                "both reset to the same first observation"
+            );
         } else {
             assert_eq!(next.obs(), same.obs());
         }
@@ -179,7 +234,11 @@ fn time_limit_truncates_pendulum_at_200() {
         assert_eq!(env.terminated(), &[false; 3]);
     }
     env.step(&[0.0; 3]).unwrap();
-    assert_eq!(env.rewards(), &[0.0; 3], "the step after truncation is the reset");
+    assert_eq!(
+        env.rewards(),
+        &[0.0; 3],
+        "the step after truncation is the reset"
+    );
 }
 
 #[test]
@@ -187,22 +246,67 @@ fn bad_actions_are_errors_naming_env_index_and_value_and_change_nothing() {
     let mut env = make_sync("CartPole-v1", VecConfig::new(4)).unwrap();
     let before = env.obs().to_vec();
     let e = env.step(ActionBuf::Discrete(&[0, 1, 2, 0])).unwrap_err();
-    assert!(matches!(e, EnvError::ActionOutOfRange { index: 2, value: 2, n: 2, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            EnvError::ActionOutOfRange {
+                index: 2,
+                value: 2,
+                n: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let msg = e.to_string();
-    assert!(msg.contains("CartPole-v1") && msg.contains("env 2") && msg.contains("is 2"), "{msg}");
+    assert!(
+        msg.contains("CartPole-v1") && msg.contains("env 2") && msg.contains("is 2"),
+        "{msg}"
+    );
     let e = env.step(ActionBuf::Discrete(&[0, -1, 0, 0])).unwrap_err();
-    assert!(matches!(e, EnvError::ActionOutOfRange { index: 1, value: -1, .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            EnvError::ActionOutOfRange {
+                index: 1,
+                value: -1,
+                ..
+            }
+        ),
+        "{e}"
+    );
     let e = env.step(ActionBuf::Discrete(&[0, 1, 0])).unwrap_err();
     assert!(e.to_string().contains("expected 4 action values"), "{e}");
     let e = env.step(ActionBuf::Continuous(&[0.0; 4])).unwrap_err();
     assert!(e.to_string().contains("discrete"), "{e}");
-    assert_eq!(env.obs(), &before[..], "a rejected step must not move any env");
+    assert_eq!(
+        env.obs(),
+        &before[..],
+        "a rejected step must not move any env"
+    );
 
     let mut env = make_sync("Pendulum-v1", VecConfig::new(3)).unwrap();
-    let e = env.step(ActionBuf::Continuous(&[0.0, f32::NAN, 1.0])).unwrap_err();
-    assert!(matches!(e, EnvError::ActionNotFinite { index: 1, component: 0, .. }), "{e}");
-    let e = env.step(ActionBuf::Continuous(&[0.0, 1.0, f32::NEG_INFINITY])).unwrap_err();
-    assert!(e.to_string().contains("env 2") && e.to_string().contains("-inf"), "{e}");
+    let e = env
+        .step(ActionBuf::Continuous(&[0.0, f32::NAN, 1.0]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            EnvError::ActionNotFinite {
+                index: 1,
+                component: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = env
+        .step(ActionBuf::Continuous(&[0.0, 1.0, f32::NEG_INFINITY]))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("env 2") && e.to_string().contains("-inf"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -213,14 +317,21 @@ fn async_rejects_misuse_with_clear_errors() {
     env.async_reset().unwrap();
     let ids = env.recv().unwrap().env_ids.to_vec();
     let others: Vec<usize> = (0..4).filter(|k| !ids.contains(k)).collect();
-    let e = env.send(ActionBuf::Discrete(&[0]), &[others[0]]).unwrap_err();
+    let e = env
+        .send(ActionBuf::Discrete(&[0]), &[others[0]])
+        .unwrap_err();
     assert!(matches!(e, EnvError::InFlight { .. }), "{e}");
-    let e = env.send(ActionBuf::Discrete(&[0, 0]), &[ids[0], ids[0]]).unwrap_err();
+    let e = env
+        .send(ActionBuf::Discrete(&[0, 0]), &[ids[0], ids[0]])
+        .unwrap_err();
     assert!(matches!(e, EnvError::InFlight { .. }), "{e}");
     let e = env.send(ActionBuf::Discrete(&[0]), &[9]).unwrap_err();
     assert!(matches!(e, EnvError::EnvIndex { index: 9, .. }), "{e}");
     let e = env.send(ActionBuf::Discrete(&[0, 5]), &ids).unwrap_err();
-    assert!(matches!(e, EnvError::ActionOutOfRange { value: 5, .. }), "{e}");
+    assert!(
+        matches!(e, EnvError::ActionOutOfRange { value: 5, .. }),
+        "{e}"
+    );
     // After all those errors the envs are still usable.
     env.send(ActionBuf::Discrete(&[0, 1]), &ids).unwrap();
     assert_eq!(env.recv().unwrap().env_ids.len(), 2);
@@ -236,8 +347,12 @@ fn bad_configs_and_states_are_errors() {
     assert!(e.to_string().contains("expected 4 numbers"), "{e}");
     let e = rlrig_env::replay::replay("Pendulum-v1", &[0.0, f64::NAN], &[vec![0.0]]).unwrap_err();
     assert!(e.to_string().contains("state[1]"), "{e}");
-    let e = rlrig_env::replay::replay("Acrobot-v1", &[0.0; 4], &[vec![1.0], vec![3.0]]).unwrap_err();
-    assert!(e.to_string().contains("action 1") && e.to_string().contains("is 3"), "{e}");
+    let e =
+        rlrig_env::replay::replay("Acrobot-v1", &[0.0; 4], &[vec![1.0], vec![3.0]]).unwrap_err();
+    assert!(
+        e.to_string().contains("action 1") && e.to_string().contains("is 3"),
+        "{e}"
+    );
     let e = rlrig_env::replay::replay("Acrobot-v1", &[0.0; 4], &[vec![0.5]]).unwrap_err();
     assert!(e.to_string().contains("not an integer"), "{e}");
     let e = rlrig_env::replay::replay("Pendulum-v1", &[0.0; 2], &[vec![0.5, 1.0]]).unwrap_err();

@@ -13,7 +13,12 @@ fn check_env(id: &str) {
     let mut ends = (0, 0);
     for ep in episodes {
         let what = format!("{id} seed {} policy {}", ep["seed"], ep["policy"]);
-        let state: Vec<f64> = ep["state"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let state: Vec<f64> = ep["state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
         let actions: Vec<Vec<f64>> = ep["actions"]
             .as_array()
             .unwrap()
@@ -27,7 +32,12 @@ fn check_env(id: &str) {
         let got = replay(id, &state, &actions).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(got.len(), expected.len(), "{what}: episode length");
         for (t, (g, e)) in got.iter().zip(expected).enumerate() {
-            let eobs: Vec<f32> = e["obs"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+            let eobs: Vec<f32> = e["obs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
             assert_eq!(g.obs.len(), eobs.len());
             for (k, (a, b)) in g.obs.iter().zip(&eobs).enumerate() {
                 let (a, b) = (f64::from(*a), f64::from(*b));
@@ -35,9 +45,22 @@ fn check_env(id: &str) {
                 assert!(ok, "{what}: step {t} obs[{k}]: rlrig {a} vs gymnasium {b}");
             }
             let er = e["reward"].as_f64().unwrap();
-            assert_eq!(g.reward.to_bits(), er.to_bits(), "{what}: step {t} reward {} vs {er}", g.reward);
-            assert_eq!(g.terminated, e["terminated"].as_bool().unwrap(), "{what}: step {t} terminated");
-            assert_eq!(g.truncated, e["truncated"].as_bool().unwrap(), "{what}: step {t} truncated");
+            assert_eq!(
+                g.reward.to_bits(),
+                er.to_bits(),
+                "{what}: step {t} reward {} vs {er}",
+                g.reward
+            );
+            assert_eq!(
+                g.terminated,
+                e["terminated"].as_bool().unwrap(),
+                "{what}: step {t} terminated"
+            );
+            assert_eq!(
+                g.truncated,
+                e["truncated"].as_bool().unwrap(),
+                "{what}: step {t} truncated"
+            );
         }
         let last = got.last().unwrap();
         if last.terminated {

@@ -2,6 +2,8 @@
 //! threads and batch size, every env is stepped exactly once per call with its own
 //! action, none skipped, none twice.
 
+#![allow(clippy::needless_range_loop)]
+
 use proptest::prelude::*;
 use rlrig_env::{Env, Rng, Space, SyncVecEnv, Transition, VecConfig};
 

@@ -63,7 +63,9 @@ impl ActionTable {
     fn new(space: &Space, rows: usize, seed: u64) -> ActionTable {
         let mut rng = Rng::stream(seed, Purpose::Bench, 0);
         match space {
-            Space::Discrete { n } => ActionTable::Discrete((0..rows).map(|_| rng.below(*n) as i32).collect()),
+            Space::Discrete { n } => {
+                ActionTable::Discrete((0..rows).map(|_| rng.below(*n) as i32).collect())
+            }
             Space::Box { low, high, .. } => {
                 let d = low.len();
                 ActionTable::Continuous(
@@ -85,7 +87,9 @@ impl ActionTable {
 }
 
 fn default_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn bench_env(a: EnvBenchArgs) -> Result<()> {
@@ -121,13 +125,14 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             env.async_reset()?;
             let iters = a.steps.div_ceil(bs as u64).max(1);
             let mut ids = vec![0usize; bs];
-            let mut run = |iters: u64, env: &mut Box<dyn rlrig_env::AsyncVecEnvDyn>| -> Result<()> {
-                for k in 0..iters as usize {
-                    ids.copy_from_slice(env.recv()?.env_ids);
-                    env.send(table.slice((k % TABLE_BATCHES) * bs, bs, dim), &ids)?;
-                }
-                Ok(())
-            };
+            let mut run =
+                |iters: u64, env: &mut Box<dyn rlrig_env::AsyncVecEnvDyn>| -> Result<()> {
+                    for k in 0..iters as usize {
+                        ids.copy_from_slice(env.recv()?.env_ids);
+                        env.send(table.slice((k % TABLE_BATCHES) * bs, bs, dim), &ids)?;
+                    }
+                    Ok(())
+                };
             run(10, &mut env)?;
             let t = Instant::now();
             run(iters, &mut env)?;
@@ -157,7 +162,11 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             "{} {mode}: {} envs, {threads} thread(s){}: {:.2} M steps/s total, {:.2} M steps/s per thread ({env_steps} steps in {seconds:.3} s)",
             s.id,
             a.num_envs,
-            if a.mode == Mode::Async { format!(", batch {batch_size}") } else { String::new() },
+            if a.mode == Mode::Async {
+                format!(", batch {batch_size}")
+            } else {
+                String::new()
+            },
             sps / 1e6,
             sps / 1e6 / threads as f64,
         );

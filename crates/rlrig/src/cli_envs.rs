@@ -46,11 +46,18 @@ pub fn space_json(s: &Space) -> serde_json::Value {
 pub fn envs(a: EnvsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
     if !a.json {
-        writeln!(out, "{:<26} {:<52} {:<30} max steps", "id", "observation space", "action space")?;
+        writeln!(
+            out,
+            "{:<26} {:<52} {:<30} max steps",
+            "id", "observation space", "action space"
+        )?;
     }
     for id in ENV_IDS {
         let s = spec(id)?;
-        let steps = s.max_episode_steps.map(|m| m.to_string()).unwrap_or_else(|| "-".into());
+        let steps = s
+            .max_episode_steps
+            .map(|m| m.to_string())
+            .unwrap_or_else(|| "-".into());
         if a.json {
             let v = serde_json::json!({
                 "id": s.id,
@@ -130,14 +137,20 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
     // Check the id first so that a typo is reported before any input is read.
     spec(&a.env)?;
     let state: Vec<f64> = serde_json::from_str(&a.state).with_context(|| {
-        format!("--state: expected a JSON array of numbers such as '[0.01, 0, -0.02, 0.03]', got '{}'", a.state)
+        format!(
+            "--state: expected a JSON array of numbers such as '[0.01, 0, -0.02, 0.03]', got '{}'",
+            a.state
+        )
     })?;
     let (text, source) = if a.actions == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).context("reading actions from standard input")?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading actions from standard input")?;
         (s, "stdin".to_string())
     } else {
-        let s = std::fs::read_to_string(&a.actions).with_context(|| format!("reading actions file '{}'", a.actions))?;
+        let s = std::fs::read_to_string(&a.actions)
+            .with_context(|| format!("reading actions file '{}'", a.actions))?;
         (s, a.actions.clone())
     };
     let actions = parse_actions(&text, &source)?;

@@ -65,7 +65,8 @@ fn dsdt(p: &AcrobotParams, s: &[f64; 4], a: f64) -> [f64; 4] {
     let d1 = m1 * (lc1 * lc1) + m2 * ((l1 * l1) + (lc2 * lc2) + 2.0 * l1 * lc2 * cos2) + i1 + i2;
     let d2 = m2 * ((lc2 * lc2) + l1 * lc2 * cos2) + i2;
     let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
-    let phi1 = -m2 * l1 * lc2 * (dtheta2 * dtheta2) * sin2 - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
+    let phi1 = -m2 * l1 * lc2 * (dtheta2 * dtheta2) * sin2
+        - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
         + (m1 * lc1 + m2 * l1) * g * (theta1 - PI / 2.0).cos()
         + phi2;
     let ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * (dtheta1 * dtheta1) * sin2 - phi2)

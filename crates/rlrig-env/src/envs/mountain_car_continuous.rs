@@ -98,7 +98,11 @@ impl Env for MountainCarContinuous {
         let gravity_term = 0.0025 * x3.cos();
         // `force * power - 0.0025 * cos(3 * position)`
         let delta: f64 = if clipped {
-            let force = if f64::from(a0) < p.min_action { p.min_action } else { p.max_action };
+            let force = if f64::from(a0) < p.min_action {
+                p.min_action
+            } else {
+                p.max_action
+            };
             force * p.power - gravity_term
         } else {
             f64::from(a0 * p.power as f32 - gravity_term as f32)

@@ -126,7 +126,11 @@ impl<E: Env> AsyncVecEnv<E> {
         Self::with_params(E::Params::default(), cfg, batch_size)
     }
 
-    pub fn with_params(params: E::Params, cfg: VecConfig, batch_size: usize) -> Result<Self, EnvError> {
+    pub fn with_params(
+        params: E::Params,
+        cfg: VecConfig,
+        batch_size: usize,
+    ) -> Result<Self, EnvError> {
         cfg.validate()?;
         if batch_size == 0 || batch_size > cfg.num_envs {
             return Err(EnvError::Config(format!(
@@ -206,7 +210,9 @@ impl<E: Env> AsyncVecEnv<E> {
         }
         for i in 0..self.cfg.num_envs {
             self.in_flight[i] = true;
-            self.sender().send(Task::Reset(i)).expect("workers outlive the executor");
+            self.sender()
+                .send(Task::Reset(i))
+                .expect("workers outlive the executor");
         }
         self.n_in_flight = self.cfg.num_envs;
         Ok(())
@@ -214,7 +220,11 @@ impl<E: Env> AsyncVecEnv<E> {
 
     /// Sends one action per env in `env_ids` (`actions` is `env_ids.len() x DIM`, flat).
     /// Validates everything first: on error nothing was sent.
-    pub fn send(&mut self, actions: &[<E::Action as Action>::Elem], env_ids: &[usize]) -> Result<(), EnvError> {
+    pub fn send(
+        &mut self,
+        actions: &[<E::Action as Action>::Elem],
+        env_ids: &[usize],
+    ) -> Result<(), EnvError> {
         let n = self.cfg.num_envs;
         for (position, &index) in env_ids.iter().enumerate() {
             if index >= n {
@@ -241,7 +251,9 @@ impl<E: Env> AsyncVecEnv<E> {
             self.in_flight[index] = true;
         }
         for (&index, a) in env_ids.iter().zip(acts) {
-            self.sender().send(Task::Step(index, *a)).expect("workers outlive the executor");
+            self.sender()
+                .send(Task::Step(index, *a))
+                .expect("workers outlive the executor");
         }
         self.n_in_flight += env_ids.len();
         Ok(())
@@ -331,7 +343,11 @@ impl<E: Env> AsyncVecEnvDyn for AsyncVecEnv<E> {
             Some(a) => AsyncVecEnv::send(self, a, env_ids),
             None => Err(EnvError::ActionKind {
                 env: E::ID,
-                expected: if self.action_space.is_discrete() { "discrete" } else { "continuous" },
+                expected: if self.action_space.is_discrete() {
+                    "discrete"
+                } else {
+                    "continuous"
+                },
                 got: actions.kind(),
             }),
         }

@@ -46,7 +46,9 @@ impl std::str::FromStr for AutoReset {
         match s {
             "next-step" | "next_step" => Ok(AutoReset::NextStep),
             "same-step" | "same_step" => Ok(AutoReset::SameStep),
-            _ => Err(format!("unknown autoreset mode '{s}' (use next-step or same-step)")),
+            _ => Err(format!(
+                "unknown autoreset mode '{s}' (use next-step or same-step)"
+            )),
         }
     }
 }

@@ -140,13 +140,16 @@ impl<E: Env> SyncVecEnv<E> {
         let d = E::OBS_DIM;
         let threads = cfg.threads.min(n.div_ceil(LANES)).max(1);
         let chunk = n.div_ceil(threads).div_ceil(LANES) * LANES;
+        // The calling thread steps one chunk itself, so the pool holds one thread fewer.
         let pool = if threads > 1 {
             Some(
                 rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
+                    .num_threads(threads - 1)
                     .thread_name(|i| format!("rlrig-env-{i}"))
                     .build()
-                    .map_err(|e| EnvError::Config(format!("cannot start {threads} threads: {e}")))?,
+                    .map_err(|e| {
+                        EnvError::Config(format!("cannot start {threads} threads: {e}"))
+                    })?,
             )
         } else {
             None
@@ -178,7 +181,11 @@ impl<E: Env> SyncVecEnv<E> {
         let d = E::OBS_DIM;
         for i in 0..self.cfg.num_envs {
             self.states[i] = E::reset(&self.params, &mut self.rngs[i]);
-            E::observe(&self.params, &self.states[i], &mut self.obs[i * d..(i + 1) * d]);
+            E::observe(
+                &self.params,
+                &self.states[i],
+                &mut self.obs[i * d..(i + 1) * d],
+            );
         }
         self.elapsed.fill(0);
         self.needs_reset.fill(false);
@@ -223,7 +230,9 @@ impl<E: Env> SyncVecEnv<E> {
             (&self.params, self.max_steps, self.cfg.autoreset, self.chunk);
         match &self.pool {
             None => part.run(p, max_steps, autoreset),
-            Some(pool) => pool.scope(|s| {
+            // `in_place_scope` runs on the calling thread, which takes the last chunk
+            // instead of sleeping while the pool works: one wake-up fewer per step.
+            Some(pool) => pool.in_place_scope(|s| {
                 let mut rest = part;
                 while rest.len() > chunk {
                     let (head, tail) = rest.split_at(chunk);
@@ -314,7 +323,11 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
             Some(a) => SyncVecEnv::step(self, a),
             None => Err(EnvError::ActionKind {
                 env: E::ID,
-                expected: if self.action_space.is_discrete() { "discrete" } else { "continuous" },
+                expected: if self.action_space.is_discrete() {
+                    "discrete"
+                } else {
+                    "continuous"
+                },
                 got: actions.kind(),
             }),
         }

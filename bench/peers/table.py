@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Markdown table of a results/env-*.jsonl file written by run_env.sh.
+
+    python3 table.py results/env-2025-01-01.jsonl
+
+The ratio column is rlrig's sync steps/s for the same env, num_envs and
+threads divided by the row's steps/s (> 1: rlrig is faster). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def human(x: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.3g}"
+
+
+def label(r: dict) -> str:
+    if r["peer"] == "rlrig":
+        return f"rlrig {r['mode']}" + (f" (batch {r['batch_size']})" if r["mode"] == "async" else "")
+    return r["peer"]
+
+
+def main(path: str) -> int:
+    meta, rows = {}, []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            d = json.loads(line)
+            if d.get("meta"):
+                meta = d
+            else:
+                rows.append(d)
+    base = {(r["env"], r["num_envs"], r["threads"]): r["steps_per_sec"]
+            for r in rows if r["peer"] == "rlrig" and r["mode"] == "sync"}
+
+    if meta:
+        print(f"{meta.get('date', '')} | {meta.get('cpu', '')} | {meta.get('logical_cores')} logical cores | "
+              f"load at start {meta.get('loadavg_at_start', 0):.2f} | rlrig {meta.get('rlrig_git', '')} | "
+              f"~{meta.get('target_seconds')} s per run")
+        print()
+    print("| env | num_envs | threads | peer | steps/s | steps/s per thread | rlrig/peer |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    for r in rows:
+        b = base.get((r["env"], r["num_envs"], r["threads"]))
+        ratio = f"{b / r['steps_per_sec']:.2f}" if b else "n/a"
+        print(f"| {r['env']} | {r['num_envs']} | {r['threads']} | {label(r)} | {human(r['steps_per_sec'])} | "
+              f"{human(r['steps_per_sec_per_thread'])} | {ratio} |")
+    versions = sorted({f"{r['peer']}: {r.get('version', '?')}" for r in rows})
+    if versions:
+        print()
+        print("Versions: " + "; ".join(versions))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    sys.exit(main(sys.argv[1]))
