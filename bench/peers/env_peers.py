@@ -210,8 +210,12 @@ def run_gymnax(args):
 
     iters = args.iters
     if not iters:  # calibrate with a short scan: compile, then time repeated calls
-        probe = 64
-        c = jax.block_until_ready(rollout(carry, length=probe))  # compile + first run
+        probe = 512  # short scans (~64) run faster per step than long ones; stay long-ish
+        # compile + first runs; the second call can recompile once when the
+        # returned carry's (weak) dtypes differ from the initial carry's
+        c = jax.block_until_ready(rollout(carry, length=probe))
+        c = jax.block_until_ready(rollout(c, length=probe))
+        c = jax.block_until_ready(rollout(c, length=probe))
         calls, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < WARMUP_SECONDS:
             c = jax.block_until_ready(rollout(c, length=probe))

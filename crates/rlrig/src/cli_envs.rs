@@ -45,20 +45,9 @@ pub fn space_json(s: &Space) -> serde_json::Value {
 
 pub fn envs(a: EnvsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    if !a.json {
-        writeln!(
-            out,
-            "{:<26} {:<52} {:<30} max steps",
-            "id", "observation space", "action space"
-        )?;
-    }
-    for id in ENV_IDS {
-        let s = spec(id)?;
-        let steps = s
-            .max_episode_steps
-            .map(|m| m.to_string())
-            .unwrap_or_else(|| "-".into());
-        if a.json {
+    let specs = ENV_IDS.iter().map(|id| spec(id)).collect::<Result<Vec<_>, _>>()?;
+    if a.json {
+        for s in &specs {
             let v = serde_json::json!({
                 "id": s.id,
                 "observation_space": space_json(&s.observation_space),
@@ -66,15 +55,25 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
                 "max_episode_steps": s.max_episode_steps,
             });
             writeln!(out, "{v}")?;
-        } else {
-            writeln!(
-                out,
-                "{:<26} {:<52} {:<30} {steps}",
-                s.id,
-                s.observation_space.to_string(),
-                s.action_space.to_string()
-            )?;
         }
+        return Ok(());
+    }
+    let rows: Vec<[String; 4]> = specs
+        .iter()
+        .map(|s| {
+            [
+                s.id.to_string(),
+                s.observation_space.to_string(),
+                s.action_space.to_string(),
+                s.max_episode_steps.map_or_else(|| "-".into(), |m| m.to_string()),
+            ]
+        })
+        .collect();
+    let header = ["id", "observation space", "action space", "max steps"].map(String::from);
+    let width = |c: usize| rows.iter().chain([&header]).map(|r| r[c].len()).max().unwrap_or(0);
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    for r in [&header].into_iter().chain(&rows) {
+        writeln!(out, "{:<w0$}  {:<w1$}  {:<w2$}  {}", r[0], r[1], r[2], r[3])?;
     }
     Ok(())
 }
@@ -167,4 +166,46 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_actions;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn integer_and_array_lines_round_trip(acts in proptest::collection::vec(
+            prop_oneof![
+                (-1000i64..1000).prop_map(|k| vec![k as f64]),
+                proptest::collection::vec(-10.0f64..10.0, 1..4),
+            ], 1..30)) {
+            let text: String = acts.iter().map(|a| {
+                if a.len() == 1 && a[0].fract() == 0.0 { format!("{}\n", a[0] as i64) }
+                else { format!("{}\n", serde_json::to_string(a).unwrap()) }
+            }).collect();
+            prop_assert_eq!(parse_actions(&text, "t").unwrap(), acts);
+        }
+
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = parse_actions(&text, "t");
+        }
+    }
+
+    #[test]
+    fn malformed_lines_name_the_line() {
+        let e = parse_actions("1\n\n{\"a\": 1}\n", "f.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("f.txt, line 3"), "{e}");
+        let e = parse_actions("[1, \"x\"]\n", "f.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1"), "{e}");
+        let e = parse_actions("# only a comment\n", "f.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no actions"), "{e}");
+    }
 }

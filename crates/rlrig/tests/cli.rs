@@ -1,0 +1,345 @@
+//! The `rlrig` binary end to end: listing, replay against a golden file, bench JSON,
+//! and clear errors (non-zero exit, no panic) for bad input.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn rlrig(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = child.stdin.take().unwrap();
+    pipe.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(pipe);
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Fails with a clear one-line error: exit code 1, message on stderr, no panic.
+fn fails_with(args: &[&str], stdin: Option<&str>, needles: &[&str]) {
+    let o = rlrig(args, stdin);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert!(err.starts_with("error: "), "{args:?}: {err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("backtrace"),
+        "{args:?}: {err}"
+    );
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: expected '{n}' in: {err}");
+    }
+}
+
+#[test]
+fn envs_lists_every_id_with_spaces() {
+    let o = rlrig(&["envs"], None);
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    for id in rlrig_env::ENV_IDS {
+        assert!(out.contains(id), "{id} missing from:\n{out}");
+    }
+    assert!(
+        out.contains("Discrete(2)") && out.contains("Box(-2.0, 2.0, (1,), float32)"),
+        "{out}"
+    );
+    let o = rlrig(&["envs", "--json"], None);
+    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), rlrig_env::ENV_IDS.len());
+    assert_eq!(lines[0]["action_space"]["n"], 2);
+    assert_eq!(lines[0]["observation_space"]["high"][1], "inf");
+}
+
+#[test]
+fn replay_reproduces_a_golden_gymnasium_episode() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../rlrig-env/tests/golden/Pendulum-v1.json"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let ep = &doc["episodes"][0];
+    let state = ep["state"].to_string();
+    let actions: String = ep["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| format!("{a}\n"))
+        .collect();
+    let o = rlrig(
+        &[
+            "replay",
+            "--env",
+            "Pendulum-v1",
+            "--state",
+            &state,
+            "--actions",
+            "-",
+        ],
+        Some(&actions),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let steps: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let want = ep["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), want.len());
+    for (g, w) in steps.iter().zip(want) {
+        assert_eq!(g["reward"].as_f64(), w["reward"].as_f64());
+        assert_eq!(g["truncated"], w["truncated"]);
+        for (a, b) in g["obs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(w["obs"].as_array().unwrap())
+        {
+            assert_eq!(a.as_f64().unwrap() as f32, b.as_f64().unwrap() as f32);
+        }
+    }
+}
+
+#[test]
+fn replay_reads_an_actions_file_and_stops_at_episode_end() {
+    let dir = std::env::temp_dir().join(format!("rlrig-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("actions.txt");
+    // Always push right: the pole falls long before 100 actions run out.
+    std::fs::write(&file, "# push right\n".to_string() + &"1\n".repeat(100)).unwrap();
+    let o = rlrig(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            "[0, 0, 0, 0]",
+            "--actions",
+            file.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(
+        lines.len() < 100,
+        "episode should end early, ran {}",
+        lines.len()
+    );
+    assert!(lines.last().unwrap().contains("\"terminated\":true"));
+    assert!(
+        lines[..lines.len() - 1]
+            .iter()
+            .all(|l| l.contains("\"terminated\":false"))
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let st = "[0, 0, 0, 0]";
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPol-v1",
+            "--state",
+            st,
+            "--actions",
+            "-",
+        ],
+        Some("0\n"),
+        &["unknown env id 'CartPol-v1'", "CartPole-v1"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            "[0, 0]",
+            "--actions",
+            "-",
+        ],
+        Some("0\n"),
+        &["CartPole-v1", "expected 4 numbers"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            "zero",
+            "--actions",
+            "-",
+        ],
+        Some("0\n"),
+        &["--state"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            st,
+            "--actions",
+            "-",
+        ],
+        Some(""),
+        &["no actions"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            st,
+            "--actions",
+            "-",
+        ],
+        Some("0\n1\nleft\n"),
+        &["line 3", "left"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            st,
+            "--actions",
+            "-",
+        ],
+        Some("0\n2\n"),
+        &["CartPole-v1", "action 1", "is 2", "Discrete(2)"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            st,
+            "--actions",
+            "-",
+        ],
+        Some("[0.5]\n"),
+        &["not an integer"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "Pendulum-v1",
+            "--state",
+            "[0, 0]",
+            "--actions",
+            "-",
+        ],
+        Some("[1, 2]\n"),
+        &["Pendulum-v1", "action 0", "expected 1 number"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "Pendulum-v1",
+            "--state",
+            "[0, 0]",
+            "--actions",
+            "/nonexistent/actions.txt",
+        ],
+        None,
+        &["/nonexistent/actions.txt"],
+    );
+    fails_with(
+        &["bench", "env", "--env", "Nope-v0", "--steps", "10"],
+        None,
+        &["unknown env id 'Nope-v0'"],
+    );
+    fails_with(
+        &["bench", "env", "--num-envs", "0", "--steps", "10"],
+        None,
+        &["--num-envs"],
+    );
+    fails_with(
+        &["bench", "env", "--threads", "0", "--steps", "10"],
+        None,
+        &["--threads"],
+    );
+    fails_with(
+        &[
+            "bench",
+            "env",
+            "--mode",
+            "async",
+            "--num-envs",
+            "4",
+            "--batch-size",
+            "9",
+            "--steps",
+            "10",
+        ],
+        None,
+        &["batch_size"],
+    );
+}
+
+#[test]
+fn bench_env_prints_the_documented_json() {
+    for mode in ["sync", "async"] {
+        let o = rlrig(
+            &[
+                "bench",
+                "env",
+                "--env",
+                "Acrobot-v1",
+                "--num-envs",
+                "16",
+                "--threads",
+                "2",
+                "--steps",
+                "2000",
+                "--mode",
+                mode,
+                "--json",
+            ],
+            None,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        for key in [
+            "env",
+            "num_envs",
+            "threads",
+            "mode",
+            "steps",
+            "seconds",
+            "steps_per_sec",
+        ] {
+            assert!(v.get(key).is_some(), "{key} missing in {v}");
+        }
+        assert_eq!(v["env"], "Acrobot-v1");
+        assert_eq!(v["mode"], mode);
+        assert!(v["steps"].as_u64().unwrap() >= 2000);
+        assert!(v["steps_per_sec"].as_f64().unwrap() > 0.0);
+    }
+}
