@@ -13,7 +13,12 @@ fn actions(space: &Space, n: usize) -> (Vec<i32>, Vec<f32>) {
         Space::Box { low, high, .. } => (
             Vec::new(),
             (0..n * low.len())
-                .map(|i| rng.uniform(f64::from(low[i % low.len()]), f64::from(high[i % low.len()])) as f32)
+                .map(|i| {
+                    rng.uniform(
+                        f64::from(low[i % low.len()]),
+                        f64::from(high[i % low.len()]),
+                    ) as f32
+                })
                 .collect(),
         ),
     }
@@ -23,12 +28,17 @@ fn bench_env(c: &mut Criterion, id: &str, num_envs: usize, threads: usize) {
     let s = spec(id).unwrap();
     let mut env = make_sync(id, VecConfig::new(num_envs).threads(threads)).unwrap();
     let (di, dc) = actions(&s.action_space, num_envs);
-    let buf = if s.action_space.is_discrete() { ActionBuf::Discrete(&di) } else { ActionBuf::Continuous(&dc) };
+    let buf = if s.action_space.is_discrete() {
+        ActionBuf::Discrete(&di)
+    } else {
+        ActionBuf::Continuous(&dc)
+    };
     let mut g = c.benchmark_group("sync_step");
     g.throughput(Throughput::Elements(num_envs as u64));
-    g.bench_function(BenchmarkId::new(id, format!("{num_envs}envs-{threads}t")), |b| {
-        b.iter(|| env.step(buf).unwrap())
-    });
+    g.bench_function(
+        BenchmarkId::new(id, format!("{num_envs}envs-{threads}t")),
+        |b| b.iter(|| env.step(buf).unwrap()),
+    );
     g.finish();
 }
 

@@ -183,4 +183,15 @@ pub trait Env: Send + Sync + 'static {
     /// The inverse of [`Env::state_to_vec`], as if the state had just been set by
     /// `reset`. Errors name what is wrong with the vector.
     fn state_from_slice(p: &Self::Params, v: &[f64]) -> Result<Self::State, String>;
+
+    /// The complete state for checkpoints: [`Env::state_to_vec`] plus any hidden
+    /// bookkeeping. Envs whose Gymnasium vector is the whole state keep the default.
+    fn snapshot(s: &Self::State) -> Vec<f64> {
+        Self::state_to_vec(s)
+    }
+
+    /// The inverse of [`Env::snapshot`].
+    fn restore(p: &Self::Params, v: &[f64]) -> Result<Self::State, String> {
+        Self::state_from_slice(p, v)
+    }
 }

@@ -24,9 +24,13 @@ pub enum Purpose {
 }
 
 /// One random stream: Philox4x32-10 over a key derived from (seed, purpose) and a
-/// 64-bit stream index. 48 bytes, cheap to keep one per environment.
+/// 64-bit stream index, plus the count of words drawn so far, so that a checkpoint
+/// can store a stream's position and [`Rng::at`] can restore it exactly.
 #[derive(Clone, Debug)]
-pub struct Rng(Philox);
+pub struct Rng {
+    philox: Philox,
+    drawn: u64,
+}
 
 impl Rng {
     /// The stream for `(seed, purpose, index)`.
@@ -34,17 +38,40 @@ impl Rng {
         // Mix the purpose into the seed before Philox's own splitmix so that
         // (seed, purpose) pairs map to well-separated keys.
         let key = splitmix64(seed ^ (purpose as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        Rng(Philox::from_u64_seed_stream(key, index))
+        Rng {
+            philox: Philox::from_u64_seed_stream(key, index),
+            drawn: 0,
+        }
+    }
+
+    /// The stream for `(seed, purpose, index)` after `position` words were drawn.
+    pub fn at(seed: u64, purpose: Purpose, index: u64, position: u64) -> Rng {
+        let mut r = Rng::stream(seed, purpose, index);
+        // Streams start at block `index << 64`; jump whole 4-word blocks, then draw the rest.
+        r.philox
+            .seek((u128::from(index) << 64) + u128::from(position / 4));
+        for _ in 0..position % 4 {
+            r.philox.next_u32();
+        }
+        r.drawn = position;
+        r
+    }
+
+    /// Words drawn from this stream so far.
+    pub fn position(&self) -> u64 {
+        self.drawn
     }
 
     #[inline]
     pub fn next_u32(&mut self) -> u32 {
-        self.0.next_u32()
+        self.drawn += 1;
+        self.philox.next_u32()
     }
 
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
-        self.0.next_u64()
+        self.drawn += 2;
+        self.philox.next_u64()
     }
 
     /// Uniform in `[0, 1)` with 53 random bits, as numpy's `random()`.
@@ -62,7 +89,16 @@ impl Rng {
     /// Uniform integer in `0..n` without modulo bias. `n` must be at least 1.
     #[inline]
     pub fn below(&mut self, n: u32) -> u32 {
-        self.0.bounded(n)
+        // Lemire's method, as rand_philox's `bounded`, through `next_u32` so the
+        // position stays counted.
+        let n64 = u64::from(n);
+        loop {
+            let m = u64::from(self.next_u32()) * n64;
+            let lo = m as u32;
+            if lo >= n || lo >= (1u64 << 32).wrapping_rem(n64) as u32 {
+                return (m >> 32) as u32;
+            }
+        }
     }
 }
 
@@ -76,6 +112,21 @@ mod tests {
         let mut b = Rng::stream(7, Purpose::Env, 3);
         for _ in 0..100 {
             assert_eq!(a.next_u64(), b.next_u64());
+        }
+    }
+
+    #[test]
+    fn a_stream_resumes_exactly_from_its_position() {
+        for skip in [0u64, 1, 3, 4, 5, 17] {
+            let mut a = Rng::stream(9, Purpose::Env, 12);
+            for _ in 0..skip {
+                a.next_u32();
+            }
+            let mut b = Rng::at(9, Purpose::Env, 12, a.position());
+            for _ in 0..10 {
+                assert_eq!(a.next_u32(), b.next_u32(), "after {skip}");
+            }
+            assert_eq!(a.position(), b.position());
         }
     }
 

@@ -45,7 +45,10 @@ pub fn space_json(s: &Space) -> serde_json::Value {
 
 pub fn envs(a: EnvsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    let specs = ENV_IDS.iter().map(|id| spec(id)).collect::<Result<Vec<_>, _>>()?;
+    let specs = ENV_IDS
+        .iter()
+        .map(|id| spec(id))
+        .collect::<Result<Vec<_>, _>>()?;
     if a.json {
         for s in &specs {
             let v = serde_json::json!({
@@ -65,12 +68,19 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
                 s.id.to_string(),
                 s.observation_space.to_string(),
                 s.action_space.to_string(),
-                s.max_episode_steps.map_or_else(|| "-".into(), |m| m.to_string()),
+                s.max_episode_steps
+                    .map_or_else(|| "-".into(), |m| m.to_string()),
             ]
         })
         .collect();
     let header = ["id", "observation space", "action space", "max steps"].map(String::from);
-    let width = |c: usize| rows.iter().chain([&header]).map(|r| r[c].len()).max().unwrap_or(0);
+    let width = |c: usize| {
+        rows.iter()
+            .chain([&header])
+            .map(|r| r[c].len())
+            .max()
+            .unwrap_or(0)
+    };
     let (w0, w1, w2) = (width(0), width(1), width(2));
     for r in [&header].into_iter().chain(&rows) {
         writeln!(out, "{:<w0$}  {:<w1$}  {:<w2$}  {}", r[0], r[1], r[2], r[3])?;

@@ -248,6 +248,23 @@ impl Env for CartPole {
         vec![s.x, s.x_dot, s.theta, s.theta_dot]
     }
 
+    fn snapshot(s: &CartPoleState) -> Vec<f64> {
+        vec![
+            s.x,
+            s.x_dot,
+            s.theta,
+            s.theta_dot,
+            f64::from(u8::from(s.done)),
+        ]
+    }
+
+    fn restore(p: &CartPoleParams, v: &[f64]) -> Result<CartPoleState, String> {
+        let (flag, vars) = v.split_last().ok_or("empty CartPole snapshot")?;
+        let mut s = Self::state_from_slice(p, vars)?;
+        s.done = *flag != 0.0;
+        Ok(s)
+    }
+
     fn state_from_slice(_: &CartPoleParams, v: &[f64]) -> Result<CartPoleState, String> {
         let [x, x_dot, theta, theta_dot] =
             crate::envs::fixed::<4>(v, "[x, x_dot, theta, theta_dot]")?;

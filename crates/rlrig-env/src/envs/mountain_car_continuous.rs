@@ -172,6 +172,19 @@ impl Env for MountainCarContinuous {
         vec![s.position, s.velocity]
     }
 
+    fn snapshot(s: &Self::State) -> Vec<f64> {
+        vec![s.position, s.velocity, f64::from(u8::from(s.f32_state))]
+    }
+
+    fn restore(p: &Self::Params, v: &[f64]) -> Result<Self::State, String> {
+        let (flag, vars) = v
+            .split_last()
+            .ok_or("empty MountainCarContinuous snapshot")?;
+        let mut s = Self::state_from_slice(p, vars)?;
+        s.f32_state = *flag != 0.0;
+        Ok(s)
+    }
+
     fn state_from_slice(_: &Self::Params, v: &[f64]) -> Result<Self::State, String> {
         let [position, velocity] = crate::envs::fixed::<2>(v, "[position, velocity]")?;
         Ok(MountainCarContinuousState {

@@ -53,6 +53,19 @@ impl std::str::FromStr for AutoReset {
     }
 }
 
+/// Everything needed to continue a synchronous executor exactly where it was: each
+/// env's full state, the position of its random stream, its time-limit counter and
+/// whether it is due for an auto-reset. Observations are recomputed on restore.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct VecSnapshot {
+    pub env: String,
+    pub seed: u64,
+    pub states: Vec<Vec<f64>>,
+    pub rng_positions: Vec<u64>,
+    pub elapsed: Vec<u32>,
+    pub needs_reset: Vec<bool>,
+}
+
 /// How to build an executor.
 #[derive(Clone, Debug)]
 pub struct VecConfig {

@@ -4,7 +4,7 @@ use crate::env::{Action, ActionBuf, Env};
 use crate::error::EnvError;
 use crate::rng::Rng;
 use crate::space::Space;
-use crate::vector::{AutoReset, VecConfig, check_actions, finish_env};
+use crate::vector::{AutoReset, VecConfig, VecSnapshot, check_actions, finish_env};
 
 /// Steps `num_envs` copies of `E` together. Outputs live in contiguous buffers
 /// (`obs` is `num_envs x OBS_DIM`, row-major) that each `step` overwrites in place.
@@ -245,6 +245,69 @@ impl<E: Env> SyncVecEnv<E> {
         Ok(())
     }
 
+    /// The executor's complete state, for checkpoints.
+    pub fn snapshot(&self) -> VecSnapshot {
+        VecSnapshot {
+            env: E::ID.to_string(),
+            seed: self.cfg.seed,
+            states: self.states.iter().map(E::snapshot).collect(),
+            rng_positions: self.rngs.iter().map(Rng::position).collect(),
+            elapsed: self.elapsed.clone(),
+            needs_reset: self.needs_reset.clone(),
+        }
+    }
+
+    /// Continues from `snap` (taken from an executor of the same env and size).
+    /// On error nothing changed.
+    pub fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError> {
+        let n = self.cfg.num_envs;
+        let bad = |why: String| EnvError::BadState { env: E::ID, why };
+        if snap.env != E::ID {
+            return Err(bad(format!("snapshot is of env '{}'", snap.env)));
+        }
+        if [
+            snap.states.len(),
+            snap.rng_positions.len(),
+            snap.elapsed.len(),
+            snap.needs_reset.len(),
+        ] != [n; 4]
+        {
+            return Err(bad(format!(
+                "snapshot holds {} envs, this executor {n}",
+                snap.states.len()
+            )));
+        }
+        let states = snap
+            .states
+            .iter()
+            .enumerate()
+            .map(|(k, v)| E::restore(&self.params, v).map_err(|e| bad(format!("env {k}: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.cfg.seed = snap.seed;
+        self.states = states;
+        self.rngs = (0..n)
+            .map(|k| {
+                Rng::at(
+                    snap.seed,
+                    crate::rng::Purpose::Env,
+                    k as u64,
+                    snap.rng_positions[k],
+                )
+            })
+            .collect();
+        self.elapsed.clone_from(&snap.elapsed);
+        self.needs_reset.clone_from(&snap.needs_reset);
+        let d = E::OBS_DIM;
+        for k in 0..n {
+            E::observe(
+                &self.params,
+                &self.states[k],
+                &mut self.obs[k * d..(k + 1) * d],
+            );
+        }
+        Ok(())
+    }
+
     pub fn num_envs(&self) -> usize {
         self.cfg.num_envs
     }
@@ -303,6 +366,8 @@ pub trait VecEnvDyn: Send {
     fn terminated(&self) -> &[bool];
     fn truncated(&self) -> &[bool];
     fn final_obs(&self) -> Option<&[f32]>;
+    fn snapshot(&self) -> VecSnapshot;
+    fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError>;
 }
 
 impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
@@ -346,5 +411,11 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     }
     fn final_obs(&self) -> Option<&[f32]> {
         SyncVecEnv::final_obs(self)
+    }
+    fn snapshot(&self) -> VecSnapshot {
+        SyncVecEnv::snapshot(self)
+    }
+    fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError> {
+        SyncVecEnv::restore(self, snap)
     }
 }
