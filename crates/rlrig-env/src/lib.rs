@@ -31,4 +31,5 @@ pub use rng::{Purpose, Rng};
 pub use space::{Dtype, Space};
 pub use vector::{
     AsyncBatch, AsyncVecEnv, AsyncVecEnvDyn, AutoReset, SyncVecEnv, VecConfig, VecEnvDyn,
+    VecSnapshot,
 };

@@ -21,6 +21,10 @@ pub enum Purpose {
     Bench = 3,
     /// Free for callers (tests, tools): indexed however they like.
     User = 4,
+    /// Learner-side draws (minibatch shuffles), indexed by update.
+    Learner = 5,
+    /// Parameter initialisation.
+    Init = 6,
 }
 
 /// One random stream: Philox4x32-10 over a key derived from (seed, purpose) and a

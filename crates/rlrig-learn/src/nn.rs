@@ -69,15 +69,21 @@ pub fn gemm(
     }
 }
 
-/// `e^x` for `x` in [-88, 88], branch-free so loops over it vectorise.
+/// `e^x` for `x` in [0, 88], branch-free so loops over it vectorise.
 /// 2^x split into integer and fraction; 2^f by its Taylor series to degree 7
 /// (|f| <= 1/2: truncation 1.2e-7 relative, about one f32 ulp).
 #[inline(always)]
 fn exp_f32(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2: f32 = std::f32::consts::LN_2;
+    // Adding 1.5 * 2^23 rounds y to an integer held in the low mantissa bits: pure
+    // float and bit operations, which vectorise (`floor` needs SSE4.1 or libm, and a
+    // saturating `as i32` is scalarised).
+    const MAGIC: f32 = 12_582_912.0;
     let y = x * LOG2E;
-    let n = (y + 0.5).floor();
+    let k = y + MAGIC;
+    let n = k - MAGIC;
+    let ni = k.to_bits().wrapping_sub(MAGIC.to_bits()) as i32;
     let f = (y - n) * LN2;
     // e^f, Horner form of sum f^k / k!.
     let p = 1.0
@@ -86,7 +92,7 @@ fn exp_f32(x: f32) -> f32 {
                 + f * (1.0 / 6.0
                     + f * (1.0 / 24.0
                         + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f * (1.0 / 5040.0)))))));
-    let scale = f32::from_bits(((n as i32 + 127) as u32) << 23);
+    let scale = f32::from_bits(((ni + 127) as u32) << 23);
     p * scale
 }
 
@@ -110,6 +116,18 @@ pub fn tanh(x: f32) -> f32 {
     let large = 1.0 - 2.0 / (exp_f32(2.0 * a) + 1.0);
     let t = if a < 0.5 { small } else { large };
     t.copysign(x)
+}
+
+/// `tanh` over a slice, compiled for AVX-512, AVX2 and NEON with run-time dispatch.
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512dq",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+pub fn tanh_in_place(v: &mut [f32]) {
+    for x in v.iter_mut() {
+        *x = tanh(*x);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,9 +279,7 @@ impl Mlp {
                 (l.fan_out, 1),
             );
             if l.act == Activation::Tanh {
-                for v in h_out.iter_mut() {
-                    *v = tanh(*v);
-                }
+                tanh_in_place(h_out);
             }
         }
         &cache.hs[self.layers.len()]
@@ -308,7 +324,7 @@ impl Mlp {
                 }
             }
             if i == 0 {
-                cache.delta[n - 1] = cur;
+                cache.delta[0] = cur;
                 break;
             }
             // d_prev = (d W^T) * tanh'(h_in), tanh' = 1 - h^2.
@@ -506,9 +522,13 @@ mod tests {
                 .map(|(o, g)| f64::from(*o) * f64::from(*g))
                 .sum()
         };
-        loss(&params, &mut cache);
+        // Twice: the second pass must see the same buffers as the first.
         let mut grads = vec![0.0; params.len()];
-        mlp.backward(&params, &mut grads, &g, &mut cache);
+        for _ in 0..2 {
+            loss(&params, &mut cache);
+            grads.fill(0.0);
+            mlp.backward(&params, &mut grads, &g, &mut cache);
+        }
         let h = 1e-2f32;
         for i in 0..params.len() {
             let mut p = params.clone();

@@ -1,0 +1,109 @@
+//! Adam (as PyTorch's, with bias correction) and global gradient-norm clipping.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Adam {
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Steps taken (for bias correction).
+    pub t: u64,
+    #[serde(skip)]
+    pub m: Vec<f32>,
+    #[serde(skip)]
+    pub v: Vec<f32>,
+}
+
+impl Adam {
+    pub fn new(num_params: usize, eps: f64) -> Adam {
+        Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps,
+            t: 0,
+            m: vec![0.0; num_params],
+            v: vec![0.0; num_params],
+        }
+    }
+
+    /// One update of `params` along `grads` with learning rate `lr`.
+    pub fn step(&mut self, params: &mut [f32], grads: &[f32], lr: f64) {
+        assert_eq!(params.len(), self.m.len());
+        assert_eq!(grads.len(), self.m.len());
+        self.t += 1;
+        let (b1, b2) = (self.beta1 as f32, self.beta2 as f32);
+        let bc1 = 1.0 - self.beta1.powi(self.t as i32);
+        let bc2 = 1.0 - self.beta2.powi(self.t as i32);
+        // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+        let step = (lr / bc1) as f32;
+        let sqrt_bc2 = bc2.sqrt() as f32;
+        let eps = self.eps as f32;
+        for (((p, g), m), v) in params
+            .iter_mut()
+            .zip(grads)
+            .zip(&mut self.m)
+            .zip(&mut self.v)
+        {
+            *m = b1 * *m + (1.0 - b1) * g;
+            *v = b2 * *v + (1.0 - b2) * g * g;
+            *p -= step * *m / (v.sqrt() / sqrt_bc2 + eps);
+        }
+    }
+}
+
+/// Scales `grads` so that their global L2 norm is at most `max_norm`; returns the norm
+/// before clipping (as `torch.nn.utils.clip_grad_norm_`).
+pub fn clip_grad_norm(grads: &mut [f32], max_norm: f64) -> f64 {
+    let norm = grads
+        .iter()
+        .map(|g| f64::from(*g) * f64::from(*g))
+        .sum::<f64>()
+        .sqrt();
+    let coef = max_norm / (norm + 1e-6);
+    if coef < 1.0 {
+        for g in grads.iter_mut() {
+            *g *= coef as f32;
+        }
+    }
+    norm
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adam_minimises_a_quadratic() {
+        let mut p = vec![3.0f32, -2.0];
+        let mut adam = Adam::new(2, 1e-8);
+        for _ in 0..2000 {
+            let g: Vec<f32> = p.iter().map(|x| 2.0 * x).collect();
+            adam.step(&mut p, &g, 0.01);
+        }
+        assert!(p.iter().all(|x| x.abs() < 1e-2), "{p:?}");
+    }
+
+    #[test]
+    fn first_adam_step_moves_each_param_by_lr() {
+        // With bias correction, step 1 is lr * g / (|g| + eps) = lr * sign(g).
+        let mut p = vec![1.0f32, 1.0];
+        let mut adam = Adam::new(2, 1e-8);
+        adam.step(&mut p, &[0.5, -4.0], 0.1);
+        assert!(
+            (p[0] - 0.9).abs() < 1e-6 && (p[1] - 1.1).abs() < 1e-6,
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn clipping_bounds_the_norm_and_keeps_direction() {
+        let mut g = vec![3.0f32, 4.0];
+        let n = clip_grad_norm(&mut g, 0.5);
+        assert!((n - 5.0).abs() < 1e-9);
+        assert!((g[0] - 0.3).abs() < 1e-6 && (g[1] - 0.4).abs() < 1e-6);
+        let mut small = vec![0.1f32, 0.0];
+        clip_grad_norm(&mut small, 0.5);
+        assert_eq!(small, vec![0.1, 0.0]);
+    }
+}

@@ -1,0 +1,989 @@
+//! Proximal Policy Optimization (Schulman et al. 2017), as CleanRL's `ppo.py` (discrete
+//! actions) and `ppo_continuous_action.py` (diagonal Gaussian with a state-independent
+//! log-std): GAE, clipped surrogate, clipped value loss, entropy bonus, advantage
+//! normalisation, global gradient clipping, linear learning-rate annealing, epochs x
+//! minibatches; observation and return normalisation for continuous control.
+//!
+//! Determinism: the envs are stepped by rlrig-env (identical at any thread count);
+//! action sampling for env `k` in iteration `i` draws from the stream
+//! `(seed, Policy, i * num_envs + k)`, minibatch shuffles from `(seed, Learner, ...)`;
+//! the learner runs on one thread in a fixed order. A run is a pure function of its
+//! config, and a checkpoint holds everything needed to continue it bit for bit.
+
+use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
+use serde::{Deserialize, Serialize};
+
+use crate::nn::{Mlp, MlpCache, normal};
+use crate::normalize::RunningMeanStd;
+use crate::optim::{Adam, clip_grad_norm};
+
+/// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
+/// the continuous-control defaults and per-env presets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PpoConfig {
+    /// Environment id.
+    pub env: String,
+    /// Seed of every random stream in the run.
+    pub seed: u64,
+    /// Environment steps to train for (all envs together).
+    pub total_steps: u64,
+    /// Environments stepped together.
+    pub num_envs: usize,
+    /// Steps per env per rollout.
+    pub num_steps: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Anneal the learning rate linearly to 0 over the run.
+    pub anneal_lr: bool,
+    /// Discount factor.
+    pub gamma: f64,
+    /// GAE lambda.
+    pub gae_lambda: f64,
+    /// Minibatches per epoch.
+    pub num_minibatches: usize,
+    /// Passes over each rollout.
+    pub update_epochs: usize,
+    /// Normalise advantages per minibatch.
+    pub norm_adv: bool,
+    /// Surrogate clipping coefficient.
+    pub clip_coef: f64,
+    /// Clip the value loss like the policy.
+    pub clip_vloss: bool,
+    /// Entropy bonus coefficient.
+    pub ent_coef: f64,
+    /// Value loss coefficient.
+    pub vf_coef: f64,
+    /// Global gradient-norm clip.
+    pub max_grad_norm: f64,
+    /// Hidden layer sizes of actor and critic (tanh).
+    pub hidden: Vec<usize>,
+    /// Normalise observations with running statistics.
+    pub norm_obs: bool,
+    /// Scale rewards by the running std of the discounted return.
+    pub norm_reward: bool,
+    /// Clip normalised observations to +-this.
+    pub clip_obs: f64,
+    /// Clip normalised rewards to +-this.
+    pub clip_reward: f64,
+    /// Adam epsilon.
+    pub adam_eps: f64,
+    /// Initial log standard deviation of the Gaussian policy (continuous actions).
+    pub init_logstd: f64,
+    /// Add gamma * V(final observation) to the reward of time-limit truncations.
+    pub bootstrap_truncated: bool,
+    /// Environment steps between checkpoints (0: only at the end).
+    pub checkpoint_every: u64,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            env: "CartPole-v1".into(),
+            seed: 1,
+            total_steps: 500_000,
+            num_envs: 4,
+            num_steps: 128,
+            learning_rate: 2.5e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            num_minibatches: 4,
+            update_epochs: 4,
+            norm_adv: true,
+            clip_coef: 0.2,
+            clip_vloss: true,
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            hidden: vec![64, 64],
+            norm_obs: false,
+            norm_reward: false,
+            clip_obs: 10.0,
+            clip_reward: 10.0,
+            adam_eps: 1e-5,
+            init_logstd: 0.0,
+            bootstrap_truncated: true,
+            checkpoint_every: 100_000,
+        }
+    }
+}
+
+impl PpoConfig {
+    /// The defaults for `env`: CleanRL's discrete or continuous settings, then presets
+    /// where the reference zoos use other settings.
+    pub fn for_env(env: &str) -> PpoConfig {
+        let mut c = PpoConfig {
+            env: env.to_string(),
+            ..PpoConfig::default()
+        };
+        let continuous = rlrig_env::spec(env)
+            .map(|s| !s.action_space.is_discrete())
+            .unwrap_or(false);
+        if continuous {
+            // ppo_continuous_action.py
+            c.total_steps = 1_000_000;
+            c.num_envs = 1;
+            c.num_steps = 2048;
+            c.learning_rate = 3e-4;
+            c.num_minibatches = 32;
+            c.update_epochs = 10;
+            c.ent_coef = 0.0;
+            c.norm_obs = true;
+            c.norm_reward = true;
+        }
+        match env {
+            // rl-baselines3-zoo's Pendulum settings (without gSDE): short horizon.
+            "Pendulum-v1" => {
+                c.total_steps = 300_000;
+                c.num_envs = 4;
+                c.num_steps = 1024;
+                c.gamma = 0.9;
+                c.learning_rate = 1e-3;
+                c.num_minibatches = 64;
+                c.update_epochs = 10;
+                c.clip_coef = 0.2;
+                c.init_logstd = -0.5;
+            }
+            "Acrobot-v1" => {
+                c.total_steps = 500_000;
+                c.norm_obs = true;
+            }
+            "MountainCarContinuous-v0" => {
+                c.norm_obs = true;
+            }
+            _ => {}
+        }
+        c
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.num_envs * self.num_steps
+    }
+
+    pub fn minibatch_size(&self) -> usize {
+        self.batch_size() / self.num_minibatches
+    }
+
+    pub fn num_iterations(&self) -> u64 {
+        self.total_steps / self.batch_size() as u64
+    }
+
+    /// Rejects configurations that cannot run, naming the key.
+    pub fn validate(&self) -> Result<(), String> {
+        rlrig_env::spec(&self.env).map_err(|e| format!("env: {e}"))?;
+        let positive = [
+            ("num_envs", self.num_envs),
+            ("num_steps", self.num_steps),
+            ("num_minibatches", self.num_minibatches),
+            ("update_epochs", self.update_epochs),
+        ];
+        for (k, v) in positive {
+            if v == 0 {
+                return Err(format!("{k} must be at least 1"));
+            }
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err("hidden: needs at least one layer, each of at least 1 unit".into());
+        }
+        if !self.batch_size().is_multiple_of(self.num_minibatches) {
+            return Err(format!(
+                "num_minibatches ({}) must divide num_envs * num_steps ({})",
+                self.num_minibatches,
+                self.batch_size()
+            ));
+        }
+        if self.num_iterations() == 0 {
+            return Err(format!(
+                "total_steps ({}) is less than one rollout (num_envs * num_steps = {})",
+                self.total_steps,
+                self.batch_size()
+            ));
+        }
+        for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{k} must be in [0, 1], got {v}"));
+            }
+        }
+        for (k, v) in [
+            ("learning_rate", self.learning_rate),
+            ("clip_coef", self.clip_coef),
+            ("max_grad_norm", self.max_grad_norm),
+            ("adam_eps", self.adam_eps),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{k} must be a positive number, got {v}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the actor outputs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Head {
+    /// Logits over `n` actions.
+    Categorical { n: usize },
+    /// Means of a diagonal Gaussian; log-stds are free parameters; actions are clipped
+    /// to the bounds before they reach the env (as Gymnasium's `ClipAction`).
+    Gaussian {
+        dim: usize,
+        low: Vec<f32>,
+        high: Vec<f32>,
+        logstd: usize,
+    },
+}
+
+/// Actor and critic MLPs in one flat parameter buffer: `[critic | actor | logstd]`.
+#[derive(Clone, Debug)]
+pub struct Agent {
+    pub obs_dim: usize,
+    pub critic: Mlp,
+    pub actor: Mlp,
+    pub head: Head,
+    pub params: Vec<f32>,
+}
+
+impl Agent {
+    pub fn new(
+        obs_dim: usize,
+        action_space: &Space,
+        hidden: &[usize],
+        init_logstd: f64,
+        rng: &mut Rng,
+    ) -> Agent {
+        let sizes = |out: usize| -> Vec<usize> {
+            std::iter::once(obs_dim)
+                .chain(hidden.iter().copied())
+                .chain([out])
+                .collect()
+        };
+        let critic = Mlp::new(&sizes(1), 0);
+        let (out, head) = match action_space {
+            Space::Discrete { n } => (*n as usize, None),
+            Space::Box { low, high, .. } => (low.len(), Some((low.clone(), high.clone()))),
+        };
+        let actor = Mlp::new(&sizes(out), critic.end());
+        let head = match head {
+            None => Head::Categorical { n: out },
+            Some((low, high)) => Head::Gaussian {
+                dim: out,
+                low,
+                high,
+                logstd: actor.end(),
+            },
+        };
+        let total = actor.end()
+            + if matches!(head, Head::Gaussian { .. }) {
+                out
+            } else {
+                0
+            };
+        let mut params = vec![0.0; total];
+        // CleanRL's layer_init: sqrt(2) hidden, 1.0 critic output, 0.01 actor output.
+        critic.init(&mut params, std::f32::consts::SQRT_2, 1.0, rng);
+        actor.init(&mut params, std::f32::consts::SQRT_2, 0.01, rng);
+        if let Head::Gaussian { logstd, dim, .. } = &head {
+            params[*logstd..*logstd + *dim].fill(init_logstd as f32);
+        }
+        Agent {
+            obs_dim,
+            critic,
+            actor,
+            head,
+            params,
+        }
+    }
+
+    pub fn action_dim(&self) -> usize {
+        match &self.head {
+            Head::Categorical { .. } => 1,
+            Head::Gaussian { dim, .. } => *dim,
+        }
+    }
+}
+
+/// Scratch buffers for the agent's forward and backward passes.
+#[derive(Default)]
+struct Scratch {
+    actor: MlpCache,
+    critic: MlpCache,
+}
+
+/// Metrics of one iteration (one rollout and its update).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct IterationStats {
+    pub iteration: u64,
+    pub global_step: u64,
+    pub episodes: u64,
+    /// Mean undiscounted return of the episodes that ended in this rollout (NaN if none).
+    pub episode_return: f64,
+    pub episode_length: f64,
+    pub learning_rate: f64,
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clipfrac: f64,
+    pub explained_variance: f64,
+}
+
+/// Wall time per stage, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    pub env: f64,
+    pub inference: f64,
+    pub learner: f64,
+}
+
+/// Everything besides the weights and Adam moments that a checkpoint must hold.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct PpoState {
+    pub iteration: u64,
+    pub global_step: u64,
+    pub adam: Adam,
+    pub obs_rms: Option<RunningMeanStd>,
+    pub ret_rms: Option<RunningMeanStd>,
+    /// Per-env discounted return for reward normalisation.
+    pub discounted: Vec<f64>,
+    /// Per-env running episode return and length (for statistics).
+    pub ep_return: Vec<f64>,
+    pub ep_length: Vec<u64>,
+    /// Whether each env's current observation starts a new episode.
+    pub next_done: Vec<bool>,
+    pub envs: rlrig_env::VecSnapshot,
+}
+
+/// A PPO run in progress.
+pub struct Ppo {
+    pub cfg: PpoConfig,
+    pub agent: Agent,
+    env: Box<dyn VecEnvDyn>,
+    adam: Adam,
+    grads: Vec<f32>,
+    obs_rms: Option<RunningMeanStd>,
+    ret_rms: Option<RunningMeanStd>,
+    discounted: Vec<f64>,
+    ep_return: Vec<f64>,
+    ep_length: Vec<u64>,
+    next_done: Vec<bool>,
+    pub iteration: u64,
+    pub global_step: u64,
+    pub times: StageTimes,
+    scratch: Scratch,
+    // Rollout storage, [num_steps x num_envs (x dim)], allocated once.
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    logprobs: Vec<f32>,
+    rewards: Vec<f32>,
+    dones: Vec<f32>,
+    values: Vec<f32>,
+    advantages: Vec<f32>,
+    returns: Vec<f32>,
+}
+
+/// `log_softmax` of one row, into `out`.
+fn log_softmax(logits: &[f32], out: &mut [f32]) {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let lse = max + logits.iter().map(|&x| (x - max).exp()).sum::<f32>().ln();
+    for (o, &x) in out.iter_mut().zip(logits) {
+        *o = x - lse;
+    }
+}
+
+const LOG_SQRT_2PI: f32 = 0.918_938_5;
+
+impl Ppo {
+    pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, String> {
+        cfg.validate()?;
+        let env = make_sync(
+            &cfg.env,
+            VecConfig::new(cfg.num_envs)
+                .threads(threads)
+                .seed(cfg.seed)
+                .autoreset(AutoReset::SameStep),
+        )
+        .map_err(|e| e.to_string())?;
+        let spec = env.spec();
+        let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
+        let agent = Agent::new(
+            spec.obs_dim,
+            &spec.action_space,
+            &cfg.hidden,
+            cfg.init_logstd,
+            &mut rng,
+        );
+        let n = agent.params.len();
+        let (t, e, d, a) = (
+            cfg.num_steps,
+            cfg.num_envs,
+            spec.obs_dim,
+            agent.action_dim(),
+        );
+        Ok(Ppo {
+            adam: Adam::new(n, cfg.adam_eps),
+            grads: vec![0.0; n],
+            obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
+            ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
+            discounted: vec![0.0; e],
+            ep_return: vec![0.0; e],
+            ep_length: vec![0; e],
+            next_done: vec![false; e],
+            iteration: 0,
+            global_step: 0,
+            times: StageTimes::default(),
+            scratch: Scratch::default(),
+            obs: vec![0.0; t * e * d],
+            actions: vec![0.0; t * e * a],
+            logprobs: vec![0.0; t * e],
+            rewards: vec![0.0; t * e],
+            dones: vec![0.0; t * e],
+            values: vec![0.0; t * e],
+            advantages: vec![0.0; t * e],
+            returns: vec![0.0; t * e],
+            agent,
+            env,
+            cfg,
+        })
+    }
+
+    pub fn done(&self) -> bool {
+        self.iteration >= self.cfg.num_iterations()
+    }
+
+    /// The state a checkpoint needs besides `agent.params` and the Adam moments.
+    pub fn state(&self) -> PpoState {
+        PpoState {
+            iteration: self.iteration,
+            global_step: self.global_step,
+            adam: self.adam.clone(),
+            obs_rms: self.obs_rms.clone(),
+            ret_rms: self.ret_rms.clone(),
+            discounted: self.discounted.clone(),
+            ep_return: self.ep_return.clone(),
+            ep_length: self.ep_length.clone(),
+            next_done: self.next_done.clone(),
+            envs: self.env.snapshot(),
+        }
+    }
+
+    pub fn adam_moments(&self) -> (&[f32], &[f32]) {
+        (&self.adam.m, &self.adam.v)
+    }
+
+    /// Continues from a checkpoint. On error nothing changed.
+    pub fn restore(
+        &mut self,
+        st: PpoState,
+        params: Vec<f32>,
+        m: Vec<f32>,
+        v: Vec<f32>,
+    ) -> Result<(), String> {
+        let n = self.agent.params.len();
+        if params.len() != n || m.len() != n || v.len() != n {
+            return Err(format!(
+                "checkpoint holds {} parameters, this network has {n} (different env or hidden sizes?)",
+                params.len()
+            ));
+        }
+        let e = self.cfg.num_envs;
+        if [
+            st.discounted.len(),
+            st.ep_return.len(),
+            st.ep_length.len(),
+            st.next_done.len(),
+        ] != [e; 4]
+        {
+            return Err(format!(
+                "checkpoint is for a different number of envs than {e}"
+            ));
+        }
+        self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.agent.params = params;
+        self.adam = Adam { m, v, ..st.adam };
+        self.obs_rms = st.obs_rms;
+        self.ret_rms = st.ret_rms;
+        self.discounted = st.discounted;
+        self.ep_return = st.ep_return;
+        self.ep_length = st.ep_length;
+        self.next_done = st.next_done;
+        self.iteration = st.iteration;
+        self.global_step = st.global_step;
+        Ok(())
+    }
+
+    /// Writes the current observations, normalised as the policy sees them, into `out`.
+    fn current_obs(&self, out: &mut [f32]) {
+        out.copy_from_slice(self.env.obs());
+        if let Some(rms) = &self.obs_rms {
+            rms.normalize(out, self.cfg.clip_obs);
+        }
+    }
+
+    /// Runs one rollout and one update; returns the iteration's metrics.
+    pub fn iterate(&mut self) -> IterationStats {
+        let cfg = self.cfg.clone();
+        let (t_max, e, d) = (cfg.num_steps, cfg.num_envs, self.agent.obs_dim);
+        let adim = self.agent.action_dim();
+        self.iteration += 1;
+        let it = self.iteration;
+        let lr = if cfg.anneal_lr {
+            cfg.learning_rate * (1.0 - (it - 1) as f64 / cfg.num_iterations() as f64)
+        } else {
+            cfg.learning_rate
+        };
+        let mut stats = IterationStats {
+            iteration: it,
+            learning_rate: lr,
+            ..Default::default()
+        };
+        let mut rngs: Vec<Rng> = (0..e as u64)
+            .map(|k| Rng::stream(cfg.seed, Purpose::Policy, (it - 1) * e as u64 + k))
+            .collect();
+        let (mut ret_sum, mut len_sum) = (0.0, 0.0);
+        let mut act_f32 = vec![0.0f32; e * adim];
+        let mut act_i32 = vec![0i32; e];
+        let mut logp_row = vec![0.0f32; self.actor_out()];
+        let mut final_obs = Vec::new();
+        let mut trunc_envs = Vec::new();
+
+        for t in 0..t_max {
+            let t0 = std::time::Instant::now();
+            if let Some(rms) = &mut self.obs_rms {
+                rms.update(self.env.obs(), e);
+            }
+            let mut cur = std::mem::take(&mut self.obs);
+            self.current_obs(&mut cur[t * e * d..(t + 1) * e * d]);
+            self.obs = cur;
+            let obs_t = &self.obs[t * e * d..(t + 1) * e * d];
+            for k in 0..e {
+                self.dones[t * e + k] = f32::from(u8::from(self.next_done[k]));
+            }
+            let values =
+                self.agent
+                    .critic
+                    .forward(&self.agent.params, obs_t, e, &mut self.scratch.critic);
+            self.values[t * e..(t + 1) * e].copy_from_slice(values);
+            let out =
+                self.agent
+                    .actor
+                    .forward(&self.agent.params, obs_t, e, &mut self.scratch.actor);
+            match &self.agent.head {
+                Head::Categorical { n } => {
+                    for k in 0..e {
+                        log_softmax(&out[k * n..(k + 1) * n], &mut logp_row);
+                        // Inverse-CDF sampling from this env's stream.
+                        let u = rngs[k].unit_f64();
+                        let mut acc = 0.0f64;
+                        let mut a = n - 1;
+                        for (j, lp) in logp_row.iter().enumerate() {
+                            acc += f64::from(lp.exp());
+                            if u < acc {
+                                a = j;
+                                break;
+                            }
+                        }
+                        act_i32[k] = a as i32;
+                        self.actions[t * e + k] = a as f32;
+                        self.logprobs[t * e + k] = logp_row[a];
+                    }
+                }
+                Head::Gaussian {
+                    dim,
+                    low,
+                    high,
+                    logstd,
+                } => {
+                    let ls = &self.agent.params[*logstd..*logstd + *dim];
+                    for k in 0..e {
+                        let mut lp = 0.0f32;
+                        for j in 0..*dim {
+                            let mu = out[k * dim + j];
+                            let z = normal(&mut rngs[k]) as f32;
+                            let a = mu + ls[j].exp() * z;
+                            lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
+                            self.actions[(t * e + k) * dim + j] = a;
+                            act_f32[k * dim + j] = a.clamp(low[j], high[j]);
+                        }
+                        self.logprobs[t * e + k] = lp;
+                    }
+                }
+            }
+            let t1 = std::time::Instant::now();
+            self.times.inference += (t1 - t0).as_secs_f64();
+            let buf = match self.agent.head {
+                Head::Categorical { .. } => ActionBuf::Discrete(&act_i32),
+                Head::Gaussian { .. } => ActionBuf::Continuous(&act_f32),
+            };
+            self.env
+                .step(buf)
+                .expect("the policy only emits valid actions");
+            let t2 = std::time::Instant::now();
+            self.times.env += (t2 - t1).as_secs_f64();
+            self.global_step += e as u64;
+
+            // Rewards: statistics on raw rewards, learning on normalised ones.
+            trunc_envs.clear();
+            for k in 0..e {
+                let r = self.env.rewards()[k];
+                let (term, trunc) = (self.env.terminated()[k], self.env.truncated()[k]);
+                self.ep_return[k] += r;
+                self.ep_length[k] += 1;
+                let mut rr = r;
+                if let Some(rms) = &mut self.ret_rms {
+                    self.discounted[k] = self.discounted[k] * cfg.gamma + r;
+                    rms.update(&[self.discounted[k] as f32], 1);
+                    rr = (r / (rms.var[0] + 1e-8).sqrt()).clamp(-cfg.clip_reward, cfg.clip_reward);
+                    if term || trunc {
+                        self.discounted[k] = 0.0;
+                    }
+                }
+                self.rewards[t * e + k] = rr as f32;
+                if term || trunc {
+                    stats.episodes += 1;
+                    ret_sum += self.ep_return[k];
+                    len_sum += self.ep_length[k] as f64;
+                    self.ep_return[k] = 0.0;
+                    self.ep_length[k] = 0;
+                }
+                if trunc && !term && cfg.bootstrap_truncated {
+                    trunc_envs.push(k);
+                }
+                self.next_done[k] = term || trunc;
+            }
+            if !trunc_envs.is_empty() {
+                // The episode was cut by the time limit, not ended by the MDP:
+                // bootstrap from the value of the observation it was cut at.
+                let fo = self
+                    .env
+                    .final_obs()
+                    .expect("SameStep mode keeps final observations");
+                final_obs.clear();
+                for &k in &trunc_envs {
+                    final_obs.extend_from_slice(&fo[k * d..(k + 1) * d]);
+                }
+                if let Some(rms) = &self.obs_rms {
+                    rms.normalize(&mut final_obs, cfg.clip_obs);
+                }
+                let v = self.agent.critic.forward(
+                    &self.agent.params,
+                    &final_obs,
+                    trunc_envs.len(),
+                    &mut self.scratch.critic,
+                );
+                for (j, &k) in trunc_envs.iter().enumerate() {
+                    self.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
+                }
+            }
+            self.times.inference += t2.elapsed().as_secs_f64();
+        }
+
+        let t_learn = std::time::Instant::now();
+        // GAE over the rollout, bootstrapped from the value of the next observation.
+        let mut next_obs = vec![0.0f32; e * d];
+        self.current_obs(&mut next_obs);
+        let next_value = self
+            .agent
+            .critic
+            .forward(&self.agent.params, &next_obs, e, &mut self.scratch.critic)
+            .to_vec();
+        let (g, l) = (cfg.gamma as f32, cfg.gae_lambda as f32);
+        let mut last = vec![0.0f32; e];
+        for t in (0..t_max).rev() {
+            for k in 0..e {
+                let (nonterminal, next_v) = if t + 1 == t_max {
+                    (1.0 - f32::from(u8::from(self.next_done[k])), next_value[k])
+                } else {
+                    (
+                        1.0 - self.dones[(t + 1) * e + k],
+                        self.values[(t + 1) * e + k],
+                    )
+                };
+                let i = t * e + k;
+                let delta = self.rewards[i] + g * next_v * nonterminal - self.values[i];
+                last[k] = delta + g * l * nonterminal * last[k];
+                self.advantages[i] = last[k];
+                self.returns[i] = last[k] + self.values[i];
+            }
+        }
+        self.update(lr, it, &mut stats);
+        self.times.learner += t_learn.elapsed().as_secs_f64();
+
+        stats.global_step = self.global_step;
+        stats.episode_return = if stats.episodes > 0 {
+            ret_sum / stats.episodes as f64
+        } else {
+            f64::NAN
+        };
+        stats.episode_length = if stats.episodes > 0 {
+            len_sum / stats.episodes as f64
+        } else {
+            f64::NAN
+        };
+        let (vs, rs) = (&self.values, &self.returns);
+        let mean = |x: &[f32]| x.iter().map(|v| f64::from(*v)).sum::<f64>() / x.len() as f64;
+        let var = |x: &[f32], m: f64| {
+            x.iter().map(|v| (f64::from(*v) - m).powi(2)).sum::<f64>() / x.len() as f64
+        };
+        let diff: Vec<f32> = rs.iter().zip(vs).map(|(r, v)| r - v).collect();
+        let var_y = var(rs, mean(rs));
+        stats.explained_variance = if var_y == 0.0 {
+            f64::NAN
+        } else {
+            1.0 - var(&diff, mean(&diff)) / var_y
+        };
+        stats
+    }
+
+    fn actor_out(&self) -> usize {
+        self.agent.actor.output_dim()
+    }
+
+    /// `update_epochs` passes of minibatch gradient steps over the rollout.
+    fn update(&mut self, lr: f64, it: u64, stats: &mut IterationStats) {
+        let cfg = &self.cfg;
+        let (b, mb, d) = (cfg.batch_size(), cfg.minibatch_size(), self.agent.obs_dim);
+        let adim = self.agent.action_dim();
+        let out_dim = self.actor_out();
+        let clip = cfg.clip_coef as f32;
+        let mut idx: Vec<usize> = (0..b).collect();
+        let mut mb_obs = vec![0.0f32; mb * d];
+        let mut d_out = vec![0.0f32; mb * out_dim];
+        let mut d_val = vec![0.0f32; mb];
+        let mut mb_adv = vec![0.0f32; mb];
+        let mut logp_row = vec![0.0f32; out_dim];
+        let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
+            (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for epoch in 0..cfg.update_epochs {
+            let mut rng = Rng::stream(
+                cfg.seed,
+                Purpose::Learner,
+                (it - 1) * cfg.update_epochs as u64 + epoch as u64,
+            );
+            // Fisher-Yates, as numpy's permutation (different draws, same distribution).
+            for i in (1..b).rev() {
+                let j = rng.below(i as u32 + 1) as usize;
+                idx.swap(i, j);
+            }
+            for chunk in idx.chunks_exact(mb) {
+                for (r, &i) in chunk.iter().enumerate() {
+                    mb_obs[r * d..(r + 1) * d].copy_from_slice(&self.obs[i * d..(i + 1) * d]);
+                    mb_adv[r] = self.advantages[i];
+                }
+                if cfg.norm_adv && mb > 1 {
+                    let m = mb_adv.iter().map(|v| f64::from(*v)).sum::<f64>() / mb as f64;
+                    // torch.std is the unbiased estimate.
+                    let s = (mb_adv
+                        .iter()
+                        .map(|v| (f64::from(*v) - m).powi(2))
+                        .sum::<f64>()
+                        / (mb - 1) as f64)
+                        .sqrt();
+                    for a in mb_adv.iter_mut() {
+                        *a = ((f64::from(*a) - m) / (s + 1e-8)) as f32;
+                    }
+                }
+                let params = &self.agent.params;
+                let out = self
+                    .agent
+                    .actor
+                    .forward(params, &mb_obs, mb, &mut self.scratch.actor);
+                let newv = self
+                    .agent
+                    .critic
+                    .forward(params, &mb_obs, mb, &mut self.scratch.critic);
+                let inv = 1.0 / mb as f32;
+                let (mut pg, mut ent, mut kl, mut cf, mut vl) =
+                    (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+                // Gaussian: log-std gradient accumulates over the minibatch.
+                let mut d_logstd = vec![
+                    0.0f32;
+                    if let Head::Gaussian { dim, .. } = &self.agent.head {
+                        *dim
+                    } else {
+                        0
+                    }
+                ];
+                for (r, &i) in chunk.iter().enumerate() {
+                    let adv = mb_adv[r];
+                    let old_lp = self.logprobs[i];
+                    let (new_lp, entropy) = match &self.agent.head {
+                        Head::Categorical { n } => {
+                            log_softmax(&out[r * n..(r + 1) * n], &mut logp_row);
+                            let a = self.actions[i] as usize;
+                            let h: f32 = -logp_row.iter().map(|lp| lp.exp() * lp).sum::<f32>();
+                            (logp_row[a], h)
+                        }
+                        Head::Gaussian { dim, logstd, .. } => {
+                            let ls = &params[*logstd..*logstd + *dim];
+                            let mut lp = 0.0f32;
+                            let mut h = 0.0f32;
+                            for j in 0..*dim {
+                                let z =
+                                    (self.actions[i * adim + j] - out[r * dim + j]) / ls[j].exp();
+                                lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
+                                h += 0.5 + LOG_SQRT_2PI + ls[j];
+                            }
+                            (lp, h)
+                        }
+                    };
+                    let logratio = new_lp - old_lp;
+                    let ratio = logratio.exp();
+                    kl += f64::from((ratio - 1.0) - logratio);
+                    cf += f64::from(u8::from((ratio - 1.0).abs() > clip));
+                    let l1 = -adv * ratio;
+                    let l2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip);
+                    pg += f64::from(l1.max(l2));
+                    ent += f64::from(entropy);
+                    // d pg / d new_lp: through the unclipped branch unless the clipped one is
+                    // larger and its clamp is active.
+                    let clipped_active = l2 > l1 && (ratio < 1.0 - clip || ratio > 1.0 + clip);
+                    let g_lp = if clipped_active {
+                        0.0
+                    } else {
+                        -adv * ratio * inv
+                    };
+                    let ec = cfg.ent_coef as f32;
+                    match &self.agent.head {
+                        Head::Categorical { n } => {
+                            // Recompute this row's log-probs (logp_row holds them already).
+                            let a = self.actions[i] as usize;
+                            for j in 0..*n {
+                                let p = logp_row[j].exp();
+                                let onehot = if j == a { 1.0 } else { 0.0 };
+                                // d(-ec * H)/dl_j = ec * p_j (log p_j + H)
+                                d_out[r * n + j] =
+                                    g_lp * (onehot - p) + ec * inv * p * (logp_row[j] + entropy);
+                            }
+                        }
+                        Head::Gaussian { dim, logstd, .. } => {
+                            let ls = &params[*logstd..*logstd + *dim];
+                            for j in 0..*dim {
+                                let sd = ls[j].exp();
+                                let z = (self.actions[i * adim + j] - out[r * dim + j]) / sd;
+                                d_out[r * dim + j] = g_lp * z / sd;
+                                d_logstd[j] += g_lp * (z * z - 1.0) - ec * inv;
+                            }
+                        }
+                    }
+                    // Value loss.
+                    let (ret, oldv, v) = (self.returns[i], self.values[i], newv[r]);
+                    let unclipped = (v - ret) * (v - ret);
+                    let vf = cfg.vf_coef as f32;
+                    if cfg.clip_vloss {
+                        let vc = oldv + (v - oldv).clamp(-clip, clip);
+                        let clipped = (vc - ret) * (vc - ret);
+                        vl += 0.5 * f64::from(unclipped.max(clipped));
+                        d_val[r] = if clipped > unclipped {
+                            if (v - oldv).abs() < clip {
+                                vf * (vc - ret) * inv
+                            } else {
+                                0.0
+                            }
+                        } else {
+                            vf * (v - ret) * inv
+                        };
+                    } else {
+                        vl += 0.5 * f64::from(unclipped);
+                        d_val[r] = vf * (v - ret) * inv;
+                    }
+                }
+                self.grads.fill(0.0);
+                self.agent
+                    .actor
+                    .backward(params, &mut self.grads, &d_out, &mut self.scratch.actor);
+                self.agent.critic.backward(
+                    params,
+                    &mut self.grads,
+                    &d_val,
+                    &mut self.scratch.critic,
+                );
+                if let Head::Gaussian { logstd, dim, .. } = &self.agent.head {
+                    self.grads[*logstd..*logstd + *dim].copy_from_slice(&d_logstd);
+                }
+                clip_grad_norm(&mut self.grads, cfg.max_grad_norm);
+                self.adam.step(&mut self.agent.params, &self.grads, lr);
+                let m = mb as f64;
+                n_mb += 1.0;
+                pg_sum += pg / m;
+                v_sum += vl / m;
+                ent_sum += ent / m;
+                kl_sum += kl / m;
+                cf_sum += cf / m;
+            }
+        }
+        stats.policy_loss = pg_sum / n_mb;
+        stats.value_loss = v_sum / n_mb;
+        stats.entropy = ent_sum / n_mb;
+        stats.approx_kl = kl_sum / n_mb;
+        stats.clipfrac = cf_sum / n_mb;
+    }
+
+    /// Deterministic evaluation (greedy action / Gaussian mean) on `episodes` fresh
+    /// episodes of `cfg.env`, seeded by `seed`; returns each episode's return.
+    pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
+        evaluate(
+            &self.agent,
+            self.obs_rms.as_ref(),
+            &self.cfg,
+            episodes,
+            seed,
+        )
+    }
+}
+
+/// Greedy evaluation of `agent` (see [`Ppo::evaluate`]); episodes run in parallel envs.
+pub fn evaluate(
+    agent: &Agent,
+    obs_rms: Option<&RunningMeanStd>,
+    cfg: &PpoConfig,
+    episodes: usize,
+    seed: u64,
+) -> Vec<f64> {
+    let mut env = make_sync(
+        &cfg.env,
+        VecConfig::new(episodes.max(1))
+            .seed(seed)
+            .autoreset(AutoReset::NextStep),
+    )
+    .expect("config was validated");
+    let d = agent.obs_dim;
+    let mut cache = MlpCache::default();
+    let mut returns = vec![0.0; episodes];
+    let mut finished = vec![false; episodes];
+    let mut obs = vec![0.0f32; episodes * d];
+    let mut act_i = vec![0i32; episodes];
+    let mut act_f = vec![0.0f32; episodes * agent.action_dim()];
+    while !finished.iter().all(|&f| f) {
+        obs.copy_from_slice(env.obs());
+        if let Some(rms) = obs_rms {
+            rms.normalize(&mut obs, cfg.clip_obs);
+        }
+        let out = agent
+            .actor
+            .forward(&agent.params, &obs, episodes, &mut cache);
+        let buf = match &agent.head {
+            Head::Categorical { n } => {
+                for k in 0..episodes {
+                    let row = &out[k * n..(k + 1) * n];
+                    act_i[k] = (0..*n).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as i32;
+                }
+                ActionBuf::Discrete(&act_i)
+            }
+            Head::Gaussian { dim, low, high, .. } => {
+                for (j, a) in act_f.iter_mut().enumerate() {
+                    *a = out[j].clamp(low[j % dim], high[j % dim]);
+                }
+                ActionBuf::Continuous(&act_f)
+            }
+        };
+        env.step(buf).expect("the policy only emits valid actions");
+        for k in 0..episodes {
+            if !finished[k] {
+                returns[k] += env.rewards()[k];
+                finished[k] = env.terminated()[k] || env.truncated()[k];
+            }
+        }
+    }
+    returns
+}
