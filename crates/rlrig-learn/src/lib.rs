@@ -11,3 +11,5 @@ pub mod nn;
 pub mod normalize;
 pub mod optim;
 pub mod ppo;
+pub mod run;
+pub mod trainer;

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli_envs;
+mod train;
 
 use std::process::ExitCode;
 
@@ -27,6 +28,11 @@ enum Command {
     Envs(cli_envs::EnvsArgs),
     /// Replay actions from a given internal state; prints one JSON object per step.
     Replay(cli_envs::ReplayArgs),
+    /// Train an agent; writes a run directory (config, metrics, TensorBoard, checkpoints).
+    #[command(subcommand)]
+    Train(train::TrainCommand),
+    /// Evaluate the newest checkpoint of a run with the greedy policy.
+    Eval(train::EvalArgs),
     /// Measure throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -37,6 +43,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Envs(a) => cli_envs::envs(a),
         Command::Replay(a) => cli_envs::replay(a),
+        Command::Train(t) => train::train(t),
+        Command::Eval(a) => train::eval(a),
         Command::Bench(b) => bench::run(b),
     };
     match result {

@@ -1,0 +1,404 @@
+//! What a run leaves behind, written atomically (temp file + rename):
+//!
+//! ```text
+//! runs/<name>/config.toml          the resolved config
+//!             metrics.csv          one row per iteration (learning metrics + stage times)
+//!             events.out.tfevents.*  TensorBoard scalars
+//!             checkpoints/ckpt-<iteration>.safetensors   params, adam_m, adam_v
+//!             checkpoints/ckpt-<iteration>.json          step, optimiser, RNG and env state
+//!             checkpoints/latest                          name of the newest checkpoint
+//!             eval.json            the final evaluation
+//! ```
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::ppo::{IterationStats, PpoConfig, PpoState, StageTimes};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {why}")]
+    Corrupt { path: PathBuf, why: String },
+    #[error("{0}")]
+    Mismatch(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Writes `bytes` to `path` so that readers see the old file or the new one, never a
+/// torn one: a temp file in the same directory, fsync, rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(io(path))?;
+    Ok(())
+}
+
+/// The JSON half of a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointMeta {
+    pub format: u32,
+    pub algo: String,
+    pub config: PpoConfig,
+    pub state: PpoState,
+    pub weights: String,
+    pub weights_crc32c: u32,
+    pub num_params: usize,
+}
+
+pub struct Checkpoint {
+    pub meta: CheckpointMeta,
+    pub params: Vec<f32>,
+    pub adam_m: Vec<f32>,
+    pub adam_v: Vec<f32>,
+}
+
+const FORMAT: u32 = 1;
+
+fn to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// A run directory.
+pub struct RunDir {
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(path: impl Into<PathBuf>) -> Result<RunDir, RunError> {
+        let path = path.into();
+        fs::create_dir_all(path.join("checkpoints")).map_err(io(&path))?;
+        Ok(RunDir { path })
+    }
+
+    pub fn has_checkpoint(&self) -> bool {
+        self.path.join("checkpoints/latest").exists()
+    }
+
+    pub fn write_config(&self, cfg: &PpoConfig) -> Result<(), RunError> {
+        let text = format!(
+            "# Resolved configuration of this run (rlrig train ppo). Pass it back with --config.\n{}",
+            toml::to_string(cfg).map_err(|e| RunError::Mismatch(e.to_string()))?
+        );
+        write_atomic(&self.path.join("config.toml"), text.as_bytes())
+    }
+
+    /// Saves a checkpoint (weights first, then the JSON, then `latest`: a crash at any
+    /// point leaves the previous checkpoint intact) and keeps the two newest.
+    pub fn save_checkpoint(
+        &self,
+        cfg: &PpoConfig,
+        state: PpoState,
+        params: &[f32],
+        adam: (&[f32], &[f32]),
+    ) -> Result<PathBuf, RunError> {
+        let dir = self.path.join("checkpoints");
+        let stem = format!("ckpt-{:08}", state.iteration);
+        let shape = vec![params.len()];
+        let (pb, mb, vb) = (to_bytes(params), to_bytes(adam.0), to_bytes(adam.1));
+        fn view<'a>(
+            b: &'a [u8],
+            shape: &[usize],
+        ) -> Result<safetensors::tensor::TensorView<'a>, RunError> {
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.to_vec(), b)
+                .map_err(|e| RunError::Mismatch(e.to_string()))
+        }
+        let tensors = vec![
+            ("adam_m", view(&mb, &shape)?),
+            ("adam_v", view(&vb, &shape)?),
+            ("params", view(&pb, &shape)?),
+        ];
+        let weights =
+            safetensors::serialize(tensors, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
+        let wname = format!("{stem}.safetensors");
+        write_atomic(&dir.join(&wname), &weights)?;
+        let meta = CheckpointMeta {
+            format: FORMAT,
+            algo: "ppo".into(),
+            config: cfg.clone(),
+            state,
+            weights: wname,
+            weights_crc32c: crc32c::crc32c(&weights),
+            num_params: params.len(),
+        };
+        let jname = format!("{stem}.json");
+        let json = serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))?;
+        write_atomic(&dir.join(&jname), &json)?;
+        write_atomic(&dir.join("latest"), jname.as_bytes())?;
+        // Keep the newest two checkpoints.
+        let mut old: Vec<String> = fs::read_dir(&dir)
+            .map_err(io(&dir))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
+            .collect();
+        old.sort();
+        for n in old.iter().rev().skip(2) {
+            let _ = fs::remove_file(dir.join(n));
+            let _ = fs::remove_file(dir.join(n.replace(".json", ".safetensors")));
+        }
+        Ok(dir.join(jname))
+    }
+
+    /// Loads the newest checkpoint, checking its integrity.
+    pub fn load_checkpoint(&self) -> Result<Checkpoint, RunError> {
+        let dir = self.path.join("checkpoints");
+        let latest = dir.join("latest");
+        let name = fs::read_to_string(&latest).map_err(io(&latest))?;
+        load_checkpoint(&dir.join(name.trim()))
+    }
+}
+
+/// Loads the checkpoint whose JSON is at `json_path`.
+pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
+    let corrupt = |why: String| RunError::Corrupt {
+        path: json_path.to_path_buf(),
+        why,
+    };
+    let text = fs::read(json_path).map_err(io(json_path))?;
+    let meta: CheckpointMeta = serde_json::from_slice(&text)
+        .map_err(|e| corrupt(format!("not a valid rlrig checkpoint: {e}")))?;
+    if meta.format != FORMAT {
+        return Err(corrupt(format!(
+            "checkpoint format {} (this rlrig reads {FORMAT})",
+            meta.format
+        )));
+    }
+    let wpath = json_path.with_file_name(&meta.weights);
+    let bytes = fs::read(&wpath).map_err(io(&wpath))?;
+    if crc32c::crc32c(&bytes) != meta.weights_crc32c {
+        return Err(RunError::Corrupt {
+            path: wpath,
+            why: "checksum mismatch: the weights file is damaged or belongs to another checkpoint"
+                .into(),
+        });
+    }
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
+        path: wpath.clone(),
+        why: e.to_string(),
+    })?;
+    let get = |name: &str| -> Result<Vec<f32>, RunError> {
+        let t = st.tensor(name).map_err(|e| RunError::Corrupt {
+            path: wpath.clone(),
+            why: format!("tensor '{name}': {e}"),
+        })?;
+        let v: Vec<f32> = t
+            .data()
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if v.len() != meta.num_params {
+            return Err(RunError::Corrupt {
+                path: wpath.clone(),
+                why: format!(
+                    "tensor '{name}' has {} values, expected {}",
+                    v.len(),
+                    meta.num_params
+                ),
+            });
+        }
+        Ok(v)
+    };
+    Ok(Checkpoint {
+        params: get("params")?,
+        adam_m: get("adam_m")?,
+        adam_v: get("adam_v")?,
+        meta,
+    })
+}
+
+/// The metrics.csv columns: learning metrics first (a pure function of the config),
+/// then wall-clock stage times (which are not).
+pub const METRICS_HEADER: &str = "iteration,global_step,episodes,episode_return,episode_length,learning_rate,policy_loss,value_loss,entropy,approx_kl,clipfrac,explained_variance,time_env,time_inference,time_learner,time_other,steps_per_sec";
+
+/// Number of leading metrics.csv columns that are deterministic.
+pub const DETERMINISTIC_COLUMNS: usize = 12;
+
+pub fn metrics_row(s: &IterationStats, t: &StageTimes, other: f64, sps: f64) -> String {
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
+        s.iteration,
+        s.global_step,
+        s.episodes,
+        s.episode_return,
+        s.episode_length,
+        s.learning_rate,
+        s.policy_loss,
+        s.value_loss,
+        s.entropy,
+        s.approx_kl,
+        s.clipfrac,
+        s.explained_variance,
+        t.env,
+        t.inference,
+        t.learner,
+        other,
+        sps
+    )
+}
+
+/// metrics.csv: rewritten atomically once when a run starts or resumes (dropping rows
+/// past the checkpoint, which the resumed run produces again), then appended to.
+pub struct MetricsCsv {
+    path: PathBuf,
+    file: fs::File,
+}
+
+impl MetricsCsv {
+    /// Opens metrics.csv, keeping only rows up to `iteration`.
+    pub fn open(dir: &Path, iteration: u64) -> Result<MetricsCsv, RunError> {
+        let path = dir.join("metrics.csv");
+        let mut text = String::from(METRICS_HEADER);
+        text.push('\n');
+        if let Ok(old) = fs::read_to_string(&path) {
+            for l in old.lines().skip(1) {
+                if l.split(',')
+                    .next()
+                    .and_then(|x| x.parse::<u64>().ok())
+                    .is_some_and(|i| i <= iteration)
+                {
+                    text.push_str(l);
+                    text.push('\n');
+                }
+            }
+        }
+        write_atomic(&path, text.as_bytes())?;
+        let file = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        Ok(MetricsCsv { path, file })
+    }
+
+    pub fn push(&mut self, row: String) -> Result<(), RunError> {
+        writeln!(self.file, "{row}").map_err(io(&self.path))
+    }
+}
+
+/// A minimal TensorBoard event-file writer: TFRecord framing (length, masked CRC32C)
+/// around hand-encoded `Event` protos holding scalar summaries.
+pub struct TensorBoard {
+    file: fs::File,
+    path: PathBuf,
+}
+
+fn masked_crc(data: &[u8]) -> u32 {
+    let c = crc32c::crc32c(data);
+    (c.rotate_right(15)).wrapping_add(0xa282_ead8)
+}
+
+fn varint(mut v: u64, out: &mut Vec<u8>) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl TensorBoard {
+    pub fn create(dir: &Path) -> Result<TensorBoard, RunError> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let path = dir.join(format!(
+            "events.out.tfevents.{}.rlrig.{}",
+            now.as_secs(),
+            std::process::id()
+        ));
+        let file = fs::File::create(&path).map_err(io(&path))?;
+        let mut tb = TensorBoard { file, path };
+        // First event: file_version (field 3).
+        let mut ev = Vec::new();
+        ev.push(0x09); // wall_time, double
+        ev.extend_from_slice(&now.as_secs_f64().to_le_bytes());
+        let v = b"brain.Event:2";
+        ev.push(0x1a);
+        varint(v.len() as u64, &mut ev);
+        ev.extend_from_slice(v);
+        tb.record(&ev)?;
+        Ok(tb)
+    }
+
+    fn record(&mut self, data: &[u8]) -> Result<(), RunError> {
+        let len = (data.len() as u64).to_le_bytes();
+        let mut buf = Vec::with_capacity(data.len() + 16);
+        buf.extend_from_slice(&len);
+        buf.extend_from_slice(&masked_crc(&len).to_le_bytes());
+        buf.extend_from_slice(data);
+        buf.extend_from_slice(&masked_crc(data).to_le_bytes());
+        self.file.write_all(&buf).map_err(io(&self.path))
+    }
+
+    /// Writes scalars `(tag, value)` at `step`.
+    pub fn scalars(&mut self, step: u64, values: &[(&str, f64)]) -> Result<(), RunError> {
+        let mut summary = Vec::new();
+        for (tag, v) in values {
+            if !v.is_finite() {
+                continue;
+            }
+            let mut val = Vec::new();
+            val.push(0x0a); // tag, string
+            varint(tag.len() as u64, &mut val);
+            val.extend_from_slice(tag.as_bytes());
+            val.push(0x15); // simple_value, float
+            val.extend_from_slice(&(*v as f32).to_le_bytes());
+            summary.push(0x0a); // Summary.value
+            varint(val.len() as u64, &mut summary);
+            summary.extend_from_slice(&val);
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut ev = Vec::new();
+        ev.push(0x09);
+        ev.extend_from_slice(&now.as_secs_f64().to_le_bytes());
+        ev.push(0x10); // step, varint
+        varint(step, &mut ev);
+        ev.push(0x2a); // summary
+        varint(summary.len() as u64, &mut ev);
+        ev.extend_from_slice(&summary);
+        self.record(&ev)?;
+        self.file.flush().map_err(io(&self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masked_crc_matches_tensorflow_reference_value() {
+        // TFRecord's mask of crc32c("") = 0 is 0xa282ead8.
+        assert_eq!(masked_crc(b""), 0xa282_ead8);
+        // crc32c("123456789") = 0xe3069283 (the CRC-32C check value).
+        assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+    }
+
+    #[test]
+    fn varints_encode_like_protobuf() {
+        let mut v = Vec::new();
+        varint(300, &mut v);
+        assert_eq!(v, vec![0xac, 0x02]);
+    }
+}

@@ -1,0 +1,210 @@
+//! Driving a PPO run: run directory, metrics, TensorBoard, checkpoints, resume,
+//! final evaluation. The CLI is a thin layer over [`train_ppo`] and [`eval_run`].
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::ppo::{Agent, IterationStats, Ppo, PpoConfig, StageTimes, evaluate};
+use crate::run::{MetricsCsv, RunDir, RunError, TensorBoard, metrics_row, write_atomic};
+
+pub struct TrainOptions {
+    pub run_dir: PathBuf,
+    pub threads: usize,
+    pub resume: bool,
+    pub eval_episodes: usize,
+}
+
+/// Summary statistics of evaluation returns.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct EvalSummary {
+    pub episodes: usize,
+    pub mean_return: f64,
+    pub std_return: f64,
+    pub min_return: f64,
+    pub max_return: f64,
+    pub seed: u64,
+}
+
+impl EvalSummary {
+    pub fn of(returns: &[f64], seed: u64) -> EvalSummary {
+        let n = returns.len().max(1) as f64;
+        let mean = returns.iter().sum::<f64>() / n;
+        let std = (returns.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / n).sqrt();
+        EvalSummary {
+            episodes: returns.len(),
+            mean_return: mean,
+            std_return: std,
+            min_return: returns.iter().copied().fold(f64::INFINITY, f64::min),
+            max_return: returns.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            seed,
+        }
+    }
+}
+
+/// What the progress display gets after each iteration.
+pub struct Progress<'a> {
+    pub stats: &'a IterationStats,
+    pub total_steps: u64,
+    pub steps_per_sec: f64,
+    /// Mean return over the last few iterations that finished episodes.
+    pub recent_return: f64,
+}
+
+pub struct TrainSummary {
+    pub config: PpoConfig,
+    pub eval: EvalSummary,
+    pub times: StageTimes,
+    pub wall: f64,
+    pub resumed_from: Option<u64>,
+}
+
+/// Evaluation seeds are far from training seeds so the episodes are new.
+pub const EVAL_SEED_OFFSET: u64 = 1_000_003;
+
+/// Trains (or resumes) a PPO run in `opts.run_dir`.
+pub fn train_ppo(
+    cfg: PpoConfig,
+    opts: &TrainOptions,
+    mut progress: impl FnMut(&Progress<'_>),
+) -> Result<TrainSummary, RunError> {
+    let dir = RunDir::new(&opts.run_dir)?;
+    let mut resumed_from = None;
+    let mut ppo;
+    if opts.resume {
+        let ck = dir.load_checkpoint()?;
+        if ck.meta.config != cfg {
+            return Err(RunError::Mismatch(format!(
+                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
+                opts.run_dir.display()
+            )));
+        }
+        ppo = Ppo::new(ck.meta.config.clone(), opts.threads).map_err(RunError::Mismatch)?;
+        resumed_from = Some(ck.meta.state.global_step);
+        ppo.restore(ck.meta.state, ck.params, ck.adam_m, ck.adam_v)
+            .map_err(RunError::Mismatch)?;
+    } else {
+        if dir.has_checkpoint() {
+            return Err(RunError::Mismatch(format!(
+                "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+                opts.run_dir.display()
+            )));
+        }
+        ppo = Ppo::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
+    }
+    dir.write_config(&ppo.cfg)?;
+    let mut csv = MetricsCsv::open(&dir.path, ppo.iteration)?;
+    let mut tb = TensorBoard::create(&dir.path)?;
+    let start = Instant::now();
+    let mut recent: Vec<f64> = Vec::new();
+    let every = ppo.cfg.checkpoint_every;
+    let mut last_ckpt = ppo.global_step;
+    while !ppo.done() {
+        let t0 = Instant::now();
+        let before = ppo.times;
+        let s = ppo.iterate();
+        let wall = t0.elapsed().as_secs_f64();
+        let dt = StageTimes {
+            env: ppo.times.env - before.env,
+            inference: ppo.times.inference - before.inference,
+            learner: ppo.times.learner - before.learner,
+        };
+        let other = (wall - dt.env - dt.inference - dt.learner).max(0.0);
+        let sps = ppo.cfg.batch_size() as f64 / wall;
+        csv.push(metrics_row(&s, &dt, other, sps))?;
+        tb.scalars(
+            s.global_step,
+            &[
+                ("charts/episode_return", s.episode_return),
+                ("charts/episode_length", s.episode_length),
+                ("charts/learning_rate", s.learning_rate),
+                ("charts/steps_per_sec", sps),
+                ("losses/policy_loss", s.policy_loss),
+                ("losses/value_loss", s.value_loss),
+                ("losses/entropy", s.entropy),
+                ("losses/approx_kl", s.approx_kl),
+                ("losses/clipfrac", s.clipfrac),
+                ("losses/explained_variance", s.explained_variance),
+                ("time/env", dt.env),
+                ("time/inference", dt.inference),
+                ("time/learner", dt.learner),
+            ],
+        )?;
+        if s.episode_return.is_finite() {
+            recent.push(s.episode_return);
+            if recent.len() > 10 {
+                recent.remove(0);
+            }
+        }
+        if every > 0 && ppo.global_step - last_ckpt >= every && !ppo.done() {
+            dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;
+            last_ckpt = ppo.global_step;
+        }
+        progress(&Progress {
+            stats: &s,
+            total_steps: ppo.cfg.num_iterations() * ppo.cfg.batch_size() as u64,
+            steps_per_sec: sps,
+            recent_return: if recent.is_empty() {
+                f64::NAN
+            } else {
+                recent.iter().sum::<f64>() / recent.len() as f64
+            },
+        });
+    }
+    dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;
+    let seed = ppo.cfg.seed + EVAL_SEED_OFFSET;
+    let eval = EvalSummary::of(&ppo.evaluate(opts.eval_episodes.max(1), seed), seed);
+    write_atomic(
+        &dir.path.join("eval.json"),
+        serde_json::to_string_pretty(&eval)
+            .expect("plain numbers serialise")
+            .as_bytes(),
+    )?;
+    Ok(TrainSummary {
+        config: ppo.cfg.clone(),
+        eval,
+        times: ppo.times,
+        wall: start.elapsed().as_secs_f64(),
+        resumed_from,
+    })
+}
+
+/// Greedy evaluation of the newest checkpoint in `run_dir`.
+pub fn eval_run(
+    run_dir: &Path,
+    episodes: usize,
+    seed: Option<u64>,
+) -> Result<EvalSummary, RunError> {
+    let ck = RunDir::new(run_dir)?.load_checkpoint()?;
+    let cfg = ck.meta.config;
+    let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
+    let mut agent = Agent::new(
+        spec.obs_dim,
+        &spec.action_space,
+        &cfg.hidden,
+        cfg.init_logstd,
+        &mut rng,
+    );
+    if agent.params.len() != ck.params.len() {
+        return Err(RunError::Mismatch(format!(
+            "{}: checkpoint has {} parameters but {} with hidden {:?} needs {}",
+            run_dir.display(),
+            ck.params.len(),
+            cfg.env,
+            cfg.hidden,
+            agent.params.len()
+        )));
+    }
+    agent.params = ck.params;
+    let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+    let returns = evaluate(
+        &agent,
+        ck.meta.state.obs_rms.as_ref(),
+        &cfg,
+        episodes.max(1),
+        seed,
+    );
+    Ok(EvalSummary::of(&returns, seed))
+}

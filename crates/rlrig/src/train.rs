@@ -1,0 +1,254 @@
+//! `rlrig train ...` and `rlrig eval`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Subcommand};
+use rlrig_learn::ppo::PpoConfig;
+use rlrig_learn::trainer::{TrainOptions, eval_run, train_ppo};
+
+#[derive(Subcommand)]
+pub enum TrainCommand {
+    /// Proximal Policy Optimization (CleanRL's defaults; per-env presets).
+    ///
+    /// Deterministic: the same config gives bit-identical metrics.csv learning columns and
+    /// weights whatever --threads is.
+    Ppo(PpoArgs),
+}
+
+#[derive(Args)]
+pub struct PpoArgs {
+    /// Environment id (default: CartPole-v1, or the config file's `env`).
+    #[arg(long)]
+    env: Option<String>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Environment steps to train for.
+    #[arg(long)]
+    total_steps: Option<u64>,
+    #[arg(long)]
+    num_envs: Option<usize>,
+    /// Worker threads for env stepping (results do not depend on it).
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// Where the networks run: `cpu` (the native path). Burn devices (`burn-cpu`,
+    /// `wgpu`) are not in this build yet.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// TOML file with any hyperparameters (see a run's config.toml for every key).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one hyperparameter, e.g. `--set learning_rate=3e-4` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Run directory (default: runs/<env>-ppo-seed<seed>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    /// Continue the run in --run-dir from its newest checkpoint.
+    #[arg(long)]
+    resume: bool,
+    /// Episodes of the final greedy evaluation.
+    #[arg(long, default_value_t = 10)]
+    eval_episodes: usize,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn parse_value(raw: &str) -> toml::Value {
+    // A TOML literal if it is one (numbers, booleans, arrays), else a string.
+    toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()))
+}
+
+/// Defaults for the env, then the config file, then `--set`, then explicit flags.
+fn resolve_config(a: &PpoArgs) -> Result<PpoConfig> {
+    let file: Option<toml::Table> = match &a.config {
+        None => None,
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("reading config file '{}'", p.display()))?;
+            Some(toml::from_str(&text).with_context(|| format!("config file '{}'", p.display()))?)
+        }
+    };
+    let env = match (&a.env, file.as_ref().and_then(|f| f.get("env"))) {
+        (Some(e), _) => e.clone(),
+        (None, Some(toml::Value::String(e))) => e.clone(),
+        (None, Some(v)) => bail!("config file: env must be a string, got {v}"),
+        (None, None) => "CartPole-v1".to_string(),
+    };
+    rlrig_env::spec(&env)?;
+    let defaults = toml::Table::try_from(PpoConfig::for_env(&env)).context("default config")?;
+    let mut table = defaults.clone();
+    let file_src = a
+        .config
+        .as_ref()
+        .map(|p| format!("config file '{}'", p.display()))
+        .unwrap_or_default();
+    // (key, value, where it came from), to name the source of a bad value.
+    let mut given: Vec<(String, toml::Value, String)> = Vec::new();
+    for (k, v) in file.into_iter().flatten() {
+        given.push((k, v, file_src.clone()));
+    }
+    for kv in &a.set {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--set '{kv}': expected KEY=VALUE"))?;
+        given.push((
+            k.trim().to_string(),
+            parse_value(v.trim()),
+            format!("--set {kv}"),
+        ));
+    }
+    for (k, v, src) in &given {
+        if !defaults.contains_key(k) {
+            let known: Vec<&String> = defaults.keys().collect();
+            bail!(
+                "{src}: unknown key '{k}'; known keys: {}",
+                known
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        // Check each value's type on its own so the error names the key.
+        let mut one = defaults.clone();
+        one.insert(k.clone(), v.clone());
+        if let Err(e) = one.try_into::<PpoConfig>() {
+            bail!("{src}: key '{k}': {}", e.message());
+        }
+        table.insert(k.clone(), v.clone());
+    }
+    table.insert("env".into(), toml::Value::String(env));
+    if let Some(s) = a.seed {
+        table.insert("seed".into(), toml::Value::Integer(s as i64));
+    }
+    if let Some(s) = a.total_steps {
+        table.insert("total_steps".into(), toml::Value::Integer(s as i64));
+    }
+    if let Some(n) = a.num_envs {
+        table.insert("num_envs".into(), toml::Value::Integer(n as i64));
+    }
+    let cfg: PpoConfig = table
+        .try_into()
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("config: {}", e.message()))?;
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    Ok(cfg)
+}
+
+pub fn train(cmd: TrainCommand) -> Result<()> {
+    let TrainCommand::Ppo(a) = cmd;
+    match a.device.as_str() {
+        "cpu" => {}
+        "burn-cpu" | "wgpu" | "vulkan" => bail!(
+            "--device {}: this build has no Burn backend; only `cpu` (the native path) is available",
+            a.device
+        ),
+        other => bail!("--device {other}: unknown device (known: cpu, burn-cpu, wgpu)"),
+    }
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let cfg = resolve_config(&a)?;
+    let run_dir = a
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("runs/{}-ppo-seed{}", cfg.env, cfg.seed)));
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        threads: a.threads,
+        resume: a.resume,
+        eval_episodes: a.eval_episodes,
+    };
+    let total = cfg.num_iterations() * cfg.batch_size() as u64;
+    let bar = if a.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps {msg}",
+            )
+            .expect("valid template"),
+        );
+        b
+    };
+    let summary = train_ppo(cfg, &opts, |p| {
+        bar.set_position(p.stats.global_step);
+        bar.set_message(format!(
+            "{:.0} steps/s, return {:.1}",
+            p.steps_per_sec, p.recent_return
+        ));
+    })?;
+    bar.finish_and_clear();
+    let t = summary.times;
+    let other = (summary.wall - t.env - t.inference - t.learner).max(0.0);
+    let pct = |x: f64| 100.0 * x / summary.wall.max(1e-9);
+    if let Some(step) = summary.resumed_from {
+        println!("resumed from step {step}");
+    }
+    println!(
+        "{} ppo: {} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        summary.config.env,
+        summary.config.num_iterations() * summary.config.batch_size() as u64,
+        summary.wall,
+        (summary.config.num_iterations() * summary.config.batch_size() as u64) as f64
+            / summary.wall,
+        summary.eval.episodes,
+        summary.eval.mean_return,
+        summary.eval.std_return
+    );
+    println!(
+        "time: env {:.2} s ({:.0}%), inference {:.2} s ({:.0}%), learner {:.2} s ({:.0}%), other {:.2} s ({:.0}%)",
+        t.env,
+        pct(t.env),
+        t.inference,
+        pct(t.inference),
+        t.learner,
+        pct(t.learner),
+        other,
+        pct(other)
+    );
+    println!("run directory: {}", run_dir.display());
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Run directory of a `rlrig train` run.
+    #[arg(long)]
+    run: PathBuf,
+    #[arg(long, default_value_t = 10)]
+    episodes: usize,
+    /// Seed of the evaluation episodes (default: the run's seed + 1000003).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn eval(a: EvalArgs) -> Result<()> {
+    if a.episodes == 0 {
+        bail!("--episodes must be at least 1");
+    }
+    let s = eval_run(&a.run, a.episodes, a.seed)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&s)?);
+    } else {
+        println!(
+            "{} episodes: mean return {:.2}, std {:.2}, min {:.2}, max {:.2}",
+            s.episodes, s.mean_return, s.std_return, s.min_return, s.max_return
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,280 @@
+//! `rlrig train ppo` and `rlrig eval` end to end: determinism across thread counts,
+//! resume after SIGKILL, and clear errors for bad configs and checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rlrig-train-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn rlrig(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--total-steps",
+        "20480",
+        "--set",
+        "checkpoint_every=4096",
+        "--threads",
+        threads,
+        "--run-dir",
+        dir,
+        "--quiet",
+        "--eval-episodes",
+        "3",
+    ]
+}
+
+/// The deterministic columns of metrics.csv.
+fn learning_columns(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split(',')
+                .take(rlrig_learn::run::DETERMINISTIC_COLUMNS)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
+}
+
+fn final_weights(dir: &Path) -> Vec<u8> {
+    let ck = dir.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
+}
+
+#[test]
+fn same_seed_gives_identical_metrics_and_weights_with_1_and_2_threads() {
+    let (a, b) = (tmp("det1"), tmp("det2"));
+    for (d, t) in [(&a, "1"), (&b, "2")] {
+        let o = rlrig(&train_args(d.to_str().unwrap(), t));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let (ma, mb) = (learning_columns(&a), learning_columns(&b));
+    assert_eq!(ma.len(), 41, "header + 40 iterations");
+    assert_eq!(ma, mb);
+    assert_eq!(final_weights(&a), final_weights(&b));
+    for f in ["config.toml", "eval.json"] {
+        assert!(a.join(f).exists(), "{f} missing");
+    }
+    assert!(std::fs::read_dir(&a).unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("events.out.tfevents")
+    }));
+    // eval reads the run back.
+    let o = rlrig(&[
+        "eval",
+        "--run",
+        a.to_str().unwrap(),
+        "--episodes",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["episodes"], 2);
+    assert!(v["mean_return"].as_f64().unwrap() > 0.0);
+    for d in [a, b] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
+    let (full, killed) = (tmp("full"), tmp("killed"));
+    let o = rlrig(&train_args(full.to_str().unwrap(), "2"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(train_args(killed.to_str().unwrap(), "2"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let latest = killed.join("checkpoints/latest");
+    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(latest.exists(), "no checkpoint was written before the kill");
+    let ckpt = std::fs::read_to_string(&latest).unwrap();
+    // Resuming needs no settings but the run directory (--total-steps etc. must match).
+    let o = rlrig(
+        &train_args(killed.to_str().unwrap(), "1")
+            .into_iter()
+            .chain(["--resume"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("resumed from step"),
+        "{out} (checkpoint {ckpt})"
+    );
+    assert_eq!(
+        final_weights(&full),
+        final_weights(&killed),
+        "resumed run ended elsewhere"
+    );
+    assert_eq!(
+        learning_columns(&full),
+        learning_columns(&killed),
+        "metrics.csv of the resumed run differs"
+    );
+    for d in [full, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+fn fails_with(args: &[&str], needles: &[&str]) {
+    let o = rlrig(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+    assert!(
+        err.starts_with("error: ") && !err.contains("panicked"),
+        "{args:?}: {err}"
+    );
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: expected '{n}' in: {err}");
+    }
+}
+
+#[test]
+fn bad_configs_devices_and_checkpoints_are_clear_errors() {
+    let d = tmp("bad");
+    let ds = d.to_str().unwrap();
+    fails_with(
+        &["train", "ppo", "--env", "Nope-v0", "--run-dir", ds],
+        &["unknown env id 'Nope-v0'"],
+    );
+    fails_with(
+        &["train", "ppo", "--device", "wgpu", "--run-dir", ds],
+        &["--device wgpu", "no Burn backend"],
+    );
+    fails_with(
+        &["train", "ppo", "--device", "tpu", "--run-dir", ds],
+        &["--device tpu", "unknown device"],
+    );
+    fails_with(
+        &["train", "ppo", "--set", "learning_rat=0.1", "--run-dir", ds],
+        &["learning_rat"],
+    );
+    fails_with(
+        &["train", "ppo", "--set", "num_envs=four", "--run-dir", ds],
+        &["num_envs"],
+    );
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--set",
+            "num_minibatches=3",
+            "--run-dir",
+            ds,
+        ],
+        &["num_minibatches"],
+    );
+    std::fs::create_dir_all(&d).unwrap();
+    let cfg = d.join("bad.toml");
+    std::fs::write(&cfg, "gamma = 0.99\nclip_coeff = 0.1\n").unwrap();
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--run-dir",
+            ds,
+        ],
+        &["bad.toml", "clip_coeff"],
+    );
+    std::fs::write(&cfg, "gamma = \"high\"\n").unwrap();
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--run-dir",
+            ds,
+        ],
+        &["bad.toml", "gamma"],
+    );
+    fails_with(
+        &["train", "ppo", "--resume", "--run-dir", ds],
+        &["checkpoints/latest"],
+    );
+    fails_with(&["eval", "--run", ds], &["checkpoints/latest"]);
+
+    // A real run, then damage it.
+    let run = d.join("run");
+    let rs = run.to_str().unwrap();
+    let o = rlrig(&[
+        "train",
+        "ppo",
+        "--total-steps",
+        "2048",
+        "--run-dir",
+        rs,
+        "--quiet",
+        "--eval-episodes",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    fails_with(
+        &["train", "ppo", "--total-steps", "2048", "--run-dir", rs],
+        &["already holds a run", "--resume"],
+    );
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--total-steps",
+            "4096",
+            "--run-dir",
+            rs,
+            "--resume",
+        ],
+        &["config differs"],
+    );
+    let ck = run.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    let weights = ck.join(latest.trim().replace(".json", ".safetensors"));
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0xff;
+    std::fs::write(&weights, &bytes).unwrap();
+    fails_with(
+        &["eval", "--run", rs],
+        &[".safetensors", "checksum mismatch"],
+    );
+    std::fs::write(ck.join(latest.trim()), "{not json").unwrap();
+    fails_with(
+        &["eval", "--run", rs],
+        &[".json", "not a valid rlrig checkpoint"],
+    );
+    std::fs::remove_dir_all(d).ok();
+}
