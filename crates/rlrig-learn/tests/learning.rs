@@ -17,3 +17,15 @@ fn ppo_solves_cartpole_within_500k_steps() {
     let mean = train_and_eval(PpoConfig::for_env("CartPole-v1"));
     assert!(mean >= 475.0, "mean evaluation return {mean}");
 }
+
+#[test]
+fn ppo_solves_acrobot() {
+    let mean = train_and_eval(PpoConfig::for_env("Acrobot-v1"));
+    assert!(mean >= -100.0, "mean evaluation return {mean}");
+}
+
+#[test]
+fn ppo_continuous_swings_up_pendulum() {
+    let mean = train_and_eval(PpoConfig::for_env("Pendulum-v1"));
+    assert!(mean >= -300.0, "mean evaluation return {mean}");
+}
