@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the peer environment libraries that bench/peers/env_peers.py measures.
 #
-#   bench/peers/.venv          Python 3.11 (python3): gymnasium, numpy, envpool, jax[cpu], gymnax
+#   bench/peers/.venv          Python 3.11 (python3): gymnasium, numpy, envpool, jax[cpu], gymnax, optax
 #   bench/peers/.venv-operant  Python 3.8 (if one is on PATH or in pyenv): operant
 #
 # operant's only Linux wheels are tagged cp38-cp38 (a CPython-3.8 ABI build)
@@ -101,6 +101,10 @@ else
         note "gymnax: FAILED to install (jax[cpu]/gymnax)"
     fi
 fi
+
+# optax (Adam + grad clipping for ppo_jax.py, the PureJaxRL-style PPO peer).
+# flax usually pulls it in already.
+install_peer optax optax optax
 
 # operant: needs a CPython 3.8 (see top).
 find_py38() {

@@ -1,0 +1,257 @@
+"""PureJaxRL-style PPO on gymnax CartPole-v1 (JAX, CPU), for comparison with
+`rlrig train ppo --env CartPole-v1`.
+
+The whole training run is one jitted function: a `lax.scan` over updates;
+each update scans over rollout steps (vmapped gymnax envs, whose `step`
+auto-resets), computes GAE with a reverse scan, then scans over epochs and
+minibatches. Hyperparameters are CleanRL ppo.py's (the ones rlrig uses):
+
+    4 envs x 128 steps, 4 epochs x 4 minibatches, adam lr 2.5e-4 (eps 1e-5)
+    linearly annealed, gamma 0.99, GAE lambda 0.95, clip 0.2 (policy and
+    value), entropy 0.01, value 0.5, global grad-norm clip 0.5, advantages
+    normalised per minibatch, separate 64-64 tanh actor and critic with
+    orthogonal init (sqrt 2; actor head 0.01, critic head 1), zero biases.
+
+Episode ends (termination or gymnax's 500-step truncation) are treated as
+terminal, as in CleanRL's ppo.py and PureJaxRL.
+
+Prints one JSON line: compile time (lower + compile), the first call of the
+compiled function, and `train_seconds` = a second call (block_until_ready).
+`final_return` is the mean return of the training episodes that finished in
+the last `--final-updates` updates (stochastic policy, not a greedy eval).
+
+    bench/peers/.venv/bin/python bench/peers/ppo_jax.py [--total-steps N] [--seed S]
+Environment: PPO_TOTAL_STEPS overrides the default step count (500000).
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# XLA_FLAGS is left as it is: XLA:CPU may use every core (2 here).
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import flax.linen as nn  # noqa: E402
+import optax  # noqa: E402
+import gymnax  # noqa: E402
+
+HP = dict(
+    num_envs=4,
+    num_steps=128,
+    update_epochs=4,
+    num_minibatches=4,
+    lr=2.5e-4,
+    gamma=0.99,
+    gae_lambda=0.95,
+    clip_eps=0.2,
+    ent_coef=0.01,
+    vf_coef=0.5,
+    max_grad_norm=0.5,
+    hidden=64,
+)
+
+
+def dense(features, scale):
+    return nn.Dense(
+        features,
+        kernel_init=nn.initializers.orthogonal(scale),
+        bias_init=nn.initializers.zeros,
+    )
+
+
+class ActorCritic(nn.Module):
+    num_actions: int
+    hidden: int = 64
+
+    @nn.compact
+    def __call__(self, obs):
+        s2 = jnp.sqrt(2.0)
+        a = nn.tanh(dense(self.hidden, s2)(obs))
+        a = nn.tanh(dense(self.hidden, s2)(a))
+        logits = dense(self.num_actions, 0.01)(a)
+        c = nn.tanh(dense(self.hidden, s2)(obs))
+        c = nn.tanh(dense(self.hidden, s2)(c))
+        value = dense(1, 1.0)(c)
+        return logits, jnp.squeeze(value, -1)
+
+
+def log_prob(logits, actions):
+    logp = jax.nn.log_softmax(logits)
+    return jnp.take_along_axis(logp, actions[..., None], axis=-1)[..., 0]
+
+
+def entropy(logits):
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+
+
+def make_train(total_steps, hp=HP):
+    n_envs, n_steps = hp["num_envs"], hp["num_steps"]
+    batch = n_envs * n_steps
+    num_updates = total_steps // batch
+    mb_size = batch // hp["num_minibatches"]
+    env, env_params = gymnax.make("CartPole-v1")
+    n_actions = env.action_space(env_params).n
+    net = ActorCritic(n_actions, hp["hidden"])
+    grad_steps_per_update = hp["update_epochs"] * hp["num_minibatches"]
+
+    def lr_schedule(count):
+        # CleanRL: lr * (1 - (update - 1) / num_updates), constant within an update
+        frac = 1.0 - (count // grad_steps_per_update) / num_updates
+        return hp["lr"] * frac
+
+    tx = optax.chain(
+        optax.clip_by_global_norm(hp["max_grad_norm"]),
+        optax.adam(learning_rate=lr_schedule, eps=1e-5),
+    )
+
+    def train(key):
+        key, k_net, k_env = jax.random.split(key, 3)
+        obs_dim = env.observation_space(env_params).shape
+        params = net.init(k_net, jnp.zeros(obs_dim))
+        opt_state = tx.init(params)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(k_env, n_envs), env_params
+        )
+        ep_ret = jnp.zeros(n_envs)
+
+        def rollout_step(carry, _):
+            params, env_state, obs, ep_ret, key = carry
+            key, k_act, k_step = jax.random.split(key, 3)
+            logits, value = net.apply(params, obs)
+            action = jax.random.categorical(k_act, logits)
+            logp = log_prob(logits, action)
+            next_obs, env_state, reward, term, trunc, _ = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(k_step, n_envs), env_state, action, env_params)
+            done = jnp.logical_or(term, trunc)
+            ep_ret = ep_ret + reward
+            finished_ret = jnp.where(done, ep_ret, 0.0)
+            ep_ret = jnp.where(done, 0.0, ep_ret)
+            tr = (obs, action, logp, value, reward, done.astype(jnp.float32), finished_ret)
+            return (params, env_state, next_obs, ep_ret, key), tr
+
+        def loss_fn(params, mb):
+            obs, action, old_logp, old_value, adv, ret = mb
+            logits, value = net.apply(params, obs)
+            logp = log_prob(logits, action)
+            ratio = jnp.exp(logp - old_logp)
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pg = jnp.maximum(
+                -adv * ratio,
+                -adv * jnp.clip(ratio, 1 - hp["clip_eps"], 1 + hp["clip_eps"]),
+            ).mean()
+            v_clipped = old_value + jnp.clip(value - old_value, -hp["clip_eps"], hp["clip_eps"])
+            v_loss = 0.5 * jnp.maximum((value - ret) ** 2, (v_clipped - ret) ** 2).mean()
+            ent = entropy(logits).mean()
+            return pg - hp["ent_coef"] * ent + hp["vf_coef"] * v_loss
+
+        grad_fn = jax.grad(loss_fn)
+
+        def update(carry, _):
+            params, opt_state, env_state, obs, ep_ret, key = carry
+            (params, env_state, obs, ep_ret, key), traj = jax.lax.scan(
+                rollout_step, (params, env_state, obs, ep_ret, key), None, n_steps
+            )
+            t_obs, t_act, t_logp, t_val, t_rew, t_done, t_fin = traj
+            _, last_val = net.apply(params, obs)
+
+            def gae_step(carry, x):
+                gae, next_val = carry
+                val, rew, done = x
+                delta = rew + hp["gamma"] * next_val * (1 - done) - val
+                gae = delta + hp["gamma"] * hp["gae_lambda"] * (1 - done) * gae
+                return (gae, val), gae
+
+            _, adv = jax.lax.scan(
+                gae_step, (jnp.zeros(n_envs), last_val), (t_val, t_rew, t_done), reverse=True
+            )
+            ret = adv + t_val
+            flat = jax.tree_util.tree_map(
+                lambda x: x.reshape((batch,) + x.shape[2:]),
+                (t_obs, t_act, t_logp, t_val, adv, ret),
+            )
+
+            def epoch(carry, _):
+                params, opt_state, key = carry
+                key, k_perm = jax.random.split(key)
+                perm = jax.random.permutation(k_perm, batch)
+                mbs = jax.tree_util.tree_map(
+                    lambda x: x[perm].reshape((hp["num_minibatches"], mb_size) + x.shape[1:]), flat
+                )
+
+                def minibatch(carry, mb):
+                    params, opt_state = carry
+                    grads = grad_fn(params, mb)
+                    upd, opt_state = tx.update(grads, opt_state, params)
+                    return (optax.apply_updates(params, upd), opt_state), None
+
+                (params, opt_state), _ = jax.lax.scan(minibatch, (params, opt_state), mbs)
+                return (params, opt_state, key), None
+
+            (params, opt_state, key), _ = jax.lax.scan(
+                epoch, (params, opt_state, key), None, hp["update_epochs"]
+            )
+            metrics = (t_fin.sum(), t_done.sum())  # returns of finished episodes, count
+            return (params, opt_state, env_state, obs, ep_ret, key), metrics
+
+        carry = (params, opt_state, env_state, obs, ep_ret, key)
+        carry, metrics = jax.lax.scan(update, carry, None, num_updates)
+        return carry[0], metrics
+
+    return train, num_updates * batch, num_updates
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--total-steps", type=int,
+                    default=int(os.environ.get("PPO_TOTAL_STEPS", "500000")))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--final-updates", type=int, default=20,
+                    help="final_return averages episodes finished in the last N updates")
+    args = ap.parse_args()
+
+    train, steps, num_updates = make_train(args.total_steps)
+    key = jax.random.PRNGKey(args.seed)
+
+    t0 = time.perf_counter()
+    compiled = jax.jit(train).lower(key).compile()
+    compile_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(compiled(key))
+    first_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    _, (ret_sum, ep_count) = jax.block_until_ready(compiled(key))
+    train_s = time.perf_counter() - t0
+
+    k = min(args.final_updates, num_updates)
+    n = float(ep_count[-k:].sum())
+    final_return = float(ret_sum[-k:].sum()) / n if n > 0 else None
+    print(json.dumps({
+        "peer": "purejaxrl-style",
+        "env": "CartPole-v1",
+        "total_steps": steps,
+        "num_updates": num_updates,
+        "compile_seconds": round(compile_s, 3),
+        "first_call_seconds": round(first_s, 3),
+        "train_seconds": round(train_s, 3),
+        "seconds_including_compile": round(compile_s + first_s, 3),
+        "steps_per_sec": round(steps / train_s, 1),
+        "final_return": None if final_return is None else round(final_return, 2),
+        "final_return_episodes": int(n),
+        "final_return_updates": k,
+        "seed": args.seed,
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    }))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
