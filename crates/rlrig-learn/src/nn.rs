@@ -35,6 +35,24 @@ pub fn gemm(
         assert!(b.len() > last(k, n, rsb, csb), "gemm: b too short");
     }
     assert!(c.len() > last(m, n, rsc, csc), "gemm: c too short");
+    // The shapes of small-network training and inference (k and n of a few dozen,
+    // m up to a few thousand): matrixmultiply's packing costs more than the
+    // arithmetic there, so row-major operands take plain loops that vectorise over n.
+    if alpha == 1.0 && (rsb, csb) == (n, 1) && (rsc, csc) == (n, 1) && m * k * n <= SMALL_WORK {
+        if beta == 0.0 {
+            c[..m * n].fill(0.0);
+        } else if beta != 1.0 {
+            c[..m * n].iter_mut().for_each(|v| *v *= beta);
+        }
+        if (rsa, csa) == (k, 1) {
+            small_gemm_nn(m, k, n, &a[..m * k], &b[..k * n], &mut c[..m * n]);
+            return;
+        }
+        if (rsa, csa) == (1, m) {
+            small_gemm_tn(m, k, n, &a[..m * k], &b[..k * n], &mut c[..m * n]);
+            return;
+        }
+    }
     // Distinct output elements must have distinct addresses, or the kernel would race
     // with itself; row-major and column-major layouts satisfy this.
     assert!(
@@ -66,6 +84,151 @@ pub fn gemm(
             rsc as isize,
             csc as isize,
         );
+    }
+}
+
+/// Products of at most this many multiply-adds take the plain-loop path in [`gemm`];
+/// larger ones (training minibatches) are faster in matrixmultiply despite its packing
+/// (measured on PPO CartPole: inference 0.68 -> 0.23 s, learner 2.4 -> 1.8 s).
+const SMALL_WORK: usize = 65_536;
+
+/// `c += a b` for row-major `a` (m x k), `b` (k x n), `c` (m x n).
+///
+/// Products accumulate with `mul_add`: one FMA instruction on every target listed,
+/// and a correctly rounded software fma elsewhere, so results are the same on every
+/// machine (only slower on CPUs without FMA).
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512dq",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let mut i = 0;
+    if n == 64 {
+        // The common hidden width: a 4 x 64 block of c lives in registers across k.
+        while i + 4 <= m {
+            block_nn::<64>(k, &a[i * k..(i + 4) * k], b, &mut c[i * 64..(i + 4) * 64]);
+            i += 4;
+        }
+    }
+    if n < 16 {
+        // Narrow outputs (value heads, logits): dot products of a's rows with b's
+        // columns, with 16 partial sums so neither a memory nor an add chain serialises.
+        let mut bt = vec![0.0f32; n * k];
+        for t in 0..k {
+            for j in 0..n {
+                bt[j * k + t] = b[t * n + j];
+            }
+        }
+        for i in i..m {
+            for j in 0..n {
+                c[i * n + j] += dot(&a[i * k..(i + 1) * k], &bt[j * k..(j + 1) * k]);
+            }
+        }
+        return;
+    }
+    for i in i..m {
+        let crow = &mut c[i * n..(i + 1) * n];
+        for t in 0..k {
+            let av = a[i * k + t];
+            for (cv, bv) in crow.iter_mut().zip(&b[t * n..(t + 1) * n]) {
+                *cv = av.mul_add(*bv, *cv);
+            }
+        }
+    }
+}
+
+/// Dot product with 16 partial sums, added in a fixed order (deterministic).
+#[inline(always)]
+fn dot(x: &[f32], y: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 16];
+    let (xc, xr) = x.as_chunks::<16>();
+    let (yc, yr) = y.as_chunks::<16>();
+    for (xs, ys) in xc.iter().zip(yc) {
+        for l in 0..16 {
+            acc[l] = xs[l].mul_add(ys[l], acc[l]);
+        }
+    }
+    let mut tail = 0.0;
+    for (a, b) in xr.iter().zip(yr) {
+        tail += a * b;
+    }
+    let mut w = 16;
+    while w > 1 {
+        w /= 2;
+        for l in 0..w {
+            acc[l] += acc[l + w];
+        }
+    }
+    acc[0] + tail
+}
+
+/// Four rows of `c += a b` with `n = N`, accumulated in a local block.
+#[inline(always)]
+fn block_nn<const N: usize>(k: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let mut acc = [[0.0f32; N]; 4];
+    for t in 0..k {
+        let brow: &[f32; N] = b[t * N..(t + 1) * N].try_into().expect("row of N");
+        for r in 0..4 {
+            let av = a[r * k + t];
+            for j in 0..N {
+                acc[r][j] = av.mul_add(brow[j], acc[r][j]);
+            }
+        }
+    }
+    for r in 0..4 {
+        for j in 0..N {
+            c[r * N + j] += acc[r][j];
+        }
+    }
+}
+
+/// `c += a^T b` where `a` is stored row-major as k x m (so `a^T` is m x k), `b` is
+/// k x n, `c` is m x n: a sum of outer products, one per row `t` of `a` and `b`.
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512dq",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn small_gemm_tn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let mut i = 0;
+    if n == 64 {
+        // Four rows of c (columns i..i+4 of a) in registers across all k.
+        while i + 4 <= m {
+            let mut acc = [[0.0f32; 64]; 4];
+            for t in 0..k {
+                let brow: &[f32; 64] = b[t * 64..(t + 1) * 64].try_into().expect("row of 64");
+                for r in 0..4 {
+                    let av = a[t * m + i + r];
+                    for j in 0..64 {
+                        acc[r][j] = av.mul_add(brow[j], acc[r][j]);
+                    }
+                }
+            }
+            for r in 0..4 {
+                for j in 0..64 {
+                    c[(i + r) * 64 + j] += acc[r][j];
+                }
+            }
+            i += 4;
+        }
+    }
+    for t in 0..k {
+        let arow = &a[t * m..(t + 1) * m];
+        // Rows of c inner, so a narrow c (n = 1 or 2) still vectorises over them.
+        if n == 1 {
+            let bv = b[t];
+            for (cv, av) in c[i..m].iter_mut().zip(&arow[i..]) {
+                *cv = av.mul_add(bv, *cv);
+            }
+            continue;
+        }
+        for j in 0..n {
+            let bv = b[t * n + j];
+            for ii in i..m {
+                c[ii * n + j] = arow[ii].mul_add(bv, c[ii * n + j]);
+            }
+        }
     }
 }
 
@@ -152,6 +315,8 @@ pub struct MlpCache {
     /// `hs[0]` is the input, `hs[l+1]` the output of layer `l` (after its activation).
     hs: Vec<Vec<f32>>,
     delta: Vec<Vec<f32>>,
+    /// A transposed weight matrix, for the backward pass.
+    wt: Vec<f32>,
 }
 
 /// The layout of a fully connected network inside a flat parameter buffer.
@@ -327,7 +492,15 @@ impl Mlp {
                 cache.delta[0] = cur;
                 break;
             }
-            // d_prev = (d W^T) * tanh'(h_in), tanh' = 1 - h^2.
+            // d_prev = (d W^T) * tanh'(h_in), tanh' = 1 - h^2. W^T is materialised
+            // (out x in, row-major) so the product takes gemm's row-major path.
+            let w = &params[l.w..l.w + l.fan_in * l.fan_out];
+            cache.wt.resize(l.fan_in * l.fan_out, 0.0);
+            for r in 0..l.fan_in {
+                for c in 0..l.fan_out {
+                    cache.wt[c * l.fan_in + r] = w[r * l.fan_out + c];
+                }
+            }
             let mut prev = std::mem::take(&mut cache.delta[i - 1]);
             let dp = &mut prev[..batch * l.fan_in];
             gemm(
@@ -337,8 +510,8 @@ impl Mlp {
                 1.0,
                 d,
                 (l.fan_out, 1),
-                &params[l.w..l.w + l.fan_in * l.fan_out],
-                (1, l.fan_out),
+                &cache.wt,
+                (l.fan_in, 1),
                 0.0,
                 dp,
                 (l.fan_in, 1),
@@ -406,6 +579,7 @@ pub fn normal(rng: &mut Rng) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::{Just, prop_oneof};
     use rlrig_env::Purpose;
 
     #[test]
@@ -435,7 +609,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn gemm_matches_naive_including_transposed_strides(m in 1usize..9, k in 0usize..9, n in 1usize..9, seed in 0u64..1000) {
+        fn gemm_matches_naive_including_transposed_strides(m in 1usize..11, k in 0usize..9, n in prop_oneof![1usize..9, Just(64usize), 250usize..300, 2000usize..2100], seed in 0u64..1000) {
             let mut rng = Rng::stream(seed, Purpose::User, 0);
             let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
             let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();
