@@ -156,9 +156,9 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             "steps_per_sec": sps,
             "steps_per_sec_per_thread": sps / threads as f64,
         });
-        println!("{v}");
+        outln!("{v}");
     } else {
-        println!(
+        outln!(
             "{} {mode}: {} envs, {threads} thread(s){}: {:.2} M steps/s total, {:.2} M steps/s per thread ({env_steps} steps in {seconds:.3} s)",
             s.id,
             a.num_envs,

@@ -1,5 +1,14 @@
 //! The `rlrig` command: argument parsing and wiring only.
 
+/// `println!` that returns an error instead of panicking when stdout is gone
+/// (e.g. `rlrig ... | head -1`); `main` treats a broken pipe as a normal exit.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?
+    }};
+}
+
 mod bench;
 mod cli_envs;
 mod train;
@@ -49,6 +58,14 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e)
+            if e
+                .chain()
+                .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) =>
+        {
+            // The reader went away (`| head`): not an error of ours.
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             // User mistakes end here: one clear message, no backtrace.
             eprintln!("error: {e:#}");

@@ -194,9 +194,9 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     let other = (summary.wall - t.env - t.inference - t.learner).max(0.0);
     let pct = |x: f64| 100.0 * x / summary.wall.max(1e-9);
     if let Some(step) = summary.resumed_from {
-        println!("resumed from step {step}");
+        outln!("resumed from step {step}");
     }
-    println!(
+    outln!(
         "{} ppo: {} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
         summary.config.env,
         summary.config.num_iterations() * summary.config.batch_size() as u64,
@@ -207,7 +207,7 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         summary.eval.mean_return,
         summary.eval.std_return
     );
-    println!(
+    outln!(
         "time: env {:.2} s ({:.0}%), inference {:.2} s ({:.0}%), learner {:.2} s ({:.0}%), other {:.2} s ({:.0}%)",
         t.env,
         pct(t.env),
@@ -218,7 +218,7 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         other,
         pct(other)
     );
-    println!("run directory: {}", run_dir.display());
+    outln!("run directory: {}", run_dir.display());
     Ok(())
 }
 
@@ -243,9 +243,9 @@ pub fn eval(a: EvalArgs) -> Result<()> {
     }
     let s = eval_run(&a.run, a.episodes, a.seed)?;
     if a.json {
-        println!("{}", serde_json::to_string(&s)?);
+        outln!("{}", serde_json::to_string(&s)?);
     } else {
-        println!(
+        outln!(
             "{} episodes: mean return {:.2}, std {:.2}, min {:.2}, max {:.2}",
             s.episodes, s.mean_return, s.std_return, s.min_return, s.max_return
         );
