@@ -247,7 +247,11 @@ pub fn eval(a: EvalArgs) -> Result<()> {
     } else {
         outln!(
             "{} episodes: mean return {:.2}, std {:.2}, min {:.2}, max {:.2}",
-            s.episodes, s.mean_return, s.std_return, s.min_return, s.max_return
+            s.episodes,
+            s.mean_return,
+            s.std_return,
+            s.min_return,
+            s.max_return
         );
     }
     Ok(())

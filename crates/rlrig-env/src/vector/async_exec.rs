@@ -43,10 +43,22 @@ impl<E: Env> Shared<E> {
         self.slots[i].lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn run(&self, task: Task<E::Action>) -> usize {
+    fn run_chunk(&self, task: &Task<E::Action>) -> Done {
+        let mut done = Done {
+            len: task.len,
+            envs: [0; CHUNK],
+        };
+        for (k, job) in task.jobs[..task.len as usize].iter().enumerate() {
+            done.envs[k] = job.env;
+            self.run(job.env as usize, job.action);
+        }
+        done
+    }
+
+    fn run(&self, i: usize, action: Option<E::Action>) {
         let p = &self.params;
-        match task {
-            Task::Reset(i) => {
+        match action {
+            None => {
                 let mut g = self.slot(i);
                 let s = &mut *g;
                 s.state = E::reset(p, &mut s.rng);
@@ -56,9 +68,8 @@ impl<E: Env> Shared<E> {
                 s.terminated = false;
                 s.truncated = false;
                 E::observe(p, &s.state, &mut s.obs);
-                i
             }
-            Task::Step(i, a) => {
+            Some(a) => {
                 let mut g = self.slot(i);
                 let s = &mut *g;
                 if !s.needs_reset {
@@ -80,15 +91,30 @@ impl<E: Env> Shared<E> {
                     &mut s.obs,
                     &mut s.final_obs,
                 );
-                i
             }
         }
     }
 }
 
-enum Task<A> {
-    Reset(usize),
-    Step(usize, A),
+/// Envs per task: one channel message carries up to this many envs, so the
+/// per-message cost (about 100 ns) is shared; workers still finish chunks in any order.
+const CHUNK: usize = 16;
+
+/// One env's work: a reset (`None`) or a step with an action.
+#[derive(Clone, Copy)]
+struct Job<A> {
+    env: u32,
+    action: Option<A>,
+}
+
+struct Task<A> {
+    len: u8,
+    jobs: [Job<A>; CHUNK],
+}
+
+struct Done {
+    len: u8,
+    envs: [u32; CHUNK],
 }
 
 /// One batch returned by [`AsyncVecEnv::recv`]: row `j` belongs to env `env_ids[j]`.
@@ -109,7 +135,9 @@ pub struct AsyncVecEnv<E: Env> {
     batch_size: usize,
     action_space: Space,
     tasks: Option<Sender<Task<E::Action>>>,
-    done: Receiver<usize>,
+    done: Receiver<Done>,
+    /// Finished envs received but not yet returned by `recv`.
+    pending: std::collections::VecDeque<usize>,
     workers: Vec<JoinHandle<()>>,
     in_flight: Vec<bool>,
     n_in_flight: usize,
@@ -163,7 +191,7 @@ impl<E: Env> AsyncVecEnv<E> {
             slots,
         });
         let (task_tx, task_rx) = crossbeam_channel::unbounded::<Task<E::Action>>();
-        let (done_tx, done_rx) = crossbeam_channel::unbounded::<usize>();
+        let (done_tx, done_rx) = crossbeam_channel::unbounded::<Done>();
         let mut workers = Vec::with_capacity(cfg.threads);
         for w in 0..cfg.threads {
             let (rx, tx, sh) = (task_rx.clone(), done_tx.clone(), Arc::clone(&shared));
@@ -171,7 +199,7 @@ impl<E: Env> AsyncVecEnv<E> {
                 .name(format!("rlrig-async-{w}"))
                 .spawn(move || {
                     while let Ok(task) = rx.recv() {
-                        if tx.send(sh.run(task)).is_err() {
+                        if tx.send(sh.run_chunk(&task)).is_err() {
                             break;
                         }
                     }
@@ -186,6 +214,7 @@ impl<E: Env> AsyncVecEnv<E> {
             batch_size,
             tasks: Some(task_tx),
             done: done_rx,
+            pending: std::collections::VecDeque::with_capacity(n),
             workers,
             in_flight: vec![false; n],
             n_in_flight: 0,
@@ -199,8 +228,32 @@ impl<E: Env> AsyncVecEnv<E> {
         })
     }
 
-    fn sender(&self) -> &Sender<Task<E::Action>> {
-        self.tasks.as_ref().expect("task channel lives until drop")
+    /// Sends `jobs` in chunks small enough that every worker gets some work.
+    fn dispatch(&self, jobs: impl ExactSizeIterator<Item = Job<E::Action>>) {
+        let tx = self.tasks.as_ref().expect("task channel lives until drop");
+        let per = jobs.len().div_ceil(self.workers.len() * 4).clamp(1, CHUNK);
+        let empty = Job {
+            env: 0,
+            action: None,
+        };
+        let mut task = Task {
+            len: 0,
+            jobs: [empty; CHUNK],
+        };
+        for job in jobs {
+            task.jobs[task.len as usize] = job;
+            task.len += 1;
+            if task.len as usize == per {
+                tx.send(task).expect("workers outlive the executor");
+                task = Task {
+                    len: 0,
+                    jobs: [empty; CHUNK],
+                };
+            }
+        }
+        if task.len > 0 {
+            tx.send(task).expect("workers outlive the executor");
+        }
     }
 
     /// Resets every env; their first observations arrive through `recv`.
@@ -208,12 +261,11 @@ impl<E: Env> AsyncVecEnv<E> {
         if let Some(index) = self.in_flight.iter().position(|&f| f) {
             return Err(EnvError::InFlight { env: E::ID, index });
         }
-        for i in 0..self.cfg.num_envs {
-            self.in_flight[i] = true;
-            self.sender()
-                .send(Task::Reset(i))
-                .expect("workers outlive the executor");
-        }
+        self.in_flight.fill(true);
+        self.dispatch((0..self.cfg.num_envs).map(|i| Job {
+            env: i as u32,
+            action: None,
+        }));
         self.n_in_flight = self.cfg.num_envs;
         Ok(())
     }
@@ -250,11 +302,10 @@ impl<E: Env> AsyncVecEnv<E> {
             }
             self.in_flight[index] = true;
         }
-        for (&index, a) in env_ids.iter().zip(acts) {
-            self.sender()
-                .send(Task::Step(index, *a))
-                .expect("workers outlive the executor");
-        }
+        self.dispatch(env_ids.iter().zip(acts).map(|(&index, a)| Job {
+            env: index as u32,
+            action: Some(*a),
+        }));
         self.n_in_flight += env_ids.len();
         Ok(())
     }
@@ -270,7 +321,17 @@ impl<E: Env> AsyncVecEnv<E> {
         }
         let d = E::OBS_DIM;
         for j in 0..self.batch_size {
-            let i = self.done.recv().expect("workers outlive the executor");
+            let i = match self.pending.pop_front() {
+                Some(i) => i,
+                None => {
+                    let d = self.done.recv().expect("workers outlive the executor");
+                    self.pending
+                        .extend(d.envs[..d.len as usize].iter().map(|&e| e as usize));
+                    self.pending
+                        .pop_front()
+                        .expect("a chunk holds at least one env")
+                }
+            };
             let s = self.shared.slot(i);
             self.env_ids[j] = i;
             self.obs[j * d..(j + 1) * d].copy_from_slice(&s.obs);
