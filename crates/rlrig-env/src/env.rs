@@ -143,6 +143,10 @@ pub trait Env: Send + Sync + 'static {
     const ID: &'static str;
     /// Length of the flat float32 observation.
     const OBS_DIM: usize;
+    /// Rough cost of one step in nanoseconds on a current x86 core. The synchronous
+    /// executor only splits a batch across threads when each thread gets enough work
+    /// to pay for waking it (see `VecConfig::min_thread_work_ns`).
+    const STEP_COST_NS: u64 = 100;
 
     fn observation_space(p: &Self::Params) -> Space;
     fn action_space(p: &Self::Params) -> Space;

@@ -52,7 +52,11 @@ impl Actor {
 fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset) -> Vec<u64> {
     let mut env = make_sync(
         id,
-        VecConfig::new(n).threads(threads).seed(5).autoreset(mode),
+        VecConfig::new(n)
+            .threads(threads)
+            .seed(5)
+            .autoreset(mode)
+            .min_thread_work_ns(0),
     )
     .unwrap();
     let mut actor = Actor::new(id, n);
@@ -409,4 +413,15 @@ fn a_restored_snapshot_continues_bit_identically() {
         let mut wrong = make_sync(id, VecConfig::new(n + 1)).unwrap();
         assert!(wrong.restore(&snap).is_err());
     }
+}
+
+#[test]
+fn small_batches_stay_on_one_thread_unless_forced() {
+    let small = SyncVecEnv::<CartPole>::new(VecConfig::new(256).threads(2)).unwrap();
+    assert_eq!(small.threads_used(), 1);
+    let big = SyncVecEnv::<CartPole>::new(VecConfig::new(8192).threads(2)).unwrap();
+    assert_eq!(big.threads_used(), 2);
+    let forced =
+        SyncVecEnv::<CartPole>::new(VecConfig::new(64).threads(3).min_thread_work_ns(0)).unwrap();
+    assert_eq!(forced.threads_used(), 3);
 }

@@ -61,7 +61,7 @@ proptest! {
     fn sync_steps_every_env_exactly_once_with_its_own_action(
         num_envs in 1usize..70, threads in 1usize..6, calls in 1u32..6,
     ) {
-        let mut env = SyncVecEnv::<Counter>::new(VecConfig::new(num_envs).threads(threads)).unwrap();
+        let mut env = SyncVecEnv::<Counter>::new(VecConfig::new(num_envs).threads(threads).min_thread_work_ns(0)).unwrap();
         for c in 1..=calls {
             let actions: Vec<i32> = (0..num_envs as i32).map(|k| k * 7 + c as i32).collect();
             env.step(&actions).unwrap();

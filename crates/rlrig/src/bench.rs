@@ -29,7 +29,8 @@ pub struct EnvBenchArgs {
     /// Environments stepped together.
     #[arg(long, default_value_t = 4096)]
     num_envs: usize,
-    /// Worker threads (default: all logical cores).
+    /// Worker threads (default: all logical cores). Sync mode uses fewer when the
+    /// batch is too small to pay for waking them (reported as `threads_used`).
     #[arg(long)]
     threads: Option<usize>,
     /// Total environment steps to time, all envs together (rounded up to whole batches).
@@ -105,9 +106,11 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
     let dim = s.action_space.flat_dim();
     const TABLE_BATCHES: usize = 8;
     let table = ActionTable::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
+    let mut used = threads;
     let (env_steps, seconds, batch_size) = match a.mode {
         Mode::Sync => {
             let mut env = make_sync(&a.env, cfg)?;
+            used = env.threads_used();
             let iters = a.steps.div_ceil(a.num_envs as u64).max(1);
             let n = a.num_envs;
             for k in 0..10usize {
@@ -149,6 +152,7 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             "env": s.id,
             "num_envs": a.num_envs,
             "threads": threads,
+            "threads_used": used,
             "mode": mode,
             "batch_size": batch_size,
             "steps": env_steps,
@@ -159,9 +163,14 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
         outln!("{v}");
     } else {
         outln!(
-            "{} {mode}: {} envs, {threads} thread(s){}: {:.2} M steps/s total, {:.2} M steps/s per thread ({env_steps} steps in {seconds:.3} s)",
+            "{} {mode}: {} envs, {threads} thread(s){}{}: {:.2} M steps/s total, {:.2} M steps/s per thread ({env_steps} steps in {seconds:.3} s)",
             s.id,
             a.num_envs,
+            if used != threads {
+                format!(" ({used} used: batch too small to pay for more)")
+            } else {
+                String::new()
+            },
             if a.mode == Mode::Async {
                 format!(", batch {batch_size}")
             } else {

@@ -106,6 +106,7 @@ impl Env for Acrobot {
     type Action = i32;
     const ID: &'static str = "Acrobot-v1";
     const OBS_DIM: usize = 6;
+    const STEP_COST_NS: u64 = 190;
 
     fn observation_space(p: &AcrobotParams) -> Space {
         let high = vec![1.0, 1.0, 1.0, 1.0, p.max_vel_1 as f32, p.max_vel_2 as f32];

@@ -179,6 +179,7 @@ impl Env for CartPole {
     type Action = i32;
     const ID: &'static str = "CartPole-v1";
     const OBS_DIM: usize = 4;
+    const STEP_COST_NS: u64 = 25;
 
     fn observation_space(p: &CartPoleParams) -> Space {
         let high = [

@@ -50,6 +50,7 @@ impl Env for MountainCar {
     type Action = i32;
     const ID: &'static str = "MountainCar-v0";
     const OBS_DIM: usize = 2;
+    const STEP_COST_NS: u64 = 25;
 
     fn observation_space(p: &MountainCarParams) -> Space {
         Space::box1(

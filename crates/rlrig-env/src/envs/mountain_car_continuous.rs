@@ -61,6 +61,7 @@ impl Env for MountainCarContinuous {
     type Action = [f32; 1];
     const ID: &'static str = "MountainCarContinuous-v0";
     const OBS_DIM: usize = 2;
+    const STEP_COST_NS: u64 = 50;
 
     fn observation_space(p: &Self::Params) -> Space {
         Space::box1(

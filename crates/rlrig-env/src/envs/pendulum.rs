@@ -85,6 +85,7 @@ impl Env for Pendulum {
     type Action = [f32; 1];
     const ID: &'static str = "Pendulum-v1";
     const OBS_DIM: usize = 3;
+    const STEP_COST_NS: u64 = 110;
 
     fn observation_space(p: &PendulumParams) -> Space {
         let high = vec![1.0, 1.0, p.max_speed as f32];

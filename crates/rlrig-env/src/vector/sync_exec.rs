@@ -138,7 +138,10 @@ impl<E: Env> SyncVecEnv<E> {
         cfg.validate()?;
         let n = cfg.num_envs;
         let d = E::OBS_DIM;
-        let threads = cfg.threads.min(n.div_ceil(LANES)).max(1);
+        let by_work = (n as u64 * E::STEP_COST_NS)
+            .checked_div(cfg.min_thread_work_ns)
+            .map_or(usize::MAX, |t| t as usize);
+        let threads = cfg.threads.min(n.div_ceil(LANES)).min(by_work).max(1);
         let chunk = n.div_ceil(threads).div_ceil(LANES) * LANES;
         // The calling thread steps one chunk itself, so the pool holds one thread fewer.
         let pool = if threads > 1 {
@@ -312,6 +315,13 @@ impl<E: Env> SyncVecEnv<E> {
         self.cfg.num_envs
     }
 
+    /// Threads actually used per step (see `VecConfig::min_thread_work_ns`).
+    pub fn threads_used(&self) -> usize {
+        self.pool
+            .as_ref()
+            .map_or(1, |p| p.current_num_threads() + 1)
+    }
+
     pub fn params(&self) -> &E::Params {
         &self.params
     }
@@ -368,6 +378,7 @@ pub trait VecEnvDyn: Send {
     fn final_obs(&self) -> Option<&[f32]>;
     fn snapshot(&self) -> VecSnapshot;
     fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError>;
+    fn threads_used(&self) -> usize;
 }
 
 impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
@@ -417,5 +428,8 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     }
     fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError> {
         SyncVecEnv::restore(self, snap)
+    }
+    fn threads_used(&self) -> usize {
+        SyncVecEnv::threads_used(self)
     }
 }
