@@ -370,6 +370,7 @@ pub struct Ppo {
     pub iteration: u64,
     pub global_step: u64,
     pub times: StageTimes,
+    trace: Option<(std::time::Instant, Vec<Span>)>,
     scratch: Scratch,
     // Rollout storage, [num_steps x num_envs (x dim)], allocated once.
     obs: Vec<f32>,
@@ -393,6 +394,15 @@ fn log_softmax(logits: &[f32], out: &mut [f32]) {
 
 const LOG_SQRT_2PI: f32 = 0.918_938_5;
 
+/// One timed stage of a run, for Chrome/Perfetto traces.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Span {
+    pub name: &'static str,
+    /// Seconds since tracing started.
+    pub start: f64,
+    pub dur: f64,
+}
+
 impl Ppo {
     pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, String> {
         cfg.validate()?;
@@ -404,6 +414,19 @@ impl Ppo {
                 .autoreset(AutoReset::SameStep),
         )
         .map_err(|e| e.to_string())?;
+        Self::with_env(cfg, env)
+    }
+
+    /// PPO on an executor built by the caller (any env type, e.g. a test env); it must
+    /// have `cfg.num_envs` envs and SameStep auto-reset.
+    pub fn with_env(cfg: PpoConfig, env: Box<dyn VecEnvDyn>) -> Result<Ppo, String> {
+        if env.num_envs() != cfg.num_envs {
+            return Err(format!(
+                "executor has {} envs, config says {}",
+                env.num_envs(),
+                cfg.num_envs
+            ));
+        }
         let spec = env.spec();
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
         let agent = Agent::new(
@@ -432,6 +455,7 @@ impl Ppo {
             iteration: 0,
             global_step: 0,
             times: StageTimes::default(),
+            trace: None,
             scratch: Scratch::default(),
             obs: vec![0.0; t * e * d],
             actions: vec![0.0; t * e * a],
@@ -445,6 +469,29 @@ impl Ppo {
             env,
             cfg,
         })
+    }
+
+    /// Starts recording a span per stage and step (see [`Ppo::take_trace`]).
+    pub fn enable_trace(&mut self) {
+        self.trace = Some((std::time::Instant::now(), Vec::new()));
+    }
+
+    /// The spans recorded so far.
+    pub fn take_trace(&mut self) -> Vec<Span> {
+        self.trace
+            .as_mut()
+            .map(|(_, v)| std::mem::take(v))
+            .unwrap_or_default()
+    }
+
+    fn span(&mut self, name: &'static str, from: std::time::Instant, to: std::time::Instant) {
+        if let Some((origin, spans)) = &mut self.trace {
+            spans.push(Span {
+                name,
+                start: from.duration_since(*origin).as_secs_f64(),
+                dur: to.duration_since(from).as_secs_f64(),
+            });
+        }
     }
 
     pub fn done(&self) -> bool {
@@ -611,6 +658,7 @@ impl Ppo {
             }
             let t1 = std::time::Instant::now();
             self.times.inference += (t1 - t0).as_secs_f64();
+            self.span("inference", t0, t1);
             let buf = match self.agent.head {
                 Head::Categorical { .. } => ActionBuf::Discrete(&act_i32),
                 Head::Gaussian { .. } => ActionBuf::Continuous(&act_f32),
@@ -620,6 +668,7 @@ impl Ppo {
                 .expect("the policy only emits valid actions");
             let t2 = std::time::Instant::now();
             self.times.env += (t2 - t1).as_secs_f64();
+            self.span("env.step", t1, t2);
             self.global_step += e as u64;
 
             // Rewards: statistics on raw rewards, learning on normalised ones.
@@ -675,7 +724,9 @@ impl Ppo {
                     self.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
                 }
             }
-            self.times.inference += t2.elapsed().as_secs_f64();
+            let t3 = std::time::Instant::now();
+            self.times.inference += (t3 - t2).as_secs_f64();
+            self.span("inference", t2, t3);
         }
 
         let t_learn = std::time::Instant::now();
@@ -707,7 +758,9 @@ impl Ppo {
             }
         }
         self.update(lr, it, &mut stats);
-        self.times.learner += t_learn.elapsed().as_secs_f64();
+        let t_end = std::time::Instant::now();
+        self.times.learner += (t_end - t_learn).as_secs_f64();
+        self.span("learner", t_learn, t_end);
 
         stats.global_step = self.global_step;
         stats.episode_return = if stats.episodes > 0 {

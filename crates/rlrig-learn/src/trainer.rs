@@ -14,6 +14,28 @@ pub struct TrainOptions {
     pub threads: usize,
     pub resume: bool,
     pub eval_episodes: usize,
+    /// Write a Chrome/Perfetto trace of every stage here.
+    pub trace: Option<PathBuf>,
+}
+
+/// Writes `spans` as a Chrome trace (`chrome://tracing`, ui.perfetto.dev), atomically.
+pub fn write_chrome_trace(path: &Path, spans: &[crate::ppo::Span]) -> Result<(), RunError> {
+    let mut out = String::with_capacity(spans.len() * 96 + 64);
+    out.push_str("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
+    for (i, s) in spans.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        let cat = s.name.split('.').next().unwrap_or(s.name);
+        out.push_str(&format!(
+            "{{\"name\":\"{}\",\"cat\":\"{cat}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":1,\"tid\":1}}",
+            s.name,
+            s.start * 1e6,
+            s.dur * 1e6
+        ));
+    }
+    out.push_str("]}\n");
+    write_atomic(path, out.as_bytes())
 }
 
 /// Summary statistics of evaluation returns.
@@ -93,6 +115,9 @@ pub fn train_ppo(
         }
         ppo = Ppo::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
     }
+    if opts.trace.is_some() {
+        ppo.enable_trace();
+    }
     dir.write_config(&ppo.cfg)?;
     let mut csv = MetricsCsv::open(&dir.path, ppo.iteration)?;
     let mut tb = TensorBoard::create(&dir.path)?;
@@ -154,6 +179,10 @@ pub fn train_ppo(
     }
     dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;
     let seed = ppo.cfg.seed + EVAL_SEED_OFFSET;
+    let wall = start.elapsed().as_secs_f64();
+    if let Some(path) = &opts.trace {
+        write_chrome_trace(path, &ppo.take_trace())?;
+    }
     let eval = EvalSummary::of(&ppo.evaluate(opts.eval_episodes.max(1), seed), seed);
     write_atomic(
         &dir.path.join("eval.json"),
@@ -165,7 +194,7 @@ pub fn train_ppo(
         config: ppo.cfg.clone(),
         eval,
         times: ppo.times,
-        wall: start.elapsed().as_secs_f64(),
+        wall,
         resumed_from,
     })
 }

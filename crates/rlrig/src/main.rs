@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod bench;
 mod cli_envs;
+mod probe;
 mod train;
 
 use std::process::ExitCode;
@@ -45,6 +46,8 @@ enum Command {
     /// Measure throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// What hardware is here: CPU, caches, memory, NVIDIA (NVML) and AMD (sysfs) GPUs.
+    Probe(probe::ProbeArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Train(t) => train::train(t),
         Command::Eval(a) => train::eval(a),
         Command::Bench(b) => bench::run(b),
+        Command::Probe(a) => probe::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

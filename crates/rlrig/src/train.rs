@@ -53,6 +53,9 @@ pub struct PpoArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Write a Chrome/Perfetto trace (spans for env stepping, inference and learning).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
 }
 
 fn default_threads() -> usize {
@@ -168,7 +171,9 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         threads: a.threads,
         resume: a.resume,
         eval_episodes: a.eval_episodes,
+        trace: a.trace.clone(),
     };
+    let cpu = rlrig_lab::verdict::CpuSampler::start();
     let total = cfg.num_iterations() * cfg.batch_size() as u64;
     let bar = if a.quiet {
         indicatif::ProgressBar::hidden()
@@ -191,33 +196,45 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     })?;
     bar.finish_and_clear();
     let t = summary.times;
-    let other = (summary.wall - t.env - t.inference - t.learner).max(0.0);
-    let pct = |x: f64| 100.0 * x / summary.wall.max(1e-9);
+    let b = rlrig_lab::verdict::Breakdown::new(summary.wall, t.env, t.inference, t.learner);
+    let (pe, pi, pl, po) = b.shares();
     if let Some(step) = summary.resumed_from {
         outln!("resumed from step {step}");
     }
+    let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
     outln!(
-        "{} ppo: {} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} ppo: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
         summary.config.env,
-        summary.config.num_iterations() * summary.config.batch_size() as u64,
         summary.wall,
-        (summary.config.num_iterations() * summary.config.batch_size() as u64) as f64
-            / summary.wall,
+        steps as f64 / summary.wall,
         summary.eval.episodes,
         summary.eval.mean_return,
         summary.eval.std_return
     );
     outln!(
         "time: env {:.2} s ({:.0}%), inference {:.2} s ({:.0}%), learner {:.2} s ({:.0}%), other {:.2} s ({:.0}%)",
-        t.env,
-        pct(t.env),
-        t.inference,
-        pct(t.inference),
-        t.learner,
-        pct(t.learner),
-        other,
-        pct(other)
+        b.env,
+        100.0 * pe,
+        b.inference,
+        100.0 * pi,
+        b.learner,
+        100.0 * pl,
+        b.other,
+        100.0 * po
     );
+    let busy: Vec<String> = cpu
+        .busy()
+        .iter()
+        .map(|x| format!("{:.0}%", 100.0 * x))
+        .collect();
+    if !busy.is_empty() {
+        outln!("cpu busy per core: {}", busy.join(" "));
+    }
+    let v = rlrig_lab::verdict::verdict(&b, summary.config.num_envs, a.threads);
+    outln!("verdict: {}", v.message);
+    if let Some(p) = &a.trace {
+        outln!("trace: {} (open in ui.perfetto.dev)", p.display());
+    }
     outln!("run directory: {}", run_dir.display());
     Ok(())
 }

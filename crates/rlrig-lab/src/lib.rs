@@ -1,0 +1,8 @@
+//! # rlrig-lab
+//!
+//! Looking at the machine and the run: [`probe`] says what hardware is there (absent
+//! hardware is reported as absent, never as an error); [`verdict`] turns a run's stage
+//! times into a breakdown and says which stage bounds it.
+
+pub mod probe;
+pub mod verdict;

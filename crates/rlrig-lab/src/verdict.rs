@@ -1,0 +1,202 @@
+//! Where a run's wall time went, and what bounds it.
+
+use serde::Serialize;
+
+/// Wall time of a run split into stages, seconds. `other` is what the stage timers did
+/// not cover (logging, checkpoints, bookkeeping), so the parts sum to `wall`.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Breakdown {
+    pub wall: f64,
+    pub env: f64,
+    pub inference: f64,
+    pub learner: f64,
+    pub other: f64,
+}
+
+impl Breakdown {
+    pub fn new(wall: f64, env: f64, inference: f64, learner: f64) -> Breakdown {
+        Breakdown {
+            wall,
+            env,
+            inference,
+            learner,
+            other: (wall - env - inference - learner).max(0.0),
+        }
+    }
+
+    /// Shares of wall time: (env, inference, learner, other).
+    pub fn shares(&self) -> (f64, f64, f64, f64) {
+        let w = self.wall.max(1e-12);
+        (
+            self.env / w,
+            self.inference / w,
+            self.learner / w,
+            self.other / w,
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    Env,
+    Inference,
+    Learner,
+    Overhead,
+    Balanced,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Verdict {
+    pub bound: Bound,
+    pub message: String,
+}
+
+/// Names the stage that bounds the run, with advice. `batch` is the number of envs
+/// stepped (and observations inferred) per call, `threads` the env threads used.
+pub fn verdict(b: &Breakdown, batch: usize, threads: usize) -> Verdict {
+    let (env, inf, learn, other) = b.shares();
+    let pct = |x: f64| (100.0 * x).round();
+    let (bound, message) = if env >= 0.5 {
+        (
+            Bound::Env,
+            format!(
+                "env-bound: {}% of wall time in env.step; raise --threads (now {threads}) or --num-envs, or use a faster env",
+                pct(env)
+            ),
+        )
+    } else if inf >= 0.4 {
+        (
+            Bound::Inference,
+            format!(
+                "inference-bound at batch {batch}: {}% of wall time in policy forward passes; raise --num-envs so each call does more work",
+                pct(inf)
+            ),
+        )
+    } else if learn >= 0.5 {
+        (
+            Bound::Learner,
+            format!(
+                "learner-bound: {}% of wall time in updates; fewer epochs or a smaller network trade sample efficiency for speed, a GPU device helps large networks",
+                pct(learn)
+            ),
+        )
+    } else if other >= 0.3 {
+        (
+            Bound::Overhead,
+            format!(
+                "{}% of wall time outside env, inference and learner (logging, checkpoints, start-up)",
+                pct(other)
+            ),
+        )
+    } else {
+        (
+            Bound::Balanced,
+            format!(
+                "balanced: env {}%, inference {}%, learner {}%, other {}%",
+                pct(env),
+                pct(inf),
+                pct(learn),
+                pct(other)
+            ),
+        )
+    };
+    Verdict { bound, message }
+}
+
+/// Per-core CPU busy fractions between two readings of `/proc/stat`.
+pub struct CpuSampler {
+    start: Vec<(u64, u64)>,
+}
+
+fn read_stat() -> Vec<(u64, u64)> {
+    // Each `cpuN` line: user nice system idle iowait irq softirq steal ...
+    std::fs::read_to_string("/proc/stat")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("cpu") && l.as_bytes().get(3).is_some_and(u8::is_ascii_digit))
+        .map(|l| {
+            let v: Vec<u64> = l
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let total: u64 = v.iter().take(8).sum();
+            let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+            (total, idle)
+        })
+        .collect()
+}
+
+impl CpuSampler {
+    pub fn start() -> CpuSampler {
+        CpuSampler { start: read_stat() }
+    }
+
+    /// Busy fraction of each core since `start` (empty where /proc/stat is missing).
+    pub fn busy(&self) -> Vec<f64> {
+        read_stat()
+            .iter()
+            .zip(&self.start)
+            .map(|((t1, i1), (t0, i0))| {
+                let dt = t1.saturating_sub(*t0);
+                if dt == 0 {
+                    0.0
+                } else {
+                    1.0 - i1.saturating_sub(*i0) as f64 / dt as f64
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_and_the_largest_stage_wins() {
+        let b = Breakdown::new(10.0, 8.1, 1.0, 0.5);
+        let (e, i, l, o) = b.shares();
+        assert!((e + i + l + o - 1.0).abs() < 1e-12);
+        let v = verdict(&b, 4, 2);
+        assert_eq!(v.bound, Bound::Env);
+        assert!(
+            v.message
+                .starts_with("env-bound: 81% of wall time in env.step"),
+            "{}",
+            v.message
+        );
+        assert_eq!(
+            verdict(&Breakdown::new(10.0, 1.0, 5.0, 3.0), 1, 1).bound,
+            Bound::Inference
+        );
+        assert_eq!(
+            verdict(&Breakdown::new(10.0, 1.0, 1.0, 7.0), 64, 1).bound,
+            Bound::Learner
+        );
+        assert_eq!(
+            verdict(&Breakdown::new(10.0, 2.0, 2.0, 2.0), 64, 1).bound,
+            Bound::Overhead
+        );
+        assert_eq!(
+            verdict(&Breakdown::new(10.0, 3.0, 3.0, 3.5), 64, 1).bound,
+            Bound::Balanced
+        );
+    }
+
+    #[test]
+    fn a_busy_loop_shows_up_as_cpu_use() {
+        let s = CpuSampler::start();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed().as_millis() < 60 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let busy = s.busy();
+        assert!(!busy.is_empty());
+        assert!(busy.iter().all(|b| (0.0..=1.0).contains(b)));
+        assert!(busy.iter().any(|&b| b > 0.3), "{busy:?}");
+    }
+}

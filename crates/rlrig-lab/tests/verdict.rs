@@ -1,0 +1,161 @@
+//! The verdict on synthetic workloads: an artificially slow env must come out
+//! env-bound, a large network learner-bound, a batch of one inference-bound; and the
+//! trace of a run holds the stage spans and agrees with the stage timers.
+
+use std::time::{Duration, Instant};
+
+use rlrig_env::{Env, Rng, Space, SyncVecEnv, Transition, VecConfig, VecEnvDyn};
+use rlrig_lab::verdict::{Bound, Breakdown, verdict};
+use rlrig_learn::ppo::{Ppo, PpoConfig};
+
+/// CartPole-shaped env whose step spins for 40 us.
+struct Slow;
+
+impl Env for Slow {
+    type Params = ();
+    type State = u32;
+    type Action = i32;
+    const ID: &'static str = "Slow-v0";
+    const OBS_DIM: usize = 4;
+    fn observation_space(_: &()) -> Space {
+        Space::box1(vec![-1.0; 4], vec![1.0; 4])
+    }
+    fn action_space(_: &()) -> Space {
+        Space::Discrete { n: 2 }
+    }
+    fn max_episode_steps(_: &()) -> Option<u32> {
+        Some(50)
+    }
+    fn reset(_: &(), _: &mut Rng) -> u32 {
+        0
+    }
+    fn step(_: &(), s: &mut u32, _: &i32, _: &mut Rng) -> Transition {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_micros(40) {
+            std::hint::spin_loop();
+        }
+        *s += 1;
+        Transition {
+            reward: 1.0,
+            terminated: false,
+        }
+    }
+    fn observe(_: &(), s: &u32, out: &mut [f32]) {
+        out.fill(*s as f32 / 50.0);
+    }
+    fn state_to_vec(s: &u32) -> Vec<f64> {
+        vec![f64::from(*s)]
+    }
+    fn state_from_slice(_: &(), v: &[f64]) -> Result<u32, String> {
+        Ok(v.first().copied().unwrap_or(0.0) as u32)
+    }
+}
+
+fn run(mut ppo: Ppo) -> (Breakdown, Ppo) {
+    let t = Instant::now();
+    while !ppo.done() {
+        ppo.iterate();
+    }
+    let w = t.elapsed().as_secs_f64();
+    let s = ppo.times;
+    (Breakdown::new(w, s.env, s.inference, s.learner), ppo)
+}
+
+fn cfg(num_envs: usize, num_steps: usize, total: u64) -> PpoConfig {
+    PpoConfig {
+        num_envs,
+        num_steps,
+        total_steps: total,
+        checkpoint_every: 0,
+        ..PpoConfig::default()
+    }
+}
+
+#[test]
+fn a_slow_env_is_env_bound() {
+    let c = cfg(4, 64, 1024);
+    let env: Box<dyn VecEnvDyn> = Box::new(
+        SyncVecEnv::<Slow>::new(VecConfig::new(4).autoreset(rlrig_env::AutoReset::SameStep))
+            .unwrap(),
+    );
+    let (b, _) = run(Ppo::with_env(c, env).unwrap());
+    let v = verdict(&b, 4, 1);
+    assert_eq!(v.bound, Bound::Env, "{b:?}: {}", v.message);
+    assert!(v.message.contains("env.step"));
+}
+
+#[test]
+fn a_large_network_is_learner_bound() {
+    let c = PpoConfig {
+        hidden: vec![256, 256],
+        ..cfg(8, 64, 2048)
+    };
+    let (b, _) = run(Ppo::new(c, 1).unwrap());
+    assert_eq!(verdict(&b, 8, 1).bound, Bound::Learner, "{b:?}");
+}
+
+#[test]
+fn a_batch_of_one_is_inference_bound() {
+    let c = PpoConfig {
+        update_epochs: 1,
+        num_minibatches: 1,
+        ..cfg(1, 2048, 8192)
+    };
+    let (b, _) = run(Ppo::new(c, 1).unwrap());
+    let v = verdict(&b, 1, 1);
+    assert_eq!(v.bound, Bound::Inference, "{b:?}: {}", v.message);
+    assert!(v.message.contains("batch 1"));
+}
+
+#[test]
+fn the_trace_is_chrome_json_with_the_stage_spans() {
+    let dir = std::env::temp_dir().join(format!("rlrig-trace-{}", std::process::id()));
+    let trace = dir.join("trace.json");
+    let opts = rlrig_learn::trainer::TrainOptions {
+        run_dir: dir.join("run"),
+        threads: 1,
+        resume: false,
+        eval_episodes: 1,
+        trace: Some(trace.clone()),
+    };
+    let s = rlrig_learn::trainer::train_ppo(cfg(4, 128, 4096), &opts, |_| {}).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let mut sums = std::collections::HashMap::new();
+    for e in events {
+        assert_eq!(e["ph"], "X");
+        assert!(e["ts"].as_f64().unwrap() >= 0.0 && e["dur"].as_f64().unwrap() >= 0.0);
+        *sums
+            .entry(e["name"].as_str().unwrap().to_string())
+            .or_insert(0.0) += e["dur"].as_f64().unwrap() / 1e6;
+    }
+    for name in ["env.step", "inference", "learner"] {
+        assert!(
+            sums.contains_key(name),
+            "no '{name}' span in {:?}",
+            sums.keys()
+        );
+    }
+    // Spans and stage timers measure the same intervals.
+    let t = s.times;
+    for (name, timer) in [
+        ("env.step", t.env),
+        ("inference", t.inference),
+        ("learner", t.learner),
+    ] {
+        assert!(
+            (sums[name] - timer).abs() <= 0.02 * timer.max(1e-3),
+            "{name}: trace {} vs timer {timer}",
+            sums[name]
+        );
+    }
+    // The breakdown covers the wall time.
+    let b = Breakdown::new(s.wall, t.env, t.inference, t.learner);
+    let total = b.env + b.inference + b.learner + b.other;
+    assert!(
+        (total - s.wall).abs() <= 0.02 * s.wall,
+        "{total} vs {}",
+        s.wall
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
