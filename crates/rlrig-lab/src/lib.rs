@@ -4,5 +4,6 @@
 //! hardware is reported as absent, never as an error); [`verdict`] turns a run's stage
 //! times into a breakdown and says which stage bounds it.
 
+pub mod metrics;
 pub mod probe;
 pub mod verdict;

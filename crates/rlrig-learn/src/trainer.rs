@@ -72,6 +72,8 @@ pub struct Progress<'a> {
     pub steps_per_sec: f64,
     /// Mean return over the last few iterations that finished episodes.
     pub recent_return: f64,
+    /// Cumulative stage times of this process.
+    pub times: StageTimes,
 }
 
 pub struct TrainSummary {
@@ -175,6 +177,7 @@ pub fn train_ppo(
             } else {
                 recent.iter().sum::<f64>() / recent.len() as f64
             },
+            times: ppo.times,
         });
     }
     dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;

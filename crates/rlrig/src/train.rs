@@ -53,6 +53,10 @@ pub struct PpoArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Serve Prometheus metrics (steps/s, returns, stage times, CPU use, memory) while
+    /// training: `PORT` binds to 127.0.0.1, `HOST:PORT` where told.
+    #[arg(long, value_name = "ADDR")]
+    metrics_addr: Option<String>,
     /// Write a Chrome/Perfetto trace (spans for env stepping, inference and learning).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
@@ -174,6 +178,17 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         trace: a.trace.clone(),
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
+    let metrics = match &a.metrics_addr {
+        None => None,
+        Some(addr) => {
+            let addr = rlrig_lab::metrics::parse_addr(addr).map_err(anyhow::Error::msg)?;
+            let server = rlrig_lab::metrics::MetricsServer::start(addr)
+                .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
+            eprintln!("metrics: http://{}/metrics", server.local_addr());
+            Some(server)
+        }
+    };
+    let labels = format!("env=\"{}\",algo=\"ppo\"", cfg.env);
     let total = cfg.num_iterations() * cfg.batch_size() as u64;
     let bar = if a.quiet {
         indicatif::ProgressBar::hidden()
@@ -193,6 +208,9 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
             "{:.0} steps/s, return {:.1}",
             p.steps_per_sec, p.recent_return
         ));
+        if let Some(server) = &metrics {
+            server.update(exposition(&labels, p, &cpu));
+        }
     })?;
     bar.finish_and_clear();
     let t = summary.times;
@@ -237,6 +255,85 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     }
     outln!("run directory: {}", run_dir.display());
     Ok(())
+}
+
+/// The Prometheus text for one progress update.
+fn exposition(
+    labels: &str,
+    p: &rlrig_learn::trainer::Progress<'_>,
+    cpu: &rlrig_lab::verdict::CpuSampler,
+) -> String {
+    let mut e = rlrig_lab::metrics::Exposition::default();
+    let s = p.stats;
+    e.metric(
+        "rlrig_steps_total",
+        "counter",
+        "Environment steps taken.",
+        &[(labels, s.global_step as f64)],
+    )
+    .metric(
+        "rlrig_iterations_total",
+        "counter",
+        "Rollout+update iterations.",
+        &[(labels, s.iteration as f64)],
+    )
+    .metric(
+        "rlrig_steps_per_second",
+        "gauge",
+        "Environment steps per second over the last iteration.",
+        &[(labels, p.steps_per_sec)],
+    )
+    .metric(
+        "rlrig_episode_return",
+        "gauge",
+        "Mean return of recently finished episodes.",
+        &[(labels, p.recent_return)],
+    )
+    .metric(
+        "rlrig_policy_loss",
+        "gauge",
+        "PPO surrogate loss of the last update.",
+        &[(labels, s.policy_loss)],
+    )
+    .metric(
+        "rlrig_value_loss",
+        "gauge",
+        "Value loss of the last update.",
+        &[(labels, s.value_loss)],
+    );
+    let (env, inf, learn) = (
+        format!("{labels},stage=\"env\""),
+        format!("{labels},stage=\"inference\""),
+        format!("{labels},stage=\"learner\""),
+    );
+    e.metric(
+        "rlrig_stage_seconds_total",
+        "counter",
+        "Wall time spent per stage.",
+        &[
+            (&env, p.times.env),
+            (&inf, p.times.inference),
+            (&learn, p.times.learner),
+        ],
+    );
+    let busy = cpu.busy();
+    let cores: Vec<String> = (0..busy.len()).map(|i| format!("core=\"{i}\"")).collect();
+    let samples: Vec<(&str, f64)> = cores.iter().map(String::as_str).zip(busy).collect();
+    e.metric(
+        "rlrig_cpu_busy_ratio",
+        "gauge",
+        "Busy fraction of each core since the run started.",
+        &samples,
+    );
+    if let Some(rss) = rlrig_lab::metrics::rss_bytes() {
+        e.metric(
+            "rlrig_resident_memory_bytes",
+            "gauge",
+            "Resident memory of this process.",
+            &[("", rss)],
+        );
+    }
+    e.finish()
 }
 
 #[derive(Args)]

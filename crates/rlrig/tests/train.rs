@@ -278,3 +278,65 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     );
     std::fs::remove_dir_all(d).ok();
 }
+
+#[test]
+fn prometheus_metrics_are_served_on_loopback_during_a_run() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let d = tmp("metrics");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args([
+            "train",
+            "ppo",
+            "--total-steps",
+            "400000",
+            "--quiet",
+            "--metrics-addr",
+            "0",
+            "--run-dir",
+        ])
+        .arg(&d)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("metrics: http://")
+        .and_then(|s| s.strip_suffix("/metrics"))
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    assert!(
+        addr.starts_with("127.0.0.1:"),
+        "a bare port must bind to loopback: {addr}"
+    );
+    // Scrape until the first iteration's numbers are in (bounded: at most 5 s).
+    let start = Instant::now();
+    let mut body = String::new();
+    while start.elapsed() < Duration::from_secs(5) {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(s, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+        body.clear();
+        s.read_to_string(&mut body).unwrap();
+        if body.contains("rlrig_steps_total") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().ok();
+    child.wait().ok();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    for m in [
+        "rlrig_steps_total{env=\"CartPole-v1\",algo=\"ppo\"}",
+        "rlrig_steps_per_second",
+        "rlrig_stage_seconds_total",
+        "rlrig_cpu_busy_ratio",
+        "# TYPE rlrig_steps_total counter",
+    ] {
+        assert!(body.contains(m), "missing {m} in\n{body}");
+    }
+    std::fs::remove_dir_all(d).ok();
+}
