@@ -5,5 +5,7 @@
 //! times into a breakdown and says which stage bounds it.
 
 pub mod metrics;
+pub mod plot;
 pub mod probe;
+pub mod suite;
 pub mod verdict;

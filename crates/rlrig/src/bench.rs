@@ -10,6 +10,54 @@ use rlrig_env::{ActionBuf, Purpose, Rng, Space, VecConfig, make_async, make_sync
 pub enum BenchCommand {
     /// Environment stepping throughput with random actions.
     Env(EnvBenchArgs),
+    /// The versioned workload suite: every env stepping only / with inference / with
+    /// training, plus PPO CartPole; results with a machine fingerprint for `rlrig compare`.
+    Suite(SuiteArgs),
+}
+
+#[derive(Args)]
+pub struct SuiteArgs {
+    /// Short measurements (under two minutes on two cores), no full training run.
+    #[arg(long)]
+    quick: bool,
+    /// Write the results (JSON) here, atomically.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Worker threads (default: all logical cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Only workloads whose name contains this (e.g. `env/CartPole-v1`).
+    #[arg(long)]
+    only: Option<String>,
+}
+
+fn suite(a: SuiteArgs) -> Result<()> {
+    let threads = a.threads.unwrap_or_else(default_threads);
+    if threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    let r = rlrig_lab::suite::run_suite(a.quick, threads, a.only.as_deref(), |w| {
+        eprintln!("running {w}")
+    })
+    .map_err(anyhow::Error::msg)?;
+    outln!("{}", r.machine);
+    outln!("| workload | stepping | +inference | +training |\n|---|---:|---:|---:|");
+    for w in &r.workloads {
+        let f = |v: Option<f64>| v.map_or("-".into(), rlrig_lab::suite::human);
+        outln!(
+            "| {} | {} | {} | {} |",
+            w.name,
+            f(w.stepping),
+            f(w.with_inference),
+            f(w.with_training)
+        );
+    }
+    if let Some(p) = &a.out {
+        let json = serde_json::to_string_pretty(&r)?;
+        rlrig_learn::run::write_atomic(p, json.as_bytes())?;
+        outln!("results: {}", p.display());
+    }
+    Ok(())
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -51,6 +99,7 @@ pub struct EnvBenchArgs {
 pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Env(a) => bench_env(a),
+        BenchCommand::Suite(a) => suite(a),
     }
 }
 

@@ -11,6 +11,7 @@ macro_rules! outln {
 
 mod bench;
 mod cli_envs;
+mod lab;
 mod probe;
 mod train;
 
@@ -48,6 +49,10 @@ enum Command {
     Bench(bench::BenchCommand),
     /// What hardware is here: CPU, caches, memory, NVIDIA (NVML) and AMD (sysfs) GPUs.
     Probe(probe::ProbeArgs),
+    /// Compare `bench suite` results side by side, with ratios (and a PNG chart).
+    Compare(lab::CompareArgs),
+    /// Draw learning curves (return vs steps and vs wall time) of runs to a PNG.
+    Plot(lab::PlotArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +64,8 @@ fn main() -> ExitCode {
         Command::Eval(a) => train::eval(a),
         Command::Bench(b) => bench::run(b),
         Command::Probe(a) => probe::run(a),
+        Command::Compare(a) => lab::compare(a),
+        Command::Plot(a) => lab::plot(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

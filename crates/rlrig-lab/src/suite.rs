@@ -1,0 +1,344 @@
+//! `rlrig bench suite` and `rlrig compare`: a fixed, versioned set of workloads, each
+//! measured in three columns (stepping only / with inference / with training, as
+//! Isaac Lab reports), with a machine fingerprint; and side-by-side tables of results.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use rlrig_env::{ActionBuf, ENV_IDS, Purpose, Rng, Space, VecConfig, make_sync, spec};
+use rlrig_learn::nn::MlpCache;
+use rlrig_learn::ppo::{Agent, Ppo, PpoConfig};
+use serde::{Deserialize, Serialize};
+
+/// Bumped whenever a workload's definition changes: results of different versions
+/// are not comparable.
+pub const SUITE_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Workload {
+    pub name: String,
+    /// Environment steps per second, env stepping only.
+    pub stepping: Option<f64>,
+    /// ... with a 64-64 policy forward pass on every batch.
+    pub with_inference: Option<f64>,
+    /// ... inside PPO training (rollout + updates).
+    pub with_training: Option<f64>,
+    /// Workload-specific figures (e.g. final return).
+    #[serde(default)]
+    pub extra: BTreeMap<String, f64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SuiteResult {
+    pub suite: String,
+    pub version: u32,
+    pub rlrig: String,
+    pub unix_time: u64,
+    pub quick: bool,
+    pub threads: usize,
+    pub machine: String,
+    pub probe: serde_json::Value,
+    pub workloads: Vec<Workload>,
+}
+
+/// Random actions, precomputed so the timed loops measure only what they name.
+fn action_table(space: &Space, rows: usize) -> (Vec<i32>, Vec<f32>) {
+    let mut rng = Rng::stream(0, Purpose::Bench, 0);
+    match space {
+        Space::Discrete { n } => (
+            (0..rows).map(|_| rng.below(*n) as i32).collect(),
+            Vec::new(),
+        ),
+        Space::Box { low, high, .. } => {
+            let d = low.len();
+            (
+                Vec::new(),
+                (0..rows * d)
+                    .map(|k| rng.uniform(f64::from(low[k % d]), f64::from(high[k % d])) as f32)
+                    .collect(),
+            )
+        }
+    }
+}
+
+/// Runs `f` (which does `per_call` env steps) until `secs` have passed; steps/s.
+fn rate(secs: f64, per_call: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..3 {
+        f();
+    }
+    let t = Instant::now();
+    let mut calls = 0u64;
+    while t.elapsed().as_secs_f64() < secs || calls < 3 {
+        f();
+        calls += 1;
+    }
+    (calls * per_call as u64) as f64 / t.elapsed().as_secs_f64()
+}
+
+fn env_workload(id: &str, num_envs: usize, threads: usize, secs: f64) -> Result<Workload, String> {
+    let s = spec(id).map_err(|e| e.to_string())?;
+    let (di, dc) = action_table(&s.action_space, num_envs);
+    let buf = || {
+        if s.action_space.is_discrete() {
+            ActionBuf::Discrete(&di)
+        } else {
+            ActionBuf::Continuous(&dc)
+        }
+    };
+    let cfg = VecConfig::new(num_envs).threads(threads);
+    let mut env = make_sync(id, cfg.clone()).map_err(|e| e.to_string())?;
+    let stepping = rate(secs, num_envs, || env.step(buf()).expect("valid actions"));
+    // With inference: the actor of a 64-64 agent on every batch, greedy actions.
+    let mut env = make_sync(id, cfg).map_err(|e| e.to_string())?;
+    let mut rng = Rng::stream(0, Purpose::Init, 0);
+    let agent = Agent::new(s.obs_dim, &s.action_space, &[64, 64], 0.0, &mut rng);
+    let mut cache = MlpCache::default();
+    let (mut ai, mut af) = (vec![0i32; num_envs], vec![0.0f32; dc.len()]);
+    let with_inference = rate(secs, num_envs, || {
+        let out = agent
+            .actor
+            .forward(&agent.params, env.obs(), num_envs, &mut cache);
+        let buf = match &s.action_space {
+            Space::Discrete { n } => {
+                let n = *n as usize;
+                for k in 0..num_envs {
+                    let row = &out[k * n..(k + 1) * n];
+                    ai[k] = (0..n).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as i32;
+                }
+                ActionBuf::Discrete(&ai)
+            }
+            Space::Box { low, high, .. } => {
+                for (j, a) in af.iter_mut().enumerate() {
+                    *a = out[j].clamp(low[j % low.len()], high[j % low.len()]);
+                }
+                ActionBuf::Continuous(&af)
+            }
+        };
+        env.step(buf).expect("valid actions");
+    });
+    // With training: PPO with the env's preset, a few iterations.
+    let mut ppo = Ppo::new(PpoConfig::for_env(id), threads)?;
+    let batch = ppo.cfg.batch_size();
+    let with_training = rate(secs, batch, || {
+        ppo.iterate();
+    });
+    Ok(Workload {
+        name: format!("env/{id}"),
+        stepping: Some(stepping),
+        with_inference: Some(with_inference),
+        with_training: Some(with_training),
+        extra: BTreeMap::new(),
+    })
+}
+
+/// Runs the suite. `--quick` keeps each measurement short (the whole suite in well
+/// under two minutes on two cores) and skips the full training run.
+/// `only` limits the run to workloads whose name contains it.
+pub fn run_suite(
+    quick: bool,
+    threads: usize,
+    only: Option<&str>,
+    mut progress: impl FnMut(&str),
+) -> Result<SuiteResult, String> {
+    let secs = if quick { 0.4 } else { 2.0 };
+    let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
+    let mut workloads = Vec::new();
+    for id in ENV_IDS {
+        let name = format!("env/{id}");
+        if wanted(&name) {
+            progress(&name);
+            workloads.push(env_workload(id, 1024, threads, secs)?);
+        }
+    }
+    if let Some(o) = only
+        && workloads.is_empty()
+        && !"ppo/CartPole-v1".contains(o)
+    {
+        return Err(format!(
+            "--only '{o}' matches no workload (env/<id> or ppo/CartPole-v1)"
+        ));
+    }
+    if !quick && wanted("ppo/CartPole-v1") {
+        progress("ppo/CartPole-v1 (500k steps)");
+        let mut ppo = Ppo::new(PpoConfig::for_env("CartPole-v1"), threads)?;
+        let t = Instant::now();
+        while !ppo.done() {
+            ppo.iterate();
+        }
+        let wall = t.elapsed().as_secs_f64();
+        let ret = ppo.evaluate(10, 7);
+        let mut extra = BTreeMap::new();
+        extra.insert("seconds".into(), wall);
+        extra.insert(
+            "final_return".into(),
+            ret.iter().sum::<f64>() / ret.len() as f64,
+        );
+        workloads.push(Workload {
+            name: "ppo/CartPole-v1".into(),
+            stepping: None,
+            with_inference: None,
+            with_training: Some(ppo.global_step as f64 / wall),
+            extra,
+        });
+    }
+    let probe = crate::probe::probe(&crate::probe::Roots::default());
+    Ok(SuiteResult {
+        suite: "rlrig-bench-suite".into(),
+        version: SUITE_VERSION,
+        rlrig: env!("CARGO_PKG_VERSION").into(),
+        unix_time: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        quick,
+        threads,
+        machine: probe.fingerprint(),
+        probe: serde_json::to_value(&probe).map_err(|e| e.to_string())?,
+        workloads,
+    })
+}
+
+/// Reads a results file, naming the file in errors.
+pub fn load(path: &std::path::Path) -> Result<SuiteResult, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let r: SuiteResult = serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a bench suite result: {e}", path.display()))?;
+    if r.suite != "rlrig-bench-suite" {
+        return Err(format!(
+            "{}: not a bench suite result (suite '{}')",
+            path.display(),
+            r.suite
+        ));
+    }
+    Ok(r)
+}
+
+/// `1.23 M`, `456 k`, `7.8`.
+pub fn human(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+pub const COLUMNS: [&str; 3] = ["stepping", "with_inference", "with_training"];
+
+fn column(w: &Workload, c: &str) -> Option<f64> {
+    match c {
+        "stepping" => w.stepping,
+        "with_inference" => w.with_inference,
+        _ => w.with_training,
+    }
+}
+
+/// Rows `(workload, column, values per file)` over the first file's workloads.
+pub fn rows(results: &[(String, SuiteResult)]) -> Vec<(String, &'static str, Vec<Option<f64>>)> {
+    let mut out = Vec::new();
+    let Some((_, first)) = results.first() else {
+        return out;
+    };
+    for w in &first.workloads {
+        for c in COLUMNS {
+            if column(w, c).is_none() {
+                continue;
+            }
+            let vals = results
+                .iter()
+                .map(|(_, r)| {
+                    r.workloads
+                        .iter()
+                        .find(|x| x.name == w.name)
+                        .and_then(|x| column(x, c))
+                })
+                .collect();
+            out.push((w.name.clone(), c, vals));
+        }
+    }
+    out
+}
+
+/// A markdown table: each file's figure and its ratio to the first file's.
+pub fn compare_table(results: &[(String, SuiteResult)]) -> String {
+    let mut s = String::new();
+    for (i, (name, r)) in results.iter().enumerate() {
+        s += &format!(
+            "{}: {name}: {} (suite v{}, {} threads{})\n",
+            (b'A' + i as u8) as char,
+            r.machine,
+            r.version,
+            r.threads,
+            if r.quick { ", quick" } else { "" }
+        );
+    }
+    if results
+        .iter()
+        .any(|(_, r)| r.version != results[0].1.version)
+    {
+        s += "warning: suite versions differ; workloads may not be comparable\n";
+    }
+    s += "\n| workload | column |";
+    for i in 0..results.len() {
+        s += &format!(" {} steps/s |", (b'A' + i as u8) as char);
+    }
+    for i in 1..results.len() {
+        s += &format!(" {}/A |", (b'A' + i as u8) as char);
+    }
+    s += "\n|---|---|";
+    s += &"---:|".repeat(2 * results.len() - 1);
+    s += "\n";
+    for (w, c, vals) in rows(results) {
+        s += &format!("| {w} | {c} |");
+        for v in &vals {
+            s += &format!(" {} |", v.map_or("-".into(), human));
+        }
+        for v in &vals[1..] {
+            s += &match (v, vals[0]) {
+                (Some(b), Some(a)) if a > 0.0 => format!(" {:.2} |", b / a),
+                _ => " - |".into(),
+            };
+        }
+        s += "\n";
+    }
+    s
+}
+
+/// A bar chart of every file's figures relative to the first file's.
+pub fn compare_plot(
+    path: &std::path::Path,
+    results: &[(String, SuiteResult)],
+) -> Result<(), String> {
+    let rows = rows(results);
+    let cats: Vec<String> = rows
+        .iter()
+        .map(|(w, c, _)| {
+            format!(
+                "{} {}",
+                w.trim_start_matches("env/"),
+                c.replace("with_", "+")
+            )
+        })
+        .collect();
+    let series: Vec<(String, Vec<f64>)> = results
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let v = rows
+                .iter()
+                .map(|(_, _, vals)| match (vals[i], vals[0]) {
+                    (Some(b), Some(a)) if a > 0.0 => b / a,
+                    _ => f64::NAN,
+                })
+                .collect();
+            (format!("{} {name}", (b'A' + i as u8) as char), v)
+        })
+        .collect();
+    crate::plot::grouped_bars(
+        path,
+        "throughput relative to A",
+        "ratio to A",
+        &cats,
+        &series,
+    )
+}

@@ -1,0 +1,113 @@
+//! `rlrig compare` and `rlrig plot`.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+#[derive(Args)]
+pub struct CompareArgs {
+    /// Result files of `rlrig bench suite --out`, the first is the reference.
+    #[arg(required = true, num_args = 2..)]
+    files: Vec<PathBuf>,
+    /// Also draw the ratios as a bar chart (PNG).
+    #[arg(long, value_name = "FILE.png")]
+    plot: Option<PathBuf>,
+}
+
+pub fn compare(a: CompareArgs) -> Result<()> {
+    let results = a
+        .files
+        .iter()
+        .map(|p| {
+            let r = rlrig_lab::suite::load(p).map_err(anyhow::Error::msg)?;
+            let name = p.file_stem().map_or_else(
+                || p.display().to_string(),
+                |s| s.to_string_lossy().into_owned(),
+            );
+            Ok((name, r))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    outln!("{}", rlrig_lab::suite::compare_table(&results).trim_end());
+    if let Some(p) = &a.plot {
+        rlrig_lab::suite::compare_plot(p, &results).map_err(anyhow::Error::msg)?;
+        outln!("chart: {}", p.display());
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct PlotArgs {
+    /// Run directories (repeatable); each one's metrics.csv is drawn.
+    #[arg(long = "run", required = true)]
+    runs: Vec<PathBuf>,
+    /// Output PNG.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+type Curve = (String, Vec<(f64, f64)>);
+
+/// Episode return against steps and against cumulative wall time, from metrics.csv.
+fn curves(dir: &std::path::Path) -> Result<(Curve, Curve)> {
+    let path = dir.join("metrics.csv");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .context("metrics.csv is empty")?
+        .split(',')
+        .collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .with_context(|| format!("{}: no column '{name}'", path.display()))
+    };
+    let (cs, cr) = (col("global_step")?, col("episode_return")?);
+    let times = ["time_env", "time_inference", "time_learner", "time_other"].map(col);
+    let times: Vec<usize> = times.into_iter().collect::<Result<_>>()?;
+    let (mut by_steps, mut by_time, mut wall) = (Vec::new(), Vec::new(), 0.0);
+    for (n, l) in lines.enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        let num = |i: usize| -> Result<f64> {
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .with_context(|| {
+                    format!(
+                        "{}: line {}: bad value in column {}",
+                        path.display(),
+                        n + 2,
+                        i + 1
+                    )
+                })
+        };
+        wall += times.iter().map(|&i| num(i)).sum::<Result<f64>>()?;
+        let r = num(cr)?;
+        if r.is_finite() {
+            by_steps.push((num(cs)?, r));
+            by_time.push((wall, r));
+        }
+    }
+    let name = dir.file_name().map_or_else(
+        || dir.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    Ok(((name.clone(), by_steps), (name, by_time)))
+}
+
+pub fn plot(a: PlotArgs) -> Result<()> {
+    let (mut s, mut t) = (Vec::new(), Vec::new());
+    for r in &a.runs {
+        let (a1, b1) = curves(r)?;
+        s.push(a1);
+        t.push(b1);
+    }
+    if s.iter().all(|(_, p)| p.is_empty()) {
+        bail!("no finished episodes in the given runs' metrics.csv");
+    }
+    rlrig_lab::plot::learning_curves(&a.out, &s, &t).map_err(anyhow::Error::msg)?;
+    outln!("chart: {}", a.out.display());
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! `rlrig probe`, `bench suite`, `compare` and `plot` end to end.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn rlrig(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+fn fixture(name: &str) -> String {
+    format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rlrig-lab-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn is_png(path: &std::path::Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| b.len() > 1000 && b.starts_with(b"\x89PNG\r\n\x1a\n"))
+}
+
+#[test]
+fn compare_prints_the_golden_table_and_draws_a_png() {
+    let o = rlrig(&["compare", &fixture("home.json"), &fixture("cloud.json")]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = std::fs::read_to_string(fixture("compare-home-cloud.txt")).unwrap();
+    assert_eq!(String::from_utf8(o.stdout).unwrap(), want);
+    let d = tmp("cmp");
+    let png = d.join("cmp.png");
+    let o = rlrig(&[
+        "compare",
+        &fixture("home.json"),
+        &fixture("cloud.json"),
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(is_png(&png));
+    // Not a results file: a clear error naming it.
+    let o = rlrig(&[
+        "compare",
+        &fixture("home.json"),
+        &fixture("compare-home-cloud.txt"),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("compare-home-cloud.txt"));
+    std::fs::remove_dir_all(d).ok();
+}
+
+#[test]
+fn bench_suite_writes_results_that_compare_reads() {
+    let d = tmp("suite");
+    let out = d.join("r.json");
+    let o = rlrig(&[
+        "bench",
+        "suite",
+        "--quick",
+        "--only",
+        "env/CartPole-v1",
+        "--threads",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["suite"], "rlrig-bench-suite");
+    assert_eq!(v["workloads"][0]["name"], "env/CartPole-v1");
+    for c in ["stepping", "with_inference", "with_training"] {
+        assert!(v["workloads"][0][c].as_f64().unwrap() > 0.0, "{c}");
+    }
+    assert!(v["machine"].as_str().unwrap().contains("cores"));
+    let o = rlrig(&["compare", out.to_str().unwrap(), out.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("| env/CartPole-v1 | stepping |"));
+    let o = rlrig(&["bench", "suite", "--quick", "--only", "nothing-like-this"]);
+    assert_eq!(o.status.code(), Some(1));
+    std::fs::remove_dir_all(d).ok();
+}
+
+#[test]
+fn plot_draws_learning_curves_of_runs() {
+    let d = tmp("plot");
+    let run = d.join("run");
+    let o = rlrig(&[
+        "train",
+        "ppo",
+        "--total-steps",
+        "8192",
+        "--quiet",
+        "--eval-episodes",
+        "1",
+        "--run-dir",
+        run.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let png = d.join("curves.png");
+    let o = rlrig(&[
+        "plot",
+        "--run",
+        run.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(is_png(&png));
+    let o = rlrig(&[
+        "plot",
+        "--run",
+        d.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("metrics.csv"));
+    std::fs::remove_dir_all(d).ok();
+}
+
+#[test]
+fn probe_prints_a_report_and_json() {
+    let o = rlrig(&["probe"]);
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.starts_with("CPU ") && text.contains("NVIDIA") && text.contains("AMD"),
+        "{text}"
+    );
+    let o = rlrig(&["probe", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
+}
