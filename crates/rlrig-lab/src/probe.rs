@@ -497,3 +497,107 @@ mod tests {
         assert_eq!(count_cpu_list("0"), 1);
     }
 }
+
+/// One reading of every GPU's busy percentage: AMD through sysfs, NVIDIA through NVML.
+/// Empty when there is no GPU.
+pub fn gpu_busy(roots: &Roots, nvml: Option<&nvml_wrapper::Nvml>) -> Vec<(String, f64)> {
+    let mut out = Vec::new();
+    if let Found::Present { devices } = amd(roots) {
+        for d in devices {
+            if let Some(b) = d.busy_percent {
+                out.push((format!("amd:{}", d.card), f64::from(b)));
+            }
+        }
+    }
+    if let Some(n) = nvml {
+        for i in 0..n.device_count().unwrap_or(0) {
+            if let Ok(u) = n.device_by_index(i).and_then(|d| d.utilization_rates()) {
+                out.push((format!("nvidia:{i}"), f64::from(u.gpu)));
+            }
+        }
+    }
+    out
+}
+
+/// Samples GPU utilisation in the background (every `period`) until [`GpuSampler::finish`].
+pub struct GpuSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Vec<GpuUse>>>,
+    latest: std::sync::Arc<std::sync::Mutex<Vec<(String, f64)>>>,
+}
+
+/// Mean and peak busy percentage of one GPU over a run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct GpuUse {
+    pub gpu: String,
+    pub mean_busy_percent: f64,
+    pub max_busy_percent: f64,
+    pub samples: usize,
+}
+
+impl GpuSampler {
+    pub fn start(roots: Roots, period: std::time::Duration) -> GpuSampler {
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let latest = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (st, lt) = (stop.clone(), latest.clone());
+        let handle = std::thread::Builder::new()
+            .name("rlrig-gpu-sampler".into())
+            .spawn(move || {
+                let nvml = if roots.nvml {
+                    nvml_wrapper::Nvml::init().ok()
+                } else {
+                    None
+                };
+                let mut acc: Vec<(String, f64, f64, usize)> = Vec::new();
+                while !st.load(Ordering::Relaxed) {
+                    let now = gpu_busy(&roots, nvml.as_ref());
+                    for (g, b) in &now {
+                        match acc.iter_mut().find(|a| &a.0 == g) {
+                            Some(a) => {
+                                a.1 += b;
+                                a.2 = a.2.max(*b);
+                                a.3 += 1;
+                            }
+                            None => acc.push((g.clone(), *b, *b, 1)),
+                        }
+                    }
+                    if let Ok(mut l) = lt.lock() {
+                        *l = now;
+                    }
+                    std::thread::park_timeout(period);
+                }
+                acc.into_iter()
+                    .map(|(gpu, sum, max, n)| GpuUse {
+                        gpu,
+                        mean_busy_percent: sum / n as f64,
+                        max_busy_percent: max,
+                        samples: n,
+                    })
+                    .collect()
+            })
+            .ok();
+        GpuSampler {
+            stop,
+            handle,
+            latest,
+        }
+    }
+
+    /// The most recent reading.
+    pub fn latest(&self) -> Vec<(String, f64)> {
+        self.latest.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Stops sampling; per-GPU mean and peak (empty without GPUs).
+    pub fn finish(mut self) -> Vec<GpuUse> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        match self.handle.take() {
+            Some(h) => {
+                h.thread().unpark();
+                h.join().unwrap_or_default()
+            }
+            None => Vec::new(),
+        }
+    }
+}

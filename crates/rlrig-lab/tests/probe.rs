@@ -186,3 +186,38 @@ fn the_real_machine_probes_without_error() {
     assert!(p.memory.total_mib > 0);
     assert!(!p.fingerprint().is_empty());
 }
+
+#[test]
+fn gpu_utilisation_is_sampled_in_the_background() {
+    let (root, mut roots) = fake_machine("sampler", true);
+    roots.nvml = false;
+    let s = rlrig_lab::probe::GpuSampler::start(roots.clone(), std::time::Duration::from_millis(5));
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert_eq!(s.latest(), vec![("amd:card0".to_string(), 37.0)]);
+    // The card gets busier half-way.
+    fs::write(
+        roots.sys.join("class/drm/card0/device/gpu_busy_percent"),
+        "91\n",
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    let used = s.finish();
+    assert_eq!(used.len(), 1);
+    assert_eq!(used[0].gpu, "amd:card0");
+    assert_eq!(used[0].max_busy_percent, 91.0);
+    assert!(
+        used[0].mean_busy_percent > 37.0 && used[0].mean_busy_percent < 91.0,
+        "{used:?}"
+    );
+    assert!(used[0].samples >= 4);
+    // No GPU: nothing sampled, nothing fails.
+    let (root2, mut none) = fake_machine("sampler-none", false);
+    none.nvml = false;
+    assert!(
+        rlrig_lab::probe::GpuSampler::start(none, std::time::Duration::from_millis(5))
+            .finish()
+            .is_empty()
+    );
+    fs::remove_dir_all(root).ok();
+    fs::remove_dir_all(root2).ok();
+}

@@ -178,6 +178,10 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         trace: a.trace.clone(),
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
+    let gpu = rlrig_lab::probe::GpuSampler::start(
+        rlrig_lab::probe::Roots::default(),
+        std::time::Duration::from_millis(200),
+    );
     let metrics = match &a.metrics_addr {
         None => None,
         Some(addr) => {
@@ -209,7 +213,7 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
             p.steps_per_sec, p.recent_return
         ));
         if let Some(server) = &metrics {
-            server.update(exposition(&labels, p, &cpu));
+            server.update(exposition(&labels, p, &cpu, &gpu.latest()));
         }
     })?;
     bar.finish_and_clear();
@@ -248,6 +252,19 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     if !busy.is_empty() {
         outln!("cpu busy per core: {}", busy.join(" "));
     }
+    let gpus = gpu.finish();
+    if gpus.is_empty() {
+        outln!("gpu: none in use (the native CPU path ran the networks)");
+    }
+    for g in &gpus {
+        outln!(
+            "gpu {}: busy {:.0}% mean, {:.0}% peak ({} samples)",
+            g.gpu,
+            g.mean_busy_percent,
+            g.max_busy_percent,
+            g.samples
+        );
+    }
     let v = rlrig_lab::verdict::verdict(&b, summary.config.num_envs, a.threads);
     outln!("verdict: {}", v.message);
     if let Some(p) = &a.trace {
@@ -262,6 +279,7 @@ fn exposition(
     labels: &str,
     p: &rlrig_learn::trainer::Progress<'_>,
     cpu: &rlrig_lab::verdict::CpuSampler,
+    gpus: &[(String, f64)],
 ) -> String {
     let mut e = rlrig_lab::metrics::Exposition::default();
     let s = p.stats;
@@ -325,6 +343,20 @@ fn exposition(
         "Busy fraction of each core since the run started.",
         &samples,
     );
+    if !gpus.is_empty() {
+        let names: Vec<String> = gpus.iter().map(|(g, _)| format!("gpu=\"{g}\"")).collect();
+        let samples: Vec<(&str, f64)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(gpus.iter().map(|(_, b)| b / 100.0))
+            .collect();
+        e.metric(
+            "rlrig_gpu_busy_ratio",
+            "gauge",
+            "GPU busy fraction (NVML, amdgpu sysfs).",
+            &samples,
+        );
+    }
     if let Some(rss) = rlrig_lab::metrics::rss_bytes() {
         e.metric(
             "rlrig_resident_memory_bytes",
