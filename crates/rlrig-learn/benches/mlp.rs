@@ -1,0 +1,53 @@
+//! `cargo bench -p rlrig-learn`: the native path on STACK.md's reference shape,
+//! a 4 -> 64 -> 64 -> 3 tanh MLP (2 logits + value): one training step (forward,
+//! backward, Adam) and one inference call, at several batch sizes.
+
+use std::time::Duration;
+
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use rlrig_env::{Purpose, Rng};
+use rlrig_learn::nn::{Mlp, MlpCache, normal};
+use rlrig_learn::optim::{Adam, clip_grad_norm};
+
+fn benches(c: &mut Criterion) {
+    let mlp = Mlp::new(&[4, 64, 64, 3], 0);
+    let mut rng = Rng::stream(0, Purpose::Bench, 0);
+    let mut params = vec![0.0; mlp.num_params()];
+    mlp.init(&mut params, std::f32::consts::SQRT_2, 1.0, &mut rng);
+    let mut g = c.benchmark_group("mlp_4_64_64_3");
+    for batch in [64usize, 512, 4096] {
+        let x: Vec<f32> = (0..batch * 4).map(|_| normal(&mut rng) as f32).collect();
+        let dout: Vec<f32> = (0..batch * 3).map(|_| normal(&mut rng) as f32 / batch as f32).collect();
+        let mut cache = MlpCache::default();
+        let mut grads = vec![0.0; params.len()];
+        let mut adam = Adam::new(params.len(), 1e-5);
+        g.throughput(Throughput::Elements(batch as u64));
+        g.bench_function(BenchmarkId::new("train_step", batch), |b| {
+            b.iter(|| {
+                mlp.forward(&params, &x, batch, &mut cache);
+                grads.fill(0.0);
+                mlp.backward(&params, &mut grads, &dout, &mut cache);
+                clip_grad_norm(&mut grads, 0.5);
+                adam.step(&mut params, &grads, 1e-4);
+            })
+        });
+    }
+    for batch in [1usize, 16, 256] {
+        let x: Vec<f32> = (0..batch * 4).map(|_| normal(&mut rng) as f32).collect();
+        let mut cache = MlpCache::default();
+        g.throughput(Throughput::Elements(batch as u64));
+        g.bench_function(BenchmarkId::new("inference", batch), |b| {
+            b.iter(|| {
+                std::hint::black_box(mlp.forward(&params, &x, batch, &mut cache));
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = mlp;
+    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    targets = benches
+}
+criterion_main!(mlp);
