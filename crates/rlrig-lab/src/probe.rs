@@ -498,21 +498,34 @@ mod tests {
     }
 }
 
-/// One reading of every GPU's busy percentage: AMD through sysfs, NVIDIA through NVML.
-/// Empty when there is no GPU.
-pub fn gpu_busy(roots: &Roots, nvml: Option<&nvml_wrapper::Nvml>) -> Vec<(String, f64)> {
+/// One GPU reading: name, busy percentage, memory in use (MiB) if known.
+pub type GpuReading = (String, f64, Option<f64>);
+
+/// One reading of every GPU: AMD through sysfs, NVIDIA through NVML. Empty without GPUs.
+pub fn gpu_busy(roots: &Roots, nvml: Option<&nvml_wrapper::Nvml>) -> Vec<GpuReading> {
     let mut out = Vec::new();
     if let Found::Present { devices } = amd(roots) {
         for d in devices {
             if let Some(b) = d.busy_percent {
-                out.push((format!("amd:{}", d.card), f64::from(b)));
+                out.push((
+                    format!("amd:{}", d.card),
+                    f64::from(b),
+                    d.vram_used_mib.map(|m| m as f64),
+                ));
             }
         }
     }
     if let Some(n) = nvml {
         for i in 0..n.device_count().unwrap_or(0) {
-            if let Ok(u) = n.device_by_index(i).and_then(|d| d.utilization_rates()) {
-                out.push((format!("nvidia:{i}"), f64::from(u.gpu)));
+            let Ok(d) = n.device_by_index(i) else {
+                continue;
+            };
+            if let Ok(u) = d.utilization_rates() {
+                let mem = d
+                    .memory_info()
+                    .ok()
+                    .map(|m| (m.used / (1024 * 1024)) as f64);
+                out.push((format!("nvidia:{i}"), f64::from(u.gpu), mem));
             }
         }
     }
@@ -523,7 +536,7 @@ pub fn gpu_busy(roots: &Roots, nvml: Option<&nvml_wrapper::Nvml>) -> Vec<(String
 pub struct GpuSampler {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     handle: Option<std::thread::JoinHandle<Vec<GpuUse>>>,
-    latest: std::sync::Arc<std::sync::Mutex<Vec<(String, f64)>>>,
+    latest: std::sync::Arc<std::sync::Mutex<Vec<GpuReading>>>,
 }
 
 /// Mean and peak busy percentage of one GPU over a run.
@@ -532,6 +545,8 @@ pub struct GpuUse {
     pub gpu: String,
     pub mean_busy_percent: f64,
     pub max_busy_percent: f64,
+    /// Peak memory in use, MiB, where the driver reports it.
+    pub max_memory_used_mib: Option<f64>,
     pub samples: usize,
 }
 
@@ -549,17 +564,21 @@ impl GpuSampler {
                 } else {
                     None
                 };
-                let mut acc: Vec<(String, f64, f64, usize)> = Vec::new();
+                let mut acc: Vec<(String, f64, f64, usize, Option<f64>)> = Vec::new();
                 while !st.load(Ordering::Relaxed) {
                     let now = gpu_busy(&roots, nvml.as_ref());
-                    for (g, b) in &now {
+                    for (g, b, m) in &now {
                         match acc.iter_mut().find(|a| &a.0 == g) {
                             Some(a) => {
                                 a.1 += b;
                                 a.2 = a.2.max(*b);
                                 a.3 += 1;
+                                a.4 = match (a.4, m) {
+                                    (Some(x), Some(y)) => Some(x.max(*y)),
+                                    (x, y) => x.or(*y),
+                                };
                             }
-                            None => acc.push((g.clone(), *b, *b, 1)),
+                            None => acc.push((g.clone(), *b, *b, 1, *m)),
                         }
                     }
                     if let Ok(mut l) = lt.lock() {
@@ -568,10 +587,11 @@ impl GpuSampler {
                     std::thread::park_timeout(period);
                 }
                 acc.into_iter()
-                    .map(|(gpu, sum, max, n)| GpuUse {
+                    .map(|(gpu, sum, max, n, mem)| GpuUse {
                         gpu,
                         mean_busy_percent: sum / n as f64,
                         max_busy_percent: max,
+                        max_memory_used_mib: mem,
                         samples: n,
                     })
                     .collect()
@@ -585,7 +605,7 @@ impl GpuSampler {
     }
 
     /// The most recent reading.
-    pub fn latest(&self) -> Vec<(String, f64)> {
+    pub fn latest(&self) -> Vec<GpuReading> {
         self.latest.lock().map(|l| l.clone()).unwrap_or_default()
     }
 

@@ -193,7 +193,10 @@ fn gpu_utilisation_is_sampled_in_the_background() {
     roots.nvml = false;
     let s = rlrig_lab::probe::GpuSampler::start(roots.clone(), std::time::Duration::from_millis(5));
     std::thread::sleep(std::time::Duration::from_millis(60));
-    assert_eq!(s.latest(), vec![("amd:card0".to_string(), 37.0)]);
+    assert_eq!(
+        s.latest(),
+        vec![("amd:card0".to_string(), 37.0, Some(512.0))]
+    );
     // The card gets busier half-way.
     fs::write(
         roots.sys.join("class/drm/card0/device/gpu_busy_percent"),
@@ -210,6 +213,7 @@ fn gpu_utilisation_is_sampled_in_the_background() {
         "{used:?}"
     );
     assert!(used[0].samples >= 4);
+    assert_eq!(used[0].max_memory_used_mib, Some(512.0));
     // No GPU: nothing sampled, nothing fails.
     let (root2, mut none) = fake_machine("sampler-none", false);
     none.nvml = false;

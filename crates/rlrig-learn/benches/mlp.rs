@@ -17,7 +17,9 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("mlp_4_64_64_3");
     for batch in [64usize, 512, 4096] {
         let x: Vec<f32> = (0..batch * 4).map(|_| normal(&mut rng) as f32).collect();
-        let dout: Vec<f32> = (0..batch * 3).map(|_| normal(&mut rng) as f32 / batch as f32).collect();
+        let dout: Vec<f32> = (0..batch * 3)
+            .map(|_| normal(&mut rng) as f32 / batch as f32)
+            .collect();
         let mut cache = MlpCache::default();
         let mut grads = vec![0.0; params.len()];
         let mut adam = Adam::new(params.len(), 1e-5);

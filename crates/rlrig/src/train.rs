@@ -258,10 +258,12 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     }
     for g in &gpus {
         outln!(
-            "gpu {}: busy {:.0}% mean, {:.0}% peak ({} samples)",
+            "gpu {}: busy {:.0}% mean, {:.0}% peak, memory peak {} ({} samples)",
             g.gpu,
             g.mean_busy_percent,
             g.max_busy_percent,
+            g.max_memory_used_mib
+                .map_or("?".into(), |m| format!("{m:.0} MiB")),
             g.samples
         );
     }
@@ -279,7 +281,7 @@ fn exposition(
     labels: &str,
     p: &rlrig_learn::trainer::Progress<'_>,
     cpu: &rlrig_lab::verdict::CpuSampler,
-    gpus: &[(String, f64)],
+    gpus: &[rlrig_lab::probe::GpuReading],
 ) -> String {
     let mut e = rlrig_lab::metrics::Exposition::default();
     let s = p.stats;
@@ -344,17 +346,34 @@ fn exposition(
         &samples,
     );
     if !gpus.is_empty() {
-        let names: Vec<String> = gpus.iter().map(|(g, _)| format!("gpu=\"{g}\"")).collect();
+        let names: Vec<String> = gpus
+            .iter()
+            .map(|(g, _, _)| format!("gpu=\"{g}\""))
+            .collect();
         let samples: Vec<(&str, f64)> = names
             .iter()
             .map(String::as_str)
-            .zip(gpus.iter().map(|(_, b)| b / 100.0))
+            .zip(gpus.iter().map(|(_, b, _)| b / 100.0))
             .collect();
         e.metric(
             "rlrig_gpu_busy_ratio",
             "gauge",
             "GPU busy fraction (NVML, amdgpu sysfs).",
             &samples,
+        );
+        let mem: Vec<(&str, f64)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(
+                gpus.iter()
+                    .map(|(_, _, m)| m.map_or(f64::NAN, |m| m * 1024.0 * 1024.0)),
+            )
+            .collect();
+        e.metric(
+            "rlrig_gpu_memory_used_bytes",
+            "gauge",
+            "GPU memory in use.",
+            &mem,
         );
     }
     if let Some(rss) = rlrig_lab::metrics::rss_bytes() {
