@@ -44,24 +44,39 @@ impl Default for AcrobotParams {
     }
 }
 
-/// `[theta1, theta2, dtheta1, dtheta2]`, as `env.unwrapped.state`.
+/// `[theta1, theta2, dtheta1, dtheta2]`, as `env.unwrapped.state`, with the sines and
+/// cosines the observation and the next step need, computed once (libm bounds Acrobot).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct AcrobotState {
     pub s: [f64; 4],
+    /// `(sin, cos)` of `s[0]` and of `s[1]`.
+    pub sc0: (f64, f64),
+    pub sc1: (f64, f64),
+}
+
+impl AcrobotState {
+    pub fn new(s: [f64; 4]) -> AcrobotState {
+        AcrobotState {
+            s,
+            sc0: s[0].sin_cos(),
+            sc1: s[1].sin_cos(),
+        }
+    }
 }
 
 pub struct Acrobot;
 
-/// `_dsdt` of the reference (book dynamics), same operation order.
+/// `_dsdt` of the reference (book dynamics), same operation order; `sc2` is
+/// `(sin, cos)` of `s[1]`.
 #[inline(always)]
-fn dsdt(p: &AcrobotParams, s: &[f64; 4], a: f64) -> [f64; 4] {
+fn dsdt(p: &AcrobotParams, s: &[f64; 4], sc2: (f64, f64), a: f64) -> [f64; 4] {
     let (m1, m2) = (p.link_mass_1, p.link_mass_2);
     let l1 = p.link_length_1;
     let (lc1, lc2) = (p.link_com_pos_1, p.link_com_pos_2);
     let (i1, i2) = (p.link_moi, p.link_moi);
     let g = 9.8;
     let [theta1, theta2, dtheta1, dtheta2] = *s;
-    let (sin2, cos2) = theta2.sin_cos();
+    let (sin2, cos2) = sc2;
     let d1 = m1 * (lc1 * lc1) + m2 * ((l1 * l1) + (lc2 * lc2) + 2.0 * l1 * lc2 * cos2) + i1 + i2;
     let d2 = m2 * ((lc2 * lc2) + l1 * lc2 * cos2) + i2;
     let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
@@ -124,9 +139,9 @@ impl Env for Acrobot {
     fn reset(p: &AcrobotParams, rng: &mut Rng) -> AcrobotState {
         // The reference keeps the initial state in float32.
         let b = p.reset_bound;
-        AcrobotState {
-            s: std::array::from_fn(|_| f64::from(rng.uniform(-b, b) as f32)),
-        }
+        AcrobotState::new(std::array::from_fn(
+            |_| f64::from(rng.uniform(-b, b) as f32),
+        ))
     }
 
     #[inline]
@@ -135,18 +150,19 @@ impl Env for Acrobot {
         let y0 = st.s;
         let dt = p.dt;
         let dt2 = dt / 2.0;
-        let k1 = dsdt(p, &y0, torque);
-        let k2 = dsdt(p, &axpy(&y0, dt2, &k1), torque);
-        let k3 = dsdt(p, &axpy(&y0, dt2, &k2), torque);
-        let k4 = dsdt(p, &axpy(&y0, dt, &k3), torque);
+        let stage = |y: [f64; 4]| dsdt(p, &y, y[1].sin_cos(), torque);
+        let k1 = dsdt(p, &y0, st.sc1, torque);
+        let k2 = stage(axpy(&y0, dt2, &k1));
+        let k3 = stage(axpy(&y0, dt2, &k2));
+        let k4 = stage(axpy(&y0, dt, &k3));
         let mut ns: [f64; 4] =
             std::array::from_fn(|i| y0[i] + dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]));
         ns[0] = wrap(ns[0], -PI, PI);
         ns[1] = wrap(ns[1], -PI, PI);
         ns[2] = bound(ns[2], -p.max_vel_1, p.max_vel_1);
         ns[3] = bound(ns[3], -p.max_vel_2, p.max_vel_2);
-        st.s = ns;
-        let terminated = -ns[0].cos() - (ns[1] + ns[0]).cos() > 1.0;
+        *st = AcrobotState::new(ns);
+        let terminated = -st.sc0.1 - (ns[1] + ns[0]).cos() > 1.0;
         Transition {
             reward: if terminated { 0.0 } else { -1.0 },
             terminated,
@@ -155,8 +171,8 @@ impl Env for Acrobot {
 
     #[inline]
     fn observe(_: &AcrobotParams, st: &AcrobotState, out: &mut [f32]) {
-        let (s0, c0) = st.s[0].sin_cos();
-        let (s1, c1) = st.s[1].sin_cos();
+        let (s0, c0) = st.sc0;
+        let (s1, c1) = st.sc1;
         out[0] = c0 as f32;
         out[1] = s0 as f32;
         out[2] = c1 as f32;
@@ -171,6 +187,6 @@ impl Env for Acrobot {
 
     fn state_from_slice(_: &AcrobotParams, v: &[f64]) -> Result<AcrobotState, String> {
         let s = crate::envs::fixed::<4>(v, "[theta1, theta2, dtheta1, dtheta2]")?;
-        Ok(AcrobotState { s })
+        Ok(AcrobotState::new(s))
     }
 }

@@ -45,6 +45,22 @@ impl Default for PendulumParams {
 pub struct PendulumState {
     pub theta: f64,
     pub theta_dot: f64,
+    /// `sin(theta)` and `cos(theta)`, kept with theta: the observation needs both and
+    /// the next step needs the sine, so each step calls libm once instead of three times.
+    pub sin_theta: f64,
+    pub cos_theta: f64,
+}
+
+impl PendulumState {
+    pub fn new(theta: f64, theta_dot: f64) -> PendulumState {
+        let (sin_theta, cos_theta) = theta.sin_cos();
+        PendulumState {
+            theta,
+            theta_dot,
+            sin_theta,
+            cos_theta,
+        }
+    }
 }
 
 pub struct Pendulum;
@@ -101,10 +117,8 @@ impl Env for Pendulum {
     }
 
     fn reset(p: &PendulumParams, rng: &mut Rng) -> PendulumState {
-        PendulumState {
-            theta: rng.uniform(-p.reset_theta, p.reset_theta),
-            theta_dot: rng.uniform(-p.reset_theta_dot, p.reset_theta_dot),
-        }
+        let theta = rng.uniform(-p.reset_theta, p.reset_theta);
+        PendulumState::new(theta, rng.uniform(-p.reset_theta_dot, p.reset_theta_dot))
     }
 
     #[inline]
@@ -117,10 +131,10 @@ impl Env for Pendulum {
         let costs = np_square(angle_normalize(th)) + 0.1 * np_square(thdot) + f64::from(u_cost);
         // 3.0 / (m * l**2) is a Python float, so its product with u is float32 too.
         let torque_term = (3.0 / (p.m * p.l * p.l)) as f32 * u;
-        let newthdot = thdot + (3.0 * p.g / (2.0 * p.l) * th.sin() + f64::from(torque_term)) * p.dt;
+        let newthdot =
+            thdot + (3.0 * p.g / (2.0 * p.l) * s.sin_theta + f64::from(torque_term)) * p.dt;
         let newthdot = newthdot.max(-p.max_speed).min(p.max_speed);
-        s.theta = th + newthdot * p.dt;
-        s.theta_dot = newthdot;
+        *s = PendulumState::new(th + newthdot * p.dt, newthdot);
         Transition {
             reward: -costs,
             terminated: false,
@@ -129,9 +143,8 @@ impl Env for Pendulum {
 
     #[inline]
     fn observe(_: &PendulumParams, s: &PendulumState, out: &mut [f32]) {
-        let (sin, cos) = s.theta.sin_cos();
-        out[0] = cos as f32;
-        out[1] = sin as f32;
+        out[0] = s.cos_theta as f32;
+        out[1] = s.sin_theta as f32;
         out[2] = s.theta_dot as f32;
     }
 
@@ -141,7 +154,7 @@ impl Env for Pendulum {
 
     fn state_from_slice(_: &PendulumParams, v: &[f64]) -> Result<PendulumState, String> {
         let [theta, theta_dot] = crate::envs::fixed::<2>(v, "[theta, theta_dot]")?;
-        Ok(PendulumState { theta, theta_dot })
+        Ok(PendulumState::new(theta, theta_dot))
     }
 }
 
