@@ -52,4 +52,47 @@ criterion_group! {
     config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
     targets = benches
 }
-criterion_main!(mlp);
+
+/// The gemm shapes of a PPO minibatch (128 rows, 64 hidden): forward, dW and dX.
+fn gemm_shapes(c: &mut Criterion) {
+    use rlrig_learn::nn::gemm;
+    let mut rng = Rng::stream(1, Purpose::Bench, 0);
+    let mut g = c.benchmark_group("gemm");
+    for (m, k, n) in [(128usize, 64usize, 64usize), (512, 64, 64), (4, 64, 64)] {
+        let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();
+        let mut cbuf = vec![0.0f32; m * n];
+        g.throughput(Throughput::Elements((m * k * n) as u64));
+        g.bench_function(BenchmarkId::new("nn", format!("{m}x{k}x{n}")), |bch| {
+            bch.iter(|| gemm(m, k, n, 1.0, &a, (k, 1), &b, (n, 1), 1.0, &mut cbuf, (n, 1)))
+        });
+        // a^T b with a stored k x m (the dW product).
+        let at: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
+        let mut cw = vec![0.0f32; k * n];
+        g.bench_function(BenchmarkId::new("tn", format!("{k}x{m}x{n}")), |bch| {
+            bch.iter(|| {
+                gemm(
+                    k,
+                    m,
+                    n,
+                    1.0,
+                    &at,
+                    (1, k),
+                    &cbuf,
+                    (n, 1),
+                    1.0,
+                    &mut cw,
+                    (n, 1),
+                )
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = shapes;
+    config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1));
+    targets = gemm_shapes
+}
+criterion_main!(mlp, shapes);
