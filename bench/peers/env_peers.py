@@ -32,7 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"]
-PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "gymnax", "operant"]
+PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "operant"]
 ACTION_POOL = 64  # pre-generated action batches, cycled (power of two)
 WARMUP_SECONDS = 0.3
 
@@ -134,6 +134,33 @@ def run_envpool(args):
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"envpool {pkg_version('envpool')}",
                 note="env.step(actions) with batch_size=num_envs; C++ thread pool of num_threads")
+
+
+def run_envpool_async(args):
+    """EnvPool's asynchronous mode: recv() the first batch_size envs, send() their actions."""
+    import numpy as np
+    import envpool
+
+    if args.env not in envpool.list_all_envs():
+        raise Unsupported(f"envpool has no {args.env}")
+    bs = args.batch_size or max(1, args.num_envs // 2)
+    env = envpool.make(args.env, env_type="gymnasium", num_envs=args.num_envs,
+                       batch_size=bs, num_threads=args.threads, seed=0)
+    env.async_reset()
+    info = gym_space_info(np, env.action_space)
+    dtype = np.int32 if info["space_kind"] == "discrete" else np.float32
+    pool = action_pool(np, num_envs=bs, dtype=dtype, **info)
+
+    def step(actions):
+        _, _, _, _, inf = env.recv()
+        env.send(actions, inf["env_id"])
+
+    iters = int(math.ceil(args.steps / bs)) if args.steps > 0 else 0
+    iters, seconds = calibrate_and_run(step, pool, iters, args.target_seconds)
+    env.close()
+    return dict(threads=args.threads, mode="async", iters=iters, seconds=seconds, batch_size=bs,
+                version=f"envpool {pkg_version('envpool')}",
+                note="recv()/send(actions, env_id) with batch_size < num_envs; C++ thread pool of num_threads")
 
 
 def run_operant(args):
@@ -245,6 +272,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0,
                     help="total env steps, all envs together (rounded up to whole batches); 0 = auto")
+    ap.add_argument("--batch-size", type=int, default=0,
+                    help="envpool-async: envs per recv() (default num_envs / 2, as rlrig bench env)")
     ap.add_argument("--target-seconds", type=float, default=2.0,
                     help="with --steps 0: aim the timed loop at this many seconds")
     args = ap.parse_args(argv)
@@ -274,6 +303,7 @@ def main(argv=None):
         "gymnasium-sync": lambda: run_gymnasium(args, vectorized=False),
         "gymnasium-numpy": lambda: run_gymnasium(args, vectorized=True),
         "envpool": lambda: run_envpool(args),
+        "envpool-async": lambda: run_envpool_async(args),
         "gymnax": lambda: run_gymnax(args),
         "operant": lambda: run_operant(args),
     }
@@ -286,14 +316,15 @@ def main(argv=None):
         print(f"env_peers: {args.peer}: not installed ({e}); run bench/peers/setup.sh", file=sys.stderr)
         return 2
 
-    steps = r["iters"] * args.num_envs
+    batch = r.get("batch_size", args.num_envs)
+    steps = r["iters"] * batch
     sps = steps / r["seconds"]
     out = {
         "env": args.env,
         "num_envs": args.num_envs,
         "threads": r["threads"],
         "mode": r["mode"],
-        "batch_size": args.num_envs,
+        "batch_size": batch,
         "steps": steps,
         "seconds": r["seconds"],
         "steps_per_sec": sps,

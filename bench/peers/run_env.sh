@@ -128,6 +128,7 @@ SINGLE_THREADED=" gymnasium-sync gymnasium-numpy "
 for t in 1 2; do
     run_rlrig CartPole-v1 4096 "$t" sync
     run_rlrig CartPole-v1 4096 "$t" async
+    run_peer envpool-async CartPole-v1 4096 "$t"
     for p in "${PEERS[@]}"; do
         if [ "$t" != 1 ] && [[ "$SINGLE_THREADED" == *" $p "* ]]; then continue; fi
         run_peer "$p" CartPole-v1 4096 "$t"

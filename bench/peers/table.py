@@ -3,8 +3,9 @@
 
     python3 table.py results/env-2025-01-01.jsonl
 
-The ratio column is rlrig's sync steps/s for the same env, num_envs and
-threads divided by the row's steps/s (> 1: rlrig is faster). Stdlib only.
+The ratio column is rlrig's steps/s for the same env, num_envs, threads and mode
+(sync rows against rlrig sync, async rows against rlrig async) divided by the
+row's steps/s (> 1: rlrig is faster). Stdlib only.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ def human(x: float) -> str:
 
 
 def label(r: dict) -> str:
+    batch = f" (batch {r['batch_size']})" if r["mode"] == "async" else ""
     if r["peer"] == "rlrig":
-        return f"rlrig {r['mode']}" + (f" (batch {r['batch_size']})" if r["mode"] == "async" else "")
-    return r["peer"]
+        return f"rlrig {r['mode']}{batch}"
+    return r["peer"] + batch
 
 
 def main(path: str) -> int:
@@ -38,8 +40,8 @@ def main(path: str) -> int:
                 meta = d
             else:
                 rows.append(d)
-    base = {(r["env"], r["num_envs"], r["threads"]): r["steps_per_sec"]
-            for r in rows if r["peer"] == "rlrig" and r["mode"] == "sync"}
+    base = {(r["env"], r["num_envs"], r["threads"], r["mode"]): r["steps_per_sec"]
+            for r in rows if r["peer"] == "rlrig"}
 
     if meta:
         print(f"{meta.get('date', '')} | {meta.get('cpu', '')} | {meta.get('logical_cores')} logical cores | "
@@ -49,7 +51,7 @@ def main(path: str) -> int:
     print("| env | num_envs | threads | peer | steps/s | steps/s per thread | rlrig/peer |")
     print("|---|---:|---:|---|---:|---:|---:|")
     for r in rows:
-        b = base.get((r["env"], r["num_envs"], r["threads"]))
+        b = base.get((r["env"], r["num_envs"], r["threads"], r.get("mode", "sync")))
         ratio = f"{b / r['steps_per_sec']:.2f}" if b else "n/a"
         print(f"| {r['env']} | {r['num_envs']} | {r['threads']} | {label(r)} | {human(r['steps_per_sec'])} | "
               f"{human(r['steps_per_sec_per_thread'])} | {ratio} |")
