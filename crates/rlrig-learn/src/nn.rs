@@ -114,7 +114,15 @@ fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
     if n < 16 {
         // Narrow outputs (value heads, logits): dot products of a's rows with b's
         // columns, with 16 partial sums so neither a memory nor an add chain serialises.
-        let mut bt = vec![0.0f32; n * k];
+        // b^T, on the stack for the shapes that come here (n < 16, k <= 4096 / n).
+        let mut stack = [0.0f32; 4096];
+        let mut heap = Vec::new();
+        let bt: &mut [f32] = if n * k <= stack.len() {
+            &mut stack[..n * k]
+        } else {
+            heap.resize(n * k, 0.0);
+            &mut heap
+        };
         for t in 0..k {
             for j in 0..n {
                 bt[j * k + t] = b[t * n + j];

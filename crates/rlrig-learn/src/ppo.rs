@@ -805,6 +805,14 @@ impl Ppo {
         let mut d_val = vec![0.0f32; mb];
         let mut mb_adv = vec![0.0f32; mb];
         let mut logp_row = vec![0.0f32; out_dim];
+        let mut d_logstd = vec![
+            0.0f32;
+            if let Head::Gaussian { dim, .. } = &self.agent.head {
+                *dim
+            } else {
+                0
+            }
+        ];
         let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for epoch in 0..cfg.update_epochs {
@@ -849,14 +857,7 @@ impl Ppo {
                 let (mut pg, mut ent, mut kl, mut cf, mut vl) =
                     (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
                 // Gaussian: log-std gradient accumulates over the minibatch.
-                let mut d_logstd = vec![
-                    0.0f32;
-                    if let Head::Gaussian { dim, .. } = &self.agent.head {
-                        *dim
-                    } else {
-                        0
-                    }
-                ];
+                d_logstd.fill(0.0);
                 for (r, &i) in chunk.iter().enumerate() {
                     let adv = mb_adv[r];
                     let old_lp = self.logprobs[i];
