@@ -7,5 +7,6 @@
 pub mod metrics;
 pub mod plot;
 pub mod probe;
+pub mod render;
 pub mod suite;
 pub mod verdict;

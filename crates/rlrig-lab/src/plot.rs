@@ -9,7 +9,7 @@ use plotters::style::FontStyle;
 
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
-fn register_font() {
+pub(crate) fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         // The bytes are a valid TrueType font, shipped with the crate.

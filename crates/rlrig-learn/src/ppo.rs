@@ -986,6 +986,42 @@ impl Ppo {
     }
 }
 
+/// Greedy actions (argmax / Gaussian mean, clipped) for `n` observations, into `ai`/`af`.
+#[allow(clippy::too_many_arguments)]
+pub fn greedy_actions<'a>(
+    agent: &Agent,
+    obs_rms: Option<&RunningMeanStd>,
+    cfg: &PpoConfig,
+    raw_obs: &[f32],
+    n: usize,
+    cache: &mut MlpCache,
+    scratch: &mut Vec<f32>,
+    ai: &'a mut [i32],
+    af: &'a mut [f32],
+) -> ActionBuf<'a> {
+    scratch.clear();
+    scratch.extend_from_slice(raw_obs);
+    if let Some(rms) = obs_rms {
+        rms.normalize(scratch, cfg.clip_obs);
+    }
+    let out = agent.actor.forward(&agent.params, scratch, n, cache);
+    match &agent.head {
+        Head::Categorical { n: k } => {
+            for e in 0..n {
+                let row = &out[e * k..(e + 1) * k];
+                ai[e] = (0..*k).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as i32;
+            }
+            ActionBuf::Discrete(&ai[..n])
+        }
+        Head::Gaussian { dim, low, high, .. } => {
+            for (j, a) in af[..n * dim].iter_mut().enumerate() {
+                *a = out[j].clamp(low[j % dim], high[j % dim]);
+            }
+            ActionBuf::Continuous(&af[..n * dim])
+        }
+    }
+}
+
 /// Greedy evaluation of `agent` (see [`Ppo::evaluate`]); episodes run in parallel envs.
 pub fn evaluate(
     agent: &Agent,
@@ -994,43 +1030,33 @@ pub fn evaluate(
     episodes: usize,
     seed: u64,
 ) -> Vec<f64> {
+    let episodes = episodes.max(1);
     let mut env = make_sync(
         &cfg.env,
-        VecConfig::new(episodes.max(1))
+        VecConfig::new(episodes)
             .seed(seed)
             .autoreset(AutoReset::NextStep),
     )
     .expect("config was validated");
-    let d = agent.obs_dim;
     let mut cache = MlpCache::default();
+    let mut scratch = Vec::new();
     let mut returns = vec![0.0; episodes];
     let mut finished = vec![false; episodes];
-    let mut obs = vec![0.0f32; episodes * d];
-    let mut act_i = vec![0i32; episodes];
-    let mut act_f = vec![0.0f32; episodes * agent.action_dim()];
+    let mut ai = vec![0i32; episodes];
+    let mut af = vec![0.0f32; episodes * agent.action_dim()];
     while !finished.iter().all(|&f| f) {
-        obs.copy_from_slice(env.obs());
-        if let Some(rms) = obs_rms {
-            rms.normalize(&mut obs, cfg.clip_obs);
-        }
-        let out = agent
-            .actor
-            .forward(&agent.params, &obs, episodes, &mut cache);
-        let buf = match &agent.head {
-            Head::Categorical { n } => {
-                for k in 0..episodes {
-                    let row = &out[k * n..(k + 1) * n];
-                    act_i[k] = (0..*n).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as i32;
-                }
-                ActionBuf::Discrete(&act_i)
-            }
-            Head::Gaussian { dim, low, high, .. } => {
-                for (j, a) in act_f.iter_mut().enumerate() {
-                    *a = out[j].clamp(low[j % dim], high[j % dim]);
-                }
-                ActionBuf::Continuous(&act_f)
-            }
-        };
+        let obs = env.obs().to_vec();
+        let buf = greedy_actions(
+            agent,
+            obs_rms,
+            cfg,
+            &obs,
+            episodes,
+            &mut cache,
+            &mut scratch,
+            &mut ai,
+            &mut af,
+        );
         env.step(buf).expect("the policy only emits valid actions");
         for k in 0..episodes {
             if !finished[k] {

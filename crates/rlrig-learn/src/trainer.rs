@@ -202,12 +202,11 @@ pub fn train_ppo(
     })
 }
 
-/// Greedy evaluation of the newest checkpoint in `run_dir`.
-pub fn eval_run(
+/// The agent of the newest checkpoint in `run_dir`, with its config and observation
+/// statistics.
+pub fn load_agent(
     run_dir: &Path,
-    episodes: usize,
-    seed: Option<u64>,
-) -> Result<EvalSummary, RunError> {
+) -> Result<(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>), RunError> {
     let ck = RunDir::new(run_dir)?.load_checkpoint()?;
     let cfg = ck.meta.config;
     let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
@@ -230,13 +229,93 @@ pub fn eval_run(
         )));
     }
     agent.params = ck.params;
+    Ok((cfg, agent, ck.meta.state.obs_rms))
+}
+
+/// Greedy evaluation of the newest checkpoint in `run_dir`.
+pub fn eval_run(
+    run_dir: &Path,
+    episodes: usize,
+    seed: Option<u64>,
+) -> Result<EvalSummary, RunError> {
+    let (cfg, agent, obs_rms) = load_agent(run_dir)?;
     let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-    let returns = evaluate(
-        &agent,
-        ck.meta.state.obs_rms.as_ref(),
-        &cfg,
-        episodes.max(1),
-        seed,
-    );
+    let returns = evaluate(&agent, obs_rms.as_ref(), &cfg, episodes.max(1), seed);
     Ok(EvalSummary::of(&returns, seed))
+}
+
+/// One recorded episode: the internal state (`env.unwrapped.state`) before every
+/// step and after the last one, with the undiscounted return up to each state.
+pub struct Recording {
+    pub states: Vec<Vec<f64>>,
+    pub returns: Vec<f64>,
+}
+
+/// Plays `episodes` greedy episodes of the newest checkpoint in `run_dir` and records
+/// their states, for rendering. Episode `e` is seeded with `seed + e`.
+pub fn record_episodes(
+    run_dir: &Path,
+    episodes: usize,
+    seed: Option<u64>,
+) -> Result<(String, Vec<Recording>), RunError> {
+    struct V<'a> {
+        cfg: &'a PpoConfig,
+        agent: &'a Agent,
+        rms: Option<&'a crate::normalize::RunningMeanStd>,
+        episodes: usize,
+        seed: u64,
+    }
+    impl rlrig_env::EnvVisitor for V<'_> {
+        type Output = Vec<Recording>;
+        fn visit<E: rlrig_env::Env>(self) -> Vec<Recording> {
+            let mut out = Vec::new();
+            let (mut cache, mut scratch) = (crate::nn::MlpCache::default(), Vec::new());
+            let (mut ai, mut af) = (vec![0i32; 1], vec![0.0f32; self.agent.action_dim()]);
+            for e in 0..self.episodes {
+                let mut env = rlrig_env::SyncVecEnv::<E>::new(
+                    rlrig_env::VecConfig::new(1).seed(self.seed + e as u64),
+                )
+                .expect("one env always builds");
+                let mut rec = Recording {
+                    states: vec![E::state_to_vec(env.state(0))],
+                    returns: vec![0.0],
+                };
+                loop {
+                    let obs = env.obs().to_vec();
+                    let buf = crate::ppo::greedy_actions(
+                        self.agent,
+                        self.rms,
+                        self.cfg,
+                        &obs,
+                        1,
+                        &mut cache,
+                        &mut scratch,
+                        &mut ai,
+                        &mut af,
+                    );
+                    rlrig_env::VecEnvDyn::step(&mut env, buf)
+                        .expect("the policy only emits valid actions");
+                    let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];
+                    rec.returns.push(ret);
+                    rec.states.push(E::state_to_vec(env.state(0)));
+                    if env.terminated()[0] || env.truncated()[0] {
+                        break;
+                    }
+                }
+                out.push(rec);
+            }
+            out
+        }
+    }
+    let (cfg, agent, rms) = load_agent(run_dir)?;
+    let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+    let v = V {
+        cfg: &cfg,
+        agent: &agent,
+        rms: rms.as_ref(),
+        episodes: episodes.max(1),
+        seed,
+    };
+    let recs = rlrig_env::visit(&cfg.env, v).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    Ok((cfg.env.clone(), recs))
 }

@@ -44,6 +44,8 @@ enum Command {
     Train(train::TrainCommand),
     /// Evaluate the newest checkpoint of a run with the greedy policy.
     Eval(train::EvalArgs),
+    /// Render greedy episodes of a run's newest checkpoint to an animated GIF.
+    Play(train::PlayArgs),
     /// Measure throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Replay(a) => cli_envs::replay(a),
         Command::Train(t) => train::train(t),
         Command::Eval(a) => train::eval(a),
+        Command::Play(a) => train::play(a),
         Command::Bench(b) => bench::run(b),
         Command::Probe(a) => probe::run(a),
         Command::Compare(a) => lab::compare(a),

@@ -421,3 +421,42 @@ pub fn eval(a: EvalArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[derive(Args)]
+pub struct PlayArgs {
+    /// Run directory of a `rlrig train` run.
+    #[arg(long)]
+    run: PathBuf,
+    /// Write the episodes as an animated GIF here.
+    #[arg(long, value_name = "FILE.gif")]
+    gif: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    episodes: usize,
+    /// Seed of the first episode (default: the run's seed + 1000003).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// At most this many frames per episode (long episodes are subsampled).
+    #[arg(long, default_value_t = 250)]
+    max_frames: usize,
+}
+
+pub fn play(a: PlayArgs) -> Result<()> {
+    if a.episodes == 0 {
+        bail!("--episodes must be at least 1");
+    }
+    let (env, recs) = rlrig_learn::trainer::record_episodes(&a.run, a.episodes, a.seed)?;
+    let eps: Vec<(Vec<Vec<f64>>, Vec<f64>)> =
+        recs.into_iter().map(|r| (r.states, r.returns)).collect();
+    rlrig_lab::render::episodes_gif(&a.gif, &env, &eps, a.max_frames)
+        .map_err(anyhow::Error::msg)?;
+    for (i, (s, r)) in eps.iter().enumerate() {
+        outln!(
+            "episode {}: {} steps, return {:.1}",
+            i + 1,
+            s.len() - 1,
+            r.last().copied().unwrap_or(0.0)
+        );
+    }
+    outln!("gif: {}", a.gif.display());
+    Ok(())
+}

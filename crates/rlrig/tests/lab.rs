@@ -135,3 +135,68 @@ fn probe_prints_a_report_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
 }
+
+#[test]
+fn play_renders_a_trained_agent_to_an_animated_gif() {
+    let d = tmp("play");
+    for env in ["CartPole-v1", "Pendulum-v1", "MountainCarContinuous-v0"] {
+        let run = d.join(env);
+        let o = rlrig(&[
+            "train",
+            "ppo",
+            "--env",
+            env,
+            "--total-steps",
+            "4096",
+            "--set",
+            "num_steps=512",
+            "--set",
+            "num_envs=4",
+            "--set",
+            "num_minibatches=4",
+            "--quiet",
+            "--eval-episodes",
+            "1",
+            "--run-dir",
+            run.to_str().unwrap(),
+        ]);
+        assert!(
+            o.status.success(),
+            "{env}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let gif = d.join(format!("{env}.gif"));
+        let o = rlrig(&[
+            "play",
+            "--run",
+            run.to_str().unwrap(),
+            "--gif",
+            gif.to_str().unwrap(),
+            "--episodes",
+            "2",
+            "--max-frames",
+            "20",
+        ]);
+        assert!(
+            o.status.success(),
+            "{env}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let bytes = std::fs::read(&gif).unwrap();
+        assert!(bytes.starts_with(b"GIF89a"), "{env}: not a GIF");
+        // One graphic control extension per frame: two episodes give several frames.
+        let frames = bytes.windows(2).filter(|w| w == b"\x21\xf9").count();
+        assert!(frames >= 4, "{env}: {frames} frames");
+        assert!(String::from_utf8_lossy(&o.stdout).contains("episode 2:"));
+    }
+    let o = rlrig(&[
+        "play",
+        "--run",
+        d.to_str().unwrap(),
+        "--gif",
+        d.join("x.gif").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("checkpoints/latest"));
+    std::fs::remove_dir_all(d).ok();
+}

@@ -1,0 +1,176 @@
+//! Animated GIFs of recorded episodes for the classic-control envs (`rlrig play`),
+//! drawn from each step's internal state with the reference's geometry.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+/// Frames per second Gymnasium's renderers use (`metadata["render_fps"]`).
+fn fps(env: &str) -> u32 {
+    match env {
+        "CartPole-v1" => 50,
+        "Acrobot-v1" => 15,
+        _ => 30,
+    }
+}
+
+type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+fn size(env: &str) -> (u32, u32) {
+    match env {
+        "Pendulum-v1" => (400, 400),
+        "Acrobot-v1" => (500, 500),
+        _ => (600, 400),
+    }
+}
+
+fn draw_cartpole(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    let (x, theta) = (s[0], s[2]);
+    let scale = 600.0 / 4.8; // world width: twice the x threshold
+    let (cx, cy) = ((x * scale + 300.0) as i32, 300);
+    a.draw(&PathElement::new(
+        vec![(0, cy + 15), (600, cy + 15)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(e)?;
+    a.draw(&Rectangle::new(
+        [(cx - 25, cy - 15), (cx + 25, cy + 15)],
+        BLACK.filled(),
+    ))
+    .map_err(e)?;
+    let len = scale; // pole length 2 * 0.5 m
+    let (px, py) = (
+        cx as f64 + len * theta.sin(),
+        (cy - 15) as f64 - len * theta.cos(),
+    );
+    a.draw(&PathElement::new(
+        vec![(cx, cy - 15), (px as i32, py as i32)],
+        RGBColor(202, 152, 101).stroke_width(10),
+    ))
+    .map_err(e)?;
+    a.draw(&Circle::new(
+        (cx, cy - 15),
+        5,
+        RGBColor(129, 132, 203).filled(),
+    ))
+    .map_err(e)?;
+    Ok(())
+}
+
+fn draw_pendulum(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    let (c, l, th) = ((200, 200), 150.0, s[0]);
+    let end = ((200.0 + l * th.sin()) as i32, (200.0 - l * th.cos()) as i32);
+    a.draw(&PathElement::new(
+        vec![c, end],
+        RGBColor(204, 77, 77).stroke_width(24),
+    ))
+    .map_err(e)?;
+    a.draw(&Circle::new(end, 12, RGBColor(204, 77, 77).filled()))
+        .map_err(e)?;
+    a.draw(&Circle::new(c, 6, BLACK.filled())).map_err(e)?;
+    Ok(())
+}
+
+fn draw_acrobot(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    let (cx, cy, l) = (250.0, 250.0, 100.0);
+    let p1 = (cx + l * s[0].sin(), cy + l * s[0].cos());
+    let p2 = (
+        p1.0 + l * (s[0] + s[1]).sin(),
+        p1.1 + l * (s[0] + s[1]).cos(),
+    );
+    let pt = |p: (f64, f64)| (p.0 as i32, p.1 as i32);
+    // The goal: the free end above one link length over the pivot.
+    a.draw(&PathElement::new(
+        vec![(0, (cy - l) as i32), (500, (cy - l) as i32)],
+        BLACK.stroke_width(1),
+    ))
+    .map_err(e)?;
+    for (from, to) in [((cx, cy), p1), (p1, p2)] {
+        a.draw(&PathElement::new(
+            vec![pt(from), pt(to)],
+            RGBColor(0, 204, 204).stroke_width(12),
+        ))
+        .map_err(e)?;
+        a.draw(&Circle::new(pt(from), 6, RGBColor(204, 204, 0).filled()))
+            .map_err(e)?;
+    }
+    Ok(())
+}
+
+fn draw_mountain_car(a: &Area<'_>, s: &[f64], goal: f64) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    let scale = 600.0 / 1.8;
+    let height = |x: f64| (3.0 * x).sin() * 0.45 + 0.55;
+    let to_px = |x: f64| {
+        (
+            ((x + 1.2) * scale) as i32,
+            (380.0 - height(x) * scale * 0.9) as i32,
+        )
+    };
+    let curve: Vec<(i32, i32)> = (0..=180)
+        .map(|i| to_px(-1.2 + 1.8 * f64::from(i) / 180.0))
+        .collect();
+    a.draw(&PathElement::new(curve, BLACK.stroke_width(2)))
+        .map_err(e)?;
+    let (fx, fy) = to_px(goal);
+    a.draw(&PathElement::new(
+        vec![(fx, fy), (fx, fy - 40)],
+        BLACK.stroke_width(2),
+    ))
+    .map_err(e)?;
+    a.draw(&Polygon::new(
+        vec![(fx, fy - 40), (fx + 22, fy - 34), (fx, fy - 28)],
+        RGBColor(204, 204, 0).filled(),
+    ))
+    .map_err(e)?;
+    let (px, py) = to_px(s[0]);
+    a.draw(&Circle::new((px, py - 10), 10, BLACK.filled()))
+        .map_err(e)?;
+    Ok(())
+}
+
+/// Writes the episodes (each a list of internal states) as one animated GIF, with the
+/// episode, step and return so far in the corner. Long episodes are subsampled to at
+/// most `max_frames` frames each.
+pub fn episodes_gif(
+    path: &Path,
+    env: &str,
+    episodes: &[(Vec<Vec<f64>>, Vec<f64>)],
+    max_frames: usize,
+) -> Result<(), String> {
+    crate::plot::register_font();
+    let draw: fn(&Area<'_>, &[f64]) -> Result<(), String> = match env {
+        "CartPole-v1" => draw_cartpole,
+        "Pendulum-v1" => draw_pendulum,
+        "Acrobot-v1" => draw_acrobot,
+        "MountainCar-v0" => |a, s| draw_mountain_car(a, s, 0.5),
+        "MountainCarContinuous-v0" => |a, s| draw_mountain_car(a, s, 0.45),
+        other => return Err(format!("no renderer for {other}")),
+    };
+    let longest = episodes.iter().map(|(s, _)| s.len()).max().unwrap_or(1);
+    let stride = longest.div_ceil(max_frames.max(1)).max(1);
+    let delay = (1000 * stride as u32 / fps(env)).max(20);
+    let root = BitMapBackend::gif(path, size(env), delay)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .into_drawing_area();
+    let font = ("sans-serif", 16).into_font().color(&BLACK);
+    for (ep, (states, returns)) in episodes.iter().enumerate() {
+        for (t, s) in states.iter().enumerate().step_by(stride) {
+            root.fill(&WHITE).map_err(|e| e.to_string())?;
+            draw(&root, s)?;
+            let label = format!(
+                "{env}  episode {}  step {t}  return {:.1}",
+                ep + 1,
+                returns[t]
+            );
+            root.draw(&Text::new(label, (8, 8), font.clone()))
+                .map_err(|e| e.to_string())?;
+            root.present()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
+    Ok(())
+}
