@@ -21,11 +21,13 @@ pub struct PpoArgs {
     /// Environment id (default: CartPole-v1, or the config file's `env`).
     #[arg(long)]
     env: Option<String>,
+    /// Seed of every random stream of the run (default 1).
     #[arg(long)]
     seed: Option<u64>,
     /// Environment steps to train for.
     #[arg(long)]
     total_steps: Option<u64>,
+    /// Environments stepped together (a hyperparameter: it changes the results).
     #[arg(long)]
     num_envs: Option<usize>,
     /// Worker threads for env stepping (results do not depend on it).
