@@ -101,3 +101,69 @@ fn mountain_car_continuous_matches_gymnasium() {
 fn pendulum_matches_gymnasium() {
     check_env("Pendulum-v1");
 }
+
+/// The same golden episodes through the batch kernel: 9 copies of the episode side by
+/// side (8 SIMD lanes and the scalar tail) must each match Gymnasium like the replay does.
+#[test]
+fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
+    use rlrig_env::envs::CartPole;
+    use rlrig_env::{Env, SyncVecEnv, VecConfig};
+    let path = format!(
+        "{}/tests/golden/CartPole-v1.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let n = 9;
+    for ep in doc["episodes"].as_array().unwrap() {
+        let state: Vec<f64> = ep["state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let mut env = SyncVecEnv::<CartPole>::new(VecConfig::new(n)).unwrap();
+        let s0 = CartPole::state_from_slice(&Default::default(), &state).unwrap();
+        for k in 0..n {
+            env.set_state(k, s0);
+        }
+        let actions = ep["actions"].as_array().unwrap();
+        for (t, (a, e)) in actions
+            .iter()
+            .zip(ep["steps"].as_array().unwrap())
+            .enumerate()
+        {
+            env.step(&vec![a.as_i64().unwrap() as i32; n]).unwrap();
+            let eobs: Vec<f32> = e["obs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_f64().unwrap() as f32)
+                .collect();
+            for k in 0..n {
+                for (i, want) in eobs.iter().enumerate() {
+                    let got = env.obs()[k * 4 + i];
+                    let (g, w) = (f64::from(got), f64::from(*want));
+                    assert!(
+                        (g - w).abs() <= 1e-9 || (g - w).abs() <= 1e-6 * w.abs(),
+                        "lane {k} step {t} obs[{i}]: {g} vs {w}"
+                    );
+                }
+                assert_eq!(
+                    env.rewards()[k],
+                    e["reward"].as_f64().unwrap(),
+                    "lane {k} step {t}"
+                );
+                assert_eq!(
+                    env.terminated()[k],
+                    e["terminated"].as_bool().unwrap(),
+                    "lane {k} step {t}"
+                );
+                assert_eq!(
+                    env.truncated()[k],
+                    e["truncated"].as_bool().unwrap(),
+                    "lane {k} step {t}"
+                );
+            }
+        }
+    }
+}
