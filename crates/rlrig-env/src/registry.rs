@@ -1,7 +1,7 @@
 //! Env ids and run-time dispatch to the statically typed envs.
 
 use crate::env::Env;
-use crate::envs::{Acrobot, CartPole, MountainCar, MountainCarContinuous, Pendulum};
+use crate::envs::{Acrobot, Breakout, CartPole, MountainCar, MountainCarContinuous, Pendulum};
 use crate::error::EnvError;
 use crate::space::Space;
 use crate::vector::{AsyncVecEnv, AsyncVecEnvDyn, SyncVecEnv, VecConfig, VecEnvDyn};
@@ -13,6 +13,7 @@ pub const ENV_IDS: &[&str] = &[
     MountainCar::ID,
     MountainCarContinuous::ID,
     Pendulum::ID,
+    Breakout::ID,
 ];
 
 /// What a caller needs to know about an env without its type.
@@ -51,6 +52,7 @@ pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
         MountainCar::ID => v.visit::<MountainCar>(),
         MountainCarContinuous::ID => v.visit::<MountainCarContinuous>(),
         Pendulum::ID => v.visit::<Pendulum>(),
+        Breakout::ID => v.visit::<Breakout>(),
         _ => return Err(unknown(id)),
     })
 }

@@ -167,3 +167,70 @@ fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
         }
     }
 }
+
+/// MinAtar Breakout against the `minatar` package (sticky actions off in both, since
+/// their draws come from NumPy): frames, rewards and flags exact.
+#[test]
+fn minatar_breakout_matches_the_minatar_package() {
+    use rlrig_env::envs::Breakout;
+    use rlrig_env::envs::minatar_breakout::BreakoutParams;
+    let path = format!(
+        "{}/tests/golden/MinAtar-Breakout-v1.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["sticky_action_prob"], 0.0);
+    let p = BreakoutParams {
+        sticky_action_prob: 0.0,
+    };
+    let mut rewards = 0.0;
+    for ep in doc["episodes"].as_array().unwrap() {
+        let what = format!("seed {} policy {}", ep["seed"], ep["policy"]);
+        let state: Vec<f64> = ep["state"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let actions: Vec<Vec<f64>> = ep["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| vec![a.as_f64().unwrap()])
+            .collect();
+        let got = rlrig_env::replay::replay_env::<Breakout>(&p, &state, &actions)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let want = ep["steps"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{what}: episode length");
+        for (t, (g, w)) in got.iter().zip(want).enumerate() {
+            let ones: Vec<usize> = g
+                .obs
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v == 1.0)
+                .map(|(i, _)| i)
+                .collect();
+            let want_ones: Vec<usize> = w["ones"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_u64().unwrap() as usize)
+                .collect();
+            assert_eq!(ones, want_ones, "{what}: step {t} frame");
+            assert!(g.obs.iter().all(|v| *v == 0.0 || *v == 1.0));
+            assert_eq!(
+                g.reward,
+                w["reward"].as_f64().unwrap(),
+                "{what}: step {t} reward"
+            );
+            assert_eq!(
+                g.terminated,
+                w["terminated"].as_bool().unwrap(),
+                "{what}: step {t} terminated"
+            );
+            assert!(!g.truncated);
+            rewards += g.reward;
+        }
+    }
+    assert!(rewards >= 4.0, "the golden episodes should break bricks");
+}

@@ -9,6 +9,7 @@ use plotters::prelude::*;
 fn fps(env: &str) -> u32 {
     match env {
         "CartPole-v1" => 50,
+        "MinAtar/Breakout-v1" => 10,
         "Acrobot-v1" => 15,
         _ => 30,
     }
@@ -19,6 +20,7 @@ type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 fn size(env: &str) -> (u32, u32) {
     match env {
         "Pendulum-v1" => (400, 400),
+        "MinAtar/Breakout-v1" => (400, 430),
         "Acrobot-v1" => (500, 500),
         _ => (600, 400),
     }
@@ -132,6 +134,34 @@ fn draw_mountain_car(a: &Area<'_>, s: &[f64], goal: f64) -> Result<(), String> {
     Ok(())
 }
 
+/// MinAtar Breakout from its state vector `[ball_y, ball_x, ball_dir, pos, strike, last_x,
+/// last_y, terminal, last_action, 100 bricks]`: the 10x10 grid, 40 px a cell.
+fn draw_breakout(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    let cell = |y: f64, x: f64, color: RGBColor| {
+        let (x0, y0) = (x as i32 * 40, 30 + y as i32 * 40);
+        Rectangle::new([(x0 + 1, y0 + 1), (x0 + 39, y0 + 39)], color.filled())
+    };
+    a.draw(&Rectangle::new([(0, 30), (400, 430)], BLACK.filled()))
+        .map_err(e)?;
+    for i in 0..100 {
+        if s[9 + i] != 0.0 {
+            a.draw(&cell(
+                (i / 10) as f64,
+                (i % 10) as f64,
+                RGBColor(204, 102, 0),
+            ))
+            .map_err(e)?;
+        }
+    }
+    a.draw(&cell(s[6], s[5], RGBColor(90, 90, 140)))
+        .map_err(e)?;
+    a.draw(&cell(s[0], s[1], RGBColor(230, 230, 230)))
+        .map_err(e)?;
+    a.draw(&cell(9.0, s[3], RGBColor(0, 170, 200))).map_err(e)?;
+    Ok(())
+}
+
 /// Writes the episodes (each a list of internal states) as one animated GIF, with the
 /// episode, step and return so far in the corner. Long episodes are subsampled to at
 /// most `max_frames` frames each.
@@ -148,6 +178,7 @@ pub fn episodes_gif(
         "Acrobot-v1" => draw_acrobot,
         "MountainCar-v0" => |a, s| draw_mountain_car(a, s, 0.5),
         "MountainCarContinuous-v0" => |a, s| draw_mountain_car(a, s, 0.45),
+        "MinAtar/Breakout-v1" => draw_breakout,
         other => return Err(format!("no renderer for {other}")),
     };
     let longest = episodes.iter().map(|(s, _)| s.len()).max().unwrap_or(1);

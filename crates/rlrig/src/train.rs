@@ -168,10 +168,13 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let cfg = resolve_config(&a)?;
-    let run_dir = a
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("runs/{}-ppo-seed{}", cfg.env, cfg.seed)));
+    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "runs/{}-ppo-seed{}",
+            cfg.env.replace('/', "-"),
+            cfg.seed
+        ))
+    });
     let opts = TrainOptions {
         run_dir: run_dir.clone(),
         threads: a.threads,

@@ -139,8 +139,13 @@ fn probe_prints_a_report_and_json() {
 #[test]
 fn play_renders_a_trained_agent_to_an_animated_gif() {
     let d = tmp("play");
-    for env in ["CartPole-v1", "Pendulum-v1", "MountainCarContinuous-v0"] {
-        let run = d.join(env);
+    for env in [
+        "CartPole-v1",
+        "Pendulum-v1",
+        "MountainCarContinuous-v0",
+        "MinAtar/Breakout-v1",
+    ] {
+        let run = d.join(env.replace('/', "-"));
         let o = rlrig(&[
             "train",
             "ppo",
@@ -165,7 +170,7 @@ fn play_renders_a_trained_agent_to_an_animated_gif() {
             "{env}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        let gif = d.join(format!("{env}.gif"));
+        let gif = d.join(format!("{}.gif", env.replace('/', "-")));
         let o = rlrig(&[
             "play",
             "--run",

@@ -2,12 +2,14 @@
 
 pub mod acrobot;
 pub mod cartpole;
+pub mod minatar_breakout;
 pub mod mountain_car;
 pub mod mountain_car_continuous;
 pub mod pendulum;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
+pub use minatar_breakout::Breakout;
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;

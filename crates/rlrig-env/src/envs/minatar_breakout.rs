@@ -1,0 +1,250 @@
+//! MinAtar Breakout (Young & Tian 2019), as `MinAtar/Breakout-v1` of the `minatar`
+//! package (1.0.15): 10x10 grid, channels paddle / ball / trail / brick, the minimal
+//! action set (no-op, left, right) and sticky actions with probability 0.1.
+//!
+//! One deviation: the reference keeps the last action across resets (it lives in the
+//! `Environment` wrapper, not the game), so the first sticky repeat of an episode may
+//! replay the previous episode's last action; here a new episode starts from no-op.
+
+use crate::env::{Env, Transition};
+use crate::rng::Rng;
+use crate::space::Space;
+
+#[derive(Clone, Debug)]
+pub struct BreakoutParams {
+    /// Probability that the previous action is repeated instead of the chosen one.
+    pub sticky_action_prob: f64,
+}
+
+impl Default for BreakoutParams {
+    fn default() -> Self {
+        BreakoutParams {
+            sticky_action_prob: 0.1,
+        }
+    }
+}
+
+/// The game's variables; bricks are bits `y * 10 + x` of a u128.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BreakoutState {
+    pub ball_y: i8,
+    pub ball_x: i8,
+    pub ball_dir: u8,
+    pub pos: i8,
+    pub strike: bool,
+    pub last_x: i8,
+    pub last_y: i8,
+    pub terminal: bool,
+    /// The last action taken (index into the minimal set), for sticky actions.
+    pub last_action: u8,
+    pub bricks: u128,
+}
+
+const BRICK_ROWS: u128 = ((1u128 << 30) - 1) << 10; // rows 1..=3
+
+#[inline]
+fn bit(y: i8, x: i8) -> u128 {
+    1u128 << (y as u32 * 10 + x as u32)
+}
+
+pub struct Breakout;
+
+impl Env for Breakout {
+    type Params = BreakoutParams;
+    type State = BreakoutState;
+    type Action = i32;
+    const ID: &'static str = "MinAtar/Breakout-v1";
+    const OBS_DIM: usize = 400;
+    const STEP_COST_NS: u64 = 40;
+
+    fn observation_space(_: &BreakoutParams) -> Space {
+        Space::Box {
+            low: vec![0.0; 400],
+            high: vec![1.0; 400],
+            shape: vec![10, 10, 4],
+            dtype: crate::space::Dtype::Float32,
+        }
+    }
+
+    fn action_space(_: &BreakoutParams) -> Space {
+        Space::Discrete { n: 3 }
+    }
+
+    fn max_episode_steps(_: &BreakoutParams) -> Option<u32> {
+        None
+    }
+
+    fn reset(_: &BreakoutParams, rng: &mut Rng) -> BreakoutState {
+        let (ball_x, ball_dir) = if rng.below(2) == 0 { (0, 2) } else { (9, 3) };
+        BreakoutState {
+            ball_y: 3,
+            ball_x,
+            ball_dir,
+            pos: 4,
+            strike: false,
+            last_x: ball_x,
+            last_y: 3,
+            terminal: false,
+            last_action: 0,
+            bricks: BRICK_ROWS,
+        }
+    }
+
+    fn step(p: &BreakoutParams, s: &mut BreakoutState, a: &i32, rng: &mut Rng) -> Transition {
+        let mut a = *a as u8;
+        if p.sticky_action_prob > 0.0 && rng.unit_f64() < p.sticky_action_prob {
+            a = s.last_action;
+        }
+        s.last_action = a;
+        if s.terminal {
+            return Transition {
+                reward: 0.0,
+                terminated: true,
+            };
+        }
+        let mut r = 0.0;
+        match a {
+            1 => s.pos = (s.pos - 1).max(0),
+            2 => s.pos = (s.pos + 1).min(9),
+            _ => {}
+        }
+        s.last_x = s.ball_x;
+        s.last_y = s.ball_y;
+        let (dx, dy) = [(-1, -1), (1, -1), (1, 1), (-1, 1)][s.ball_dir as usize];
+        let (mut nx, mut ny) = (s.ball_x + dx, s.ball_y + dy);
+        let mut strike_toggle = false;
+        if !(0..=9).contains(&nx) {
+            nx = nx.clamp(0, 9);
+            s.ball_dir = [1, 0, 3, 2][s.ball_dir as usize];
+        }
+        if ny < 0 {
+            ny = 0;
+            s.ball_dir = [3, 2, 1, 0][s.ball_dir as usize];
+        } else if s.bricks & bit(ny, nx) != 0 {
+            strike_toggle = true;
+            if !s.strike {
+                r += 1.0;
+                s.strike = true;
+                s.bricks &= !bit(ny, nx);
+                ny = s.last_y;
+                s.ball_dir = [3, 2, 1, 0][s.ball_dir as usize];
+            }
+        } else if ny == 9 {
+            if s.bricks == 0 {
+                s.bricks = BRICK_ROWS;
+            }
+            if s.ball_x == s.pos {
+                s.ball_dir = [3, 2, 1, 0][s.ball_dir as usize];
+                ny = s.last_y;
+            } else if nx == s.pos {
+                s.ball_dir = [2, 3, 0, 1][s.ball_dir as usize];
+                ny = s.last_y;
+            } else {
+                s.terminal = true;
+            }
+        }
+        if !strike_toggle {
+            s.strike = false;
+        }
+        s.ball_x = nx;
+        s.ball_y = ny;
+        Transition {
+            reward: r,
+            terminated: s.terminal,
+        }
+    }
+
+    fn observe(_: &BreakoutParams, s: &BreakoutState, out: &mut [f32]) {
+        out.fill(0.0);
+        let at = |y: i8, x: i8, c: usize| (y as usize * 10 + x as usize) * 4 + c;
+        out[at(9, s.pos, 0)] = 1.0;
+        out[at(s.ball_y, s.ball_x, 1)] = 1.0;
+        out[at(s.last_y, s.last_x, 2)] = 1.0;
+        let mut b = s.bricks;
+        while b != 0 {
+            let i = b.trailing_zeros() as usize;
+            out[i * 4 + 3] = 1.0;
+            b &= b - 1;
+        }
+    }
+
+    /// `[ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, last_action,
+    /// brick_map (100 values, row-major)]`.
+    fn state_to_vec(s: &BreakoutState) -> Vec<f64> {
+        let mut v = vec![
+            f64::from(s.ball_y),
+            f64::from(s.ball_x),
+            f64::from(s.ball_dir),
+            f64::from(s.pos),
+            f64::from(u8::from(s.strike)),
+            f64::from(s.last_x),
+            f64::from(s.last_y),
+            f64::from(u8::from(s.terminal)),
+            f64::from(s.last_action),
+        ];
+        v.extend((0..100).map(|i| ((s.bricks >> i) & 1) as f64));
+        v
+    }
+
+    fn state_from_slice(_: &BreakoutParams, v: &[f64]) -> Result<BreakoutState, String> {
+        let v: &[f64; 109] = v.try_into().map_err(|_| {
+            format!(
+                "expected 109 numbers [ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, last_action, 100 bricks], got {}",
+                v.len()
+            )
+        })?;
+        let int = |i: usize, lo: f64, hi: f64| -> Result<i8, String> {
+            let x = v[i];
+            if x.fract() != 0.0 || !(lo..=hi).contains(&x) {
+                return Err(format!(
+                    "state[{i}] is {x}, expected an integer in {lo}..={hi}"
+                ));
+            }
+            Ok(x as i8)
+        };
+        let mut bricks = 0u128;
+        for i in 0..100 {
+            if int(9 + i, 0.0, 1.0)? == 1 {
+                bricks |= 1 << i;
+            }
+        }
+        Ok(BreakoutState {
+            ball_y: int(0, 0.0, 9.0)?,
+            ball_x: int(1, 0.0, 9.0)?,
+            ball_dir: int(2, 0.0, 3.0)? as u8,
+            pos: int(3, 0.0, 9.0)?,
+            strike: int(4, 0.0, 1.0)? == 1,
+            last_x: int(5, 0.0, 9.0)?,
+            last_y: int(6, 0.0, 9.0)?,
+            terminal: int(7, 0.0, 1.0)? == 1,
+            last_action: int(8, 0.0, 2.0)? as u8,
+            bricks,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Purpose;
+
+    #[test]
+    fn state_vector_round_trips() {
+        let mut rng = Rng::stream(0, Purpose::User, 0);
+        let p = BreakoutParams::default();
+        let mut s = Breakout::reset(&p, &mut rng);
+        for t in 0..40 {
+            Breakout::step(&p, &mut s, &(t % 3), &mut rng);
+            let v = Breakout::state_to_vec(&s);
+            assert_eq!(Breakout::state_from_slice(&p, &v).unwrap(), s);
+        }
+        assert!(Breakout::state_from_slice(&p, &[0.0; 5]).is_err());
+        let mut bad = Breakout::state_to_vec(&s);
+        bad[0] = 12.0;
+        assert!(
+            Breakout::state_from_slice(&p, &bad)
+                .unwrap_err()
+                .contains("state[0]")
+        );
+    }
+}
