@@ -31,7 +31,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1"]
+ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
+        "MinAtar/Breakout-v1"]
+# gymnax names the MinAtar games differently.
+GYMNAX_IDS = {"MinAtar/Breakout-v1": "Breakout-MinAtar"}
 PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "operant"]
 ACTION_POOL = 64  # pre-generated action batches, cycled (power of two)
 WARMUP_SECONDS = 0.3
@@ -195,9 +198,10 @@ def run_gymnax(args):
     import jax.numpy as jnp
     import gymnax
 
-    if args.env not in gymnax.registered_envs:
+    gid = GYMNAX_IDS.get(args.env, args.env)
+    if gid not in gymnax.registered_envs:
         raise Unsupported(f"gymnax has no {args.env}")
-    env, params = gymnax.make(args.env)
+    env, params = gymnax.make(gid)
     space = env.action_space(params)
     n = args.num_envs
     if hasattr(space, "n"):
