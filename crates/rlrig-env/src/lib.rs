@@ -21,6 +21,7 @@ pub mod error;
 pub mod registry;
 pub mod replay;
 pub mod rng;
+pub mod sample;
 pub mod space;
 pub mod vector;
 
@@ -28,6 +29,7 @@ pub use env::{Action, ActionBuf, ActionFault, Env, Transition};
 pub use error::EnvError;
 pub use registry::{ENV_IDS, EnvSpec, EnvVisitor, make_async, make_sync, spec, visit};
 pub use rng::{Purpose, Rng};
+pub use sample::RandomActions;
 pub use space::{Dtype, Space};
 pub use vector::{
     AsyncBatch, AsyncVecEnv, AsyncVecEnvDyn, AutoReset, SyncVecEnv, VecConfig, VecEnvDyn,

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use rlrig_env::{ActionBuf, ENV_IDS, Purpose, Rng, Space, VecConfig, make_sync, spec};
+use rlrig_env::{ENV_IDS, Purpose, RandomActions, Rng, VecConfig, make_sync, spec};
 use rlrig_learn::nn::MlpCache;
-use rlrig_learn::ppo::{Agent, Ppo, PpoConfig};
+use rlrig_learn::ppo::{Agent, Ppo, PpoConfig, greedy_actions};
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a workload's definition changes: results of different versions
@@ -41,26 +41,6 @@ pub struct SuiteResult {
     pub workloads: Vec<Workload>,
 }
 
-/// Random actions, precomputed so the timed loops measure only what they name.
-fn action_table(space: &Space, rows: usize) -> (Vec<i32>, Vec<f32>) {
-    let mut rng = Rng::stream(0, Purpose::Bench, 0);
-    match space {
-        Space::Discrete { n } => (
-            (0..rows).map(|_| rng.below(*n) as i32).collect(),
-            Vec::new(),
-        ),
-        Space::Box { low, high, .. } => {
-            let d = low.len();
-            (
-                Vec::new(),
-                (0..rows * d)
-                    .map(|k| rng.uniform(f64::from(low[k % d]), f64::from(high[k % d])) as f32)
-                    .collect(),
-            )
-        }
-    }
-}
-
 /// Runs `f` (which does `per_call` env steps) until `secs` have passed; steps/s.
 fn rate(secs: f64, per_call: usize, mut f: impl FnMut()) -> f64 {
     for _ in 0..3 {
@@ -77,43 +57,35 @@ fn rate(secs: f64, per_call: usize, mut f: impl FnMut()) -> f64 {
 
 fn env_workload(id: &str, num_envs: usize, threads: usize, secs: f64) -> Result<Workload, String> {
     let s = spec(id).map_err(|e| e.to_string())?;
-    let (di, dc) = action_table(&s.action_space, num_envs);
-    let buf = || {
-        if s.action_space.is_discrete() {
-            ActionBuf::Discrete(&di)
-        } else {
-            ActionBuf::Continuous(&dc)
-        }
-    };
+    // Random actions, precomputed so the timed loops measure only what they name.
+    let table = RandomActions::new(&s.action_space, num_envs, 0);
     let cfg = VecConfig::new(num_envs).threads(threads);
     let mut env = make_sync(id, cfg.clone()).map_err(|e| e.to_string())?;
-    let stepping = rate(secs, num_envs, || env.step(buf()).expect("valid actions"));
+    let stepping = rate(secs, num_envs, || {
+        env.step(table.slice(0, num_envs)).expect("valid actions")
+    });
     // With inference: the actor of a 64-64 agent on every batch, greedy actions.
     let mut env = make_sync(id, cfg).map_err(|e| e.to_string())?;
     let mut rng = Rng::stream(0, Purpose::Init, 0);
     let agent = Agent::new(s.obs_dim, &s.action_space, &[64, 64], 0.0, &mut rng);
-    let mut cache = MlpCache::default();
-    let (mut ai, mut af) = (vec![0i32; num_envs], vec![0.0f32; dc.len()]);
+    let (mut cache, mut scratch) = (MlpCache::default(), Vec::new());
+    let (mut ai, mut af) = (
+        vec![0i32; num_envs],
+        vec![0.0f32; num_envs * agent.action_dim()],
+    );
+    let ppo_cfg = PpoConfig::default();
     let with_inference = rate(secs, num_envs, || {
-        let out = agent
-            .actor
-            .forward(&agent.params, env.obs(), num_envs, &mut cache);
-        let buf = match &s.action_space {
-            Space::Discrete { n } => {
-                let n = *n as usize;
-                for k in 0..num_envs {
-                    let row = &out[k * n..(k + 1) * n];
-                    ai[k] = (0..n).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as i32;
-                }
-                ActionBuf::Discrete(&ai)
-            }
-            Space::Box { low, high, .. } => {
-                for (j, a) in af.iter_mut().enumerate() {
-                    *a = out[j].clamp(low[j % low.len()], high[j % low.len()]);
-                }
-                ActionBuf::Continuous(&af)
-            }
-        };
+        let buf = greedy_actions(
+            &agent,
+            None,
+            &ppo_cfg,
+            env.obs(),
+            num_envs,
+            &mut cache,
+            &mut scratch,
+            &mut ai,
+            &mut af,
+        );
         env.step(buf).expect("valid actions");
     });
     // With training: PPO with the env's preset, a few iterations.

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use rlrig_env::{ActionBuf, Purpose, Rng, Space, VecConfig, make_async, make_sync, spec};
+use rlrig_env::{RandomActions, VecConfig, make_async, make_sync, spec};
+
+use crate::default_threads;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -103,45 +105,6 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     }
 }
 
-/// A few batches of random actions, reused cyclically so the timing covers stepping only.
-enum ActionTable {
-    Discrete(Vec<i32>),
-    Continuous(Vec<f32>),
-}
-
-impl ActionTable {
-    fn new(space: &Space, rows: usize, seed: u64) -> ActionTable {
-        let mut rng = Rng::stream(seed, Purpose::Bench, 0);
-        match space {
-            Space::Discrete { n } => {
-                ActionTable::Discrete((0..rows).map(|_| rng.below(*n) as i32).collect())
-            }
-            Space::Box { low, high, .. } => {
-                let d = low.len();
-                ActionTable::Continuous(
-                    (0..rows * d)
-                        .map(|k| rng.uniform(f64::from(low[k % d]), f64::from(high[k % d])) as f32)
-                        .collect(),
-                )
-            }
-        }
-    }
-
-    /// `count` actions starting at action row `row`.
-    fn slice(&self, row: usize, count: usize, dim: usize) -> ActionBuf<'_> {
-        match self {
-            ActionTable::Discrete(v) => ActionBuf::Discrete(&v[row..row + count]),
-            ActionTable::Continuous(v) => ActionBuf::Continuous(&v[row * dim..(row + count) * dim]),
-        }
-    }
-}
-
-fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
-
 fn bench_env(a: EnvBenchArgs) -> Result<()> {
     let s = spec(&a.env)?;
     let threads = a.threads.unwrap_or_else(default_threads);
@@ -152,9 +115,8 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
         bail!("--threads must be at least 1");
     }
     let cfg = VecConfig::new(a.num_envs).threads(threads).seed(a.seed);
-    let dim = s.action_space.flat_dim();
     const TABLE_BATCHES: usize = 8;
-    let table = ActionTable::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
+    let table = RandomActions::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
     let mut used = threads;
     let (env_steps, seconds, batch_size) = match a.mode {
         Mode::Sync => {
@@ -163,11 +125,11 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             let iters = a.steps.div_ceil(a.num_envs as u64).max(1);
             let n = a.num_envs;
             for k in 0..10usize {
-                env.step(table.slice((k % TABLE_BATCHES) * n, n, dim))?;
+                env.step(table.slice((k % TABLE_BATCHES) * n, n))?;
             }
             let t = Instant::now();
             for k in 0..iters as usize {
-                env.step(table.slice((k % TABLE_BATCHES) * n, n, dim))?;
+                env.step(table.slice((k % TABLE_BATCHES) * n, n))?;
             }
             (iters * n as u64, t.elapsed().as_secs_f64(), n)
         }
@@ -181,7 +143,7 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
                 |iters: u64, env: &mut Box<dyn rlrig_env::AsyncVecEnvDyn>| -> Result<()> {
                     for k in 0..iters as usize {
                         ids.copy_from_slice(env.recv()?.env_ids);
-                        env.send(table.slice((k % TABLE_BATCHES) * bs, bs, dim), &ids)?;
+                        env.send(table.slice((k % TABLE_BATCHES) * bs, bs), &ids)?;
                     }
                     Ok(())
                 };

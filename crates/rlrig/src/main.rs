@@ -57,6 +57,11 @@ enum Command {
     Plot(lab::PlotArgs),
 }
 
+/// Worker threads when the user names none: every logical core.
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use crate::default_threads;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use rlrig_learn::ppo::PpoConfig;
@@ -62,12 +63,6 @@ pub struct PpoArgs {
     /// Write a Chrome/Perfetto trace (spans for env stepping, inference and learning).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
-}
-
-fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
 }
 
 fn parse_value(raw: &str) -> toml::Value {
