@@ -5,7 +5,7 @@
 
 use rlrig_env::envs::{CartPole, Pendulum};
 use rlrig_env::{
-    ActionBuf, AutoReset, ENV_IDS, EnvError, Purpose, Rng, Space, SyncVecEnv, VecConfig,
+    ActionBuf, AutoReset, ENV_IDS, EnvError, Purpose, Rng, Space, SyncVecEnv, VecConfig, VecEnvDyn,
     make_async, make_sync, spec,
 };
 
@@ -48,20 +48,12 @@ impl Actor {
     }
 }
 
-/// Every output of every step, as bits, for exact comparison.
-fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset) -> Vec<u64> {
-    let mut env = make_sync(
-        id,
-        VecConfig::new(n)
-            .threads(threads)
-            .seed(5)
-            .autoreset(mode)
-            .min_thread_work_ns(0),
-    )
-    .unwrap();
-    let mut actor = Actor::new(id, n);
-    let mut trace: Vec<u64> = env.obs().iter().map(|x| u64::from(x.to_bits())).collect();
+/// Steps `env` `steps` times with the actor's per-env actions and returns every output
+/// of every step (observations, rewards, flags, final observations) as bits.
+fn drive(env: &mut dyn VecEnvDyn, actor: &mut Actor, steps: usize) -> Vec<u64> {
+    let n = env.num_envs();
     let (mut di, mut dc) = (Vec::new(), Vec::new());
+    let mut trace = Vec::new();
     for _ in 0..steps {
         di.clear();
         dc.clear();
@@ -71,12 +63,29 @@ fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset)
         env.step(actor.buf(&di, &dc)).unwrap();
         trace.extend(env.obs().iter().map(|x| u64::from(x.to_bits())));
         trace.extend(env.rewards().iter().map(|x| x.to_bits()));
-        trace.extend(env.terminated().iter().map(|&b| b as u64));
-        trace.extend(env.truncated().iter().map(|&b| b as u64));
+        trace.extend(
+            env.terminated()
+                .iter()
+                .chain(env.truncated())
+                .map(|&b| b as u64),
+        );
         if let Some(f) = env.final_obs() {
             trace.extend(f.iter().map(|x| u64::from(x.to_bits())));
         }
     }
+    trace
+}
+
+/// The initial observations and then every output of `steps` steps.
+fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset) -> Vec<u64> {
+    let cfg = VecConfig::new(n)
+        .threads(threads)
+        .seed(5)
+        .autoreset(mode)
+        .min_thread_work_ns(0);
+    let mut env = make_sync(id, cfg).unwrap();
+    let mut trace: Vec<u64> = env.obs().iter().map(|x| u64::from(x.to_bits())).collect();
+    trace.extend(drive(env.as_mut(), &mut Actor::new(id, n), steps));
     trace
 }
 
@@ -372,42 +381,15 @@ fn a_restored_snapshot_continues_bit_identically() {
         let n = 13;
         let mut a = make_sync(id, VecConfig::new(n).seed(21)).unwrap();
         let mut actor = Actor::new(id, n);
-        let (mut di, mut dc) = (Vec::new(), Vec::new());
-        let mut drive = |env: &mut Box<dyn rlrig_env::VecEnvDyn>,
-                         actor: &mut Actor,
-                         steps: usize|
-         -> Vec<u64> {
-            let mut out = Vec::new();
-            for _ in 0..steps {
-                di.clear();
-                dc.clear();
-                for k in 0..n {
-                    actor.act(k, &mut di, &mut dc);
-                }
-                env.step(actor.buf(&di, &dc)).unwrap();
-                out.extend(env.obs().iter().map(|x| u64::from(x.to_bits())));
-                out.extend(env.rewards().iter().map(|x| x.to_bits()));
-                out.extend(
-                    env.terminated()
-                        .iter()
-                        .chain(env.truncated())
-                        .map(|&b| b as u64),
-                );
-            }
-            out
-        };
-        drive(&mut a, &mut actor, 333);
+        drive(a.as_mut(), &mut actor, 333);
         let snap = a.snapshot();
-        let mut actor_b = Actor {
-            space: actor.space.clone(),
-            rngs: actor.rngs.clone(),
-        };
+        let mut actor_b = actor.clone();
         let mut b = make_sync(id, VecConfig::new(n).seed(999)).unwrap();
         b.restore(&snap).unwrap();
         assert_eq!(a.obs(), b.obs(), "{id}: restored observations");
         assert_eq!(
-            drive(&mut a, &mut actor, 400),
-            drive(&mut b, &mut actor_b, 400),
+            drive(a.as_mut(), &mut actor, 400),
+            drive(b.as_mut(), &mut actor_b, 400),
             "{id}: continuation"
         );
         let mut wrong = make_sync(id, VecConfig::new(n + 1)).unwrap();

@@ -1,74 +1,95 @@
-//! Golden tests: trajectories recorded from Gymnasium (scripts/golden/make_golden.py)
-//! replayed through rlrig's executor. Observations within 1e-6 relative (or 1e-9
-//! absolute), rewards bit-exact, flags exact, same episode length.
+//! Golden tests: trajectories recorded from the reference implementations
+//! (scripts/golden/) replayed through rlrig's executor. Classic control against
+//! Gymnasium: observations within 1e-6 relative (or 1e-9 absolute), rewards bit-exact,
+//! flags exact, same episode length. MinAtar against the `minatar` package: exact.
 
-use rlrig_env::replay::replay;
+use rlrig_env::replay::{ReplayStep, replay};
 use serde_json::Value;
 
-fn check_env(id: &str) {
-    let path = format!("{}/tests/golden/{id}.json", env!("CARGO_MANIFEST_DIR"));
+/// One recorded episode of a golden file.
+struct Episode {
+    what: String,
+    state: Vec<f64>,
+    actions: Vec<Vec<f64>>,
+    steps: Vec<Value>,
+}
+
+/// The golden file `tests/golden/<file>.json`, checked to be for `env`.
+fn load(file: &str, env: &str) -> (Value, Vec<Episode>) {
+    let path = format!("{}/tests/golden/{file}.json", env!("CARGO_MANIFEST_DIR"));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    assert_eq!(doc["env"], id);
-    let episodes = doc["episodes"].as_array().unwrap();
+    assert_eq!(doc["env"], env);
+    let nums = |v: &Value| -> Vec<f64> {
+        match v {
+            Value::Array(xs) => xs.iter().map(|x| x.as_f64().unwrap()).collect(),
+            x => vec![x.as_f64().unwrap()],
+        }
+    };
+    let episodes = doc["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|ep| Episode {
+            what: format!("{env} seed {} policy {}", ep["seed"], ep["policy"]),
+            state: nums(&ep["state"]),
+            actions: ep["actions"].as_array().unwrap().iter().map(nums).collect(),
+            steps: ep["steps"].as_array().unwrap().clone(),
+        })
+        .collect();
+    (doc, episodes)
+}
+
+/// Observation within 1e-6 relative or 1e-9 absolute of the reference's float32 one.
+fn assert_obs_close(got: &[f32], want: &Value, what: &str) {
+    let want: Vec<f32> = want
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    assert_eq!(got.len(), want.len(), "{what}: observation length");
+    for (k, (a, b)) in got.iter().zip(&want).enumerate() {
+        let (a, b) = (f64::from(*a), f64::from(*b));
+        let ok = (a - b).abs() <= 1e-9 || (a - b).abs() <= 1e-6 * b.abs();
+        assert!(ok, "{what} obs[{k}]: rlrig {a} vs reference {b}");
+    }
+}
+
+/// Reward bit-exact, flags exact.
+fn assert_outcome(reward: f64, terminated: bool, truncated: bool, want: &Value, what: &str) {
+    let er = want["reward"].as_f64().unwrap();
+    assert_eq!(
+        reward.to_bits(),
+        er.to_bits(),
+        "{what}: reward {reward} vs {er}"
+    );
+    assert_eq!(
+        terminated,
+        want["terminated"].as_bool().unwrap(),
+        "{what}: terminated"
+    );
+    assert_eq!(
+        truncated,
+        want["truncated"].as_bool().unwrap(),
+        "{what}: truncated"
+    );
+}
+
+fn check_env(id: &str) {
+    let (_, episodes) = load(id, id);
     let mut ends = (0, 0);
-    for ep in episodes {
-        let what = format!("{id} seed {} policy {}", ep["seed"], ep["policy"]);
-        let state: Vec<f64> = ep["state"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
-        let actions: Vec<Vec<f64>> = ep["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| match a {
-                Value::Array(xs) => xs.iter().map(|x| x.as_f64().unwrap()).collect(),
-                x => vec![x.as_f64().unwrap()],
-            })
-            .collect();
-        let expected = ep["steps"].as_array().unwrap();
-        let got = replay(id, &state, &actions).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_eq!(got.len(), expected.len(), "{what}: episode length");
-        for (t, (g, e)) in got.iter().zip(expected).enumerate() {
-            let eobs: Vec<f32> = e["obs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap() as f32)
-                .collect();
-            assert_eq!(g.obs.len(), eobs.len());
-            for (k, (a, b)) in g.obs.iter().zip(&eobs).enumerate() {
-                let (a, b) = (f64::from(*a), f64::from(*b));
-                let ok = (a - b).abs() <= 1e-9 || (a - b).abs() <= 1e-6 * b.abs();
-                assert!(ok, "{what}: step {t} obs[{k}]: rlrig {a} vs gymnasium {b}");
-            }
-            let er = e["reward"].as_f64().unwrap();
-            assert_eq!(
-                g.reward.to_bits(),
-                er.to_bits(),
-                "{what}: step {t} reward {} vs {er}",
-                g.reward
-            );
-            assert_eq!(
-                g.terminated,
-                e["terminated"].as_bool().unwrap(),
-                "{what}: step {t} terminated"
-            );
-            assert_eq!(
-                g.truncated,
-                e["truncated"].as_bool().unwrap(),
-                "{what}: step {t} truncated"
-            );
+    for ep in &episodes {
+        let got: Vec<ReplayStep> =
+            replay(id, &ep.state, &ep.actions).unwrap_or_else(|e| panic!("{}: {e}", ep.what));
+        assert_eq!(got.len(), ep.steps.len(), "{}: episode length", ep.what);
+        for (t, (g, e)) in got.iter().zip(&ep.steps).enumerate() {
+            let what = format!("{} step {t}", ep.what);
+            assert_obs_close(&g.obs, &e["obs"], &what);
+            assert_outcome(g.reward, g.terminated, g.truncated, e, &what);
         }
         let last = got.last().unwrap();
-        if last.terminated {
-            ends.0 += 1;
-        }
-        if last.truncated {
-            ends.1 += 1;
-        }
+        ends.0 += usize::from(last.terminated);
+        ends.1 += usize::from(last.truncated);
     }
     // Every env's file covers the ways its episodes can end.
     if id != "Pendulum-v1" {
@@ -108,60 +129,25 @@ fn pendulum_matches_gymnasium() {
 fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
     use rlrig_env::envs::CartPole;
     use rlrig_env::{Env, SyncVecEnv, VecConfig};
-    let path = format!(
-        "{}/tests/golden/CartPole-v1.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (_, episodes) = load("CartPole-v1", "CartPole-v1");
     let n = 9;
-    for ep in doc["episodes"].as_array().unwrap() {
-        let state: Vec<f64> = ep["state"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
+    for ep in &episodes {
         let mut env = SyncVecEnv::<CartPole>::new(VecConfig::new(n)).unwrap();
-        let s0 = CartPole::state_from_slice(&Default::default(), &state).unwrap();
+        let s0 = CartPole::state_from_slice(&Default::default(), &ep.state).unwrap();
         for k in 0..n {
             env.set_state(k, s0);
         }
-        let actions = ep["actions"].as_array().unwrap();
-        for (t, (a, e)) in actions
-            .iter()
-            .zip(ep["steps"].as_array().unwrap())
-            .enumerate()
-        {
-            env.step(&vec![a.as_i64().unwrap() as i32; n]).unwrap();
-            let eobs: Vec<f32> = e["obs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_f64().unwrap() as f32)
-                .collect();
+        for (t, (a, e)) in ep.actions.iter().zip(&ep.steps).enumerate() {
+            env.step(&vec![a[0] as i32; n]).unwrap();
             for k in 0..n {
-                for (i, want) in eobs.iter().enumerate() {
-                    let got = env.obs()[k * 4 + i];
-                    let (g, w) = (f64::from(got), f64::from(*want));
-                    assert!(
-                        (g - w).abs() <= 1e-9 || (g - w).abs() <= 1e-6 * w.abs(),
-                        "lane {k} step {t} obs[{i}]: {g} vs {w}"
-                    );
-                }
-                assert_eq!(
+                let what = format!("{} lane {k} step {t}", ep.what);
+                assert_obs_close(&env.obs()[k * 4..(k + 1) * 4], &e["obs"], &what);
+                assert_outcome(
                     env.rewards()[k],
-                    e["reward"].as_f64().unwrap(),
-                    "lane {k} step {t}"
-                );
-                assert_eq!(
                     env.terminated()[k],
-                    e["terminated"].as_bool().unwrap(),
-                    "lane {k} step {t}"
-                );
-                assert_eq!(
                     env.truncated()[k],
-                    e["truncated"].as_bool().unwrap(),
-                    "lane {k} step {t}"
+                    e,
+                    &what,
                 );
             }
         }
@@ -174,35 +160,18 @@ fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
 fn minatar_breakout_matches_the_minatar_package() {
     use rlrig_env::envs::Breakout;
     use rlrig_env::envs::minatar_breakout::BreakoutParams;
-    let path = format!(
-        "{}/tests/golden/MinAtar-Breakout-v1.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let (doc, episodes) = load("MinAtar-Breakout-v1", "MinAtar/Breakout-v1");
     assert_eq!(doc["sticky_action_prob"], 0.0);
     let p = BreakoutParams {
         sticky_action_prob: 0.0,
     };
     let mut rewards = 0.0;
-    for ep in doc["episodes"].as_array().unwrap() {
-        let what = format!("seed {} policy {}", ep["seed"], ep["policy"]);
-        let state: Vec<f64> = ep["state"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
-        let actions: Vec<Vec<f64>> = ep["actions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| vec![a.as_f64().unwrap()])
-            .collect();
-        let got = rlrig_env::replay::replay_env::<Breakout>(&p, &state, &actions)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let want = ep["steps"].as_array().unwrap();
-        assert_eq!(got.len(), want.len(), "{what}: episode length");
-        for (t, (g, w)) in got.iter().zip(want).enumerate() {
+    for ep in &episodes {
+        let got = rlrig_env::replay::replay_env::<Breakout>(&p, &ep.state, &ep.actions)
+            .unwrap_or_else(|e| panic!("{}: {e}", ep.what));
+        assert_eq!(got.len(), ep.steps.len(), "{}: episode length", ep.what);
+        for (t, (g, w)) in got.iter().zip(&ep.steps).enumerate() {
+            let what = format!("{} step {t}", ep.what);
             let ones: Vec<usize> = g
                 .obs
                 .iter()
@@ -216,19 +185,9 @@ fn minatar_breakout_matches_the_minatar_package() {
                 .iter()
                 .map(|v| v.as_u64().unwrap() as usize)
                 .collect();
-            assert_eq!(ones, want_ones, "{what}: step {t} frame");
+            assert_eq!(ones, want_ones, "{what}: frame");
             assert!(g.obs.iter().all(|v| *v == 0.0 || *v == 1.0));
-            assert_eq!(
-                g.reward,
-                w["reward"].as_f64().unwrap(),
-                "{what}: step {t} reward"
-            );
-            assert_eq!(
-                g.terminated,
-                w["terminated"].as_bool().unwrap(),
-                "{what}: step {t} terminated"
-            );
-            assert!(!g.truncated);
+            assert_outcome(g.reward, g.terminated, g.truncated, w, &what);
             rewards += g.reward;
         }
     }

@@ -1045,12 +1045,11 @@ pub fn evaluate(
     let mut ai = vec![0i32; episodes];
     let mut af = vec![0.0f32; episodes * agent.action_dim()];
     while !finished.iter().all(|&f| f) {
-        let obs = env.obs().to_vec();
         let buf = greedy_actions(
             agent,
             obs_rms,
             cfg,
-            &obs,
+            env.obs(),
             episodes,
             &mut cache,
             &mut scratch,

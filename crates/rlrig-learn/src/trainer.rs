@@ -281,12 +281,11 @@ pub fn record_episodes(
                     returns: vec![0.0],
                 };
                 loop {
-                    let obs = env.obs().to_vec();
                     let buf = crate::ppo::greedy_actions(
                         self.agent,
                         self.rms,
                         self.cfg,
-                        &obs,
+                        env.obs(),
                         1,
                         &mut cache,
                         &mut scratch,

@@ -320,6 +320,8 @@ impl<E: Env> AsyncVecEnv<E> {
             });
         }
         let d = E::OBS_DIM;
+        // Final observations only exist in SameStep mode.
+        let same_step = self.cfg.autoreset == AutoReset::SameStep;
         for j in 0..self.batch_size {
             let i = match self.pending.pop_front() {
                 Some(i) => i,
@@ -335,7 +337,9 @@ impl<E: Env> AsyncVecEnv<E> {
             let s = self.shared.slot(i);
             self.env_ids[j] = i;
             self.obs[j * d..(j + 1) * d].copy_from_slice(&s.obs);
-            self.final_obs[j * d..(j + 1) * d].copy_from_slice(&s.final_obs);
+            if same_step {
+                self.final_obs[j * d..(j + 1) * d].copy_from_slice(&s.final_obs);
+            }
             self.rewards[j] = s.reward;
             self.terminated[j] = s.terminated;
             self.truncated[j] = s.truncated;
