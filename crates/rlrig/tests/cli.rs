@@ -1,44 +1,9 @@
 //! The `rlrig` binary end to end: listing, replay against a golden file, bench JSON,
 //! and clear errors (non-zero exit, no panic) for bad input.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn rlrig(args: &[&str], stdin: Option<&str>) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stdin.take().unwrap();
-    // The binary may exit (on a bad argument) before reading its input: a broken pipe
-    // here is expected, and the exit status below is what the tests check.
-    let _ = pipe.write_all(stdin.unwrap_or("").as_bytes());
-    drop(pipe);
-    child.wait_with_output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Fails with a clear one-line error: exit code 1, message on stderr, no panic.
-fn fails_with(args: &[&str], stdin: Option<&str>, needles: &[&str]) {
-    let o = rlrig(args, stdin);
-    let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-    assert!(err.starts_with("error: "), "{args:?}: {err}");
-    assert!(
-        !err.contains("panicked") && !err.contains("backtrace"),
-        "{args:?}: {err}"
-    );
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: expected '{n}' in: {err}");
-    }
-}
+use common::{fails_with, rlrig_in as rlrig, stderr};
 
 #[test]
 fn envs_lists_every_id_with_spaces() {

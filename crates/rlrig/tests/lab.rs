@@ -1,25 +1,11 @@
 //! `rlrig probe`, `bench suite`, `compare` and `plot` end to end.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn rlrig(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
-}
+use common::{rlrig, tmp};
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rlrig-lab-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 fn is_png(path: &std::path::Path) -> bool {

@@ -1,23 +1,13 @@
 //! `rlrig train ppo` and `rlrig eval` end to end: determinism across thread counts,
 //! resume after SIGKILL, and clear errors for bad configs and checkpoints.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::{fails_with, rlrig, tmp};
 use std::time::{Duration, Instant};
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rlrig-train-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn rlrig(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(args)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
-}
 
 fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
     vec![
@@ -149,41 +139,33 @@ fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
     }
 }
 
-fn fails_with(args: &[&str], needles: &[&str]) {
-    let o = rlrig(args);
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
-    assert!(
-        err.starts_with("error: ") && !err.contains("panicked"),
-        "{args:?}: {err}"
-    );
-    for n in needles {
-        assert!(err.contains(n), "{args:?}: expected '{n}' in: {err}");
-    }
-}
-
 #[test]
 fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     let d = tmp("bad");
     let ds = d.to_str().unwrap();
     fails_with(
         &["train", "ppo", "--env", "Nope-v0", "--run-dir", ds],
+        None,
         &["unknown env id 'Nope-v0'"],
     );
     fails_with(
         &["train", "ppo", "--device", "wgpu", "--run-dir", ds],
+        None,
         &["--device wgpu", "no Burn backend"],
     );
     fails_with(
         &["train", "ppo", "--device", "tpu", "--run-dir", ds],
+        None,
         &["--device tpu", "unknown device"],
     );
     fails_with(
         &["train", "ppo", "--set", "learning_rat=0.1", "--run-dir", ds],
+        None,
         &["learning_rat"],
     );
     fails_with(
         &["train", "ppo", "--set", "num_envs=four", "--run-dir", ds],
+        None,
         &["num_envs"],
     );
     fails_with(
@@ -195,6 +177,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
             "--run-dir",
             ds,
         ],
+        None,
         &["num_minibatches"],
     );
     std::fs::create_dir_all(&d).unwrap();
@@ -209,6 +192,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
             "--run-dir",
             ds,
         ],
+        None,
         &["bad.toml", "clip_coeff"],
     );
     std::fs::write(&cfg, "gamma = \"high\"\n").unwrap();
@@ -221,13 +205,15 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
             "--run-dir",
             ds,
         ],
+        None,
         &["bad.toml", "gamma"],
     );
     fails_with(
         &["train", "ppo", "--resume", "--run-dir", ds],
+        None,
         &["checkpoints/latest"],
     );
-    fails_with(&["eval", "--run", ds], &["checkpoints/latest"]);
+    fails_with(&["eval", "--run", ds], None, &["checkpoints/latest"]);
 
     // A real run, then damage it.
     let run = d.join("run");
@@ -246,6 +232,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     fails_with(
         &["train", "ppo", "--total-steps", "2048", "--run-dir", rs],
+        None,
         &["already holds a run", "--resume"],
     );
     fails_with(
@@ -258,6 +245,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
             rs,
             "--resume",
         ],
+        None,
         &["config differs"],
     );
     let ck = run.join("checkpoints");
@@ -269,11 +257,13 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     std::fs::write(&weights, &bytes).unwrap();
     fails_with(
         &["eval", "--run", rs],
+        None,
         &[".safetensors", "checksum mismatch"],
     );
     std::fs::write(ck.join(latest.trim()), "{not json").unwrap();
     fails_with(
         &["eval", "--run", rs],
+        None,
         &[".json", "not a valid rlrig checkpoint"],
     );
     std::fs::remove_dir_all(d).ok();
