@@ -78,6 +78,12 @@ fn a_slow_env_is_env_bound() {
         SyncVecEnv::<Slow>::new(VecConfig::new(4).autoreset(rlrig_env::AutoReset::SameStep))
             .unwrap(),
     );
+    let next_step: Box<dyn VecEnvDyn> =
+        Box::new(SyncVecEnv::<Slow>::new(VecConfig::new(4)).unwrap());
+    match Ppo::with_env(c.clone(), next_step) {
+        Err(e) => assert!(e.contains("SameStep"), "{e}"),
+        Ok(_) => panic!("a NextStep executor must be rejected"),
+    }
     let (b, _) = run(Ppo::with_env(c, env).unwrap());
     let v = verdict(&b, 4, 1);
     assert_eq!(v.bound, Bound::Env, "{b:?}: {}", v.message);

@@ -427,6 +427,9 @@ impl Ppo {
                 cfg.num_envs
             ));
         }
+        if env.final_obs().is_none() {
+            return Err("executor must use AutoReset::SameStep (PPO bootstraps truncated episodes from final_obs)".into());
+        }
         let spec = env.spec();
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
         let agent = Agent::new(
