@@ -1,14 +1,16 @@
 //! # rlrig-learn
 //!
 //! Everything that learns: the native CPU path for small networks ([`nn`]), the
-//! optimiser ([`optim`]), running normalisation ([`normalize`]) and the algorithms
-//! ([`ppo`]).
+//! optimiser ([`optim`]), running normalisation ([`normalize`]), the replay buffer
+//! ([`buffer`]) and the algorithms ([`ppo`], [`offpolicy`]: DDPG, TD3, SAC).
 
 // Minibatch and lane loops index several arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+pub mod buffer;
 pub mod nn;
 pub mod normalize;
+pub mod offpolicy;
 pub mod optim;
 pub mod ppo;
 pub mod run;

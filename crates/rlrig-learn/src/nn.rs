@@ -304,6 +304,7 @@ pub fn tanh_in_place(v: &mut [f32]) {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Activation {
     Tanh,
+    Relu,
     Identity,
 }
 
@@ -337,6 +338,11 @@ impl Mlp {
     /// A network `sizes[0] -> ... -> sizes[last]` with tanh on hidden layers and a
     /// linear output, whose parameters start at `offset`.
     pub fn new(sizes: &[usize], offset: usize) -> Mlp {
+        Mlp::with_activation(sizes, offset, Activation::Tanh)
+    }
+
+    /// As [`Mlp::new`] with `hidden` on the hidden layers (off-policy nets use ReLU).
+    pub fn with_activation(sizes: &[usize], offset: usize, hidden: Activation) -> Mlp {
         assert!(sizes.len() >= 2, "an MLP needs an input and an output size");
         let mut at = offset;
         let layers = sizes
@@ -351,7 +357,7 @@ impl Mlp {
                     act: if i + 2 == sizes.len() {
                         Activation::Identity
                     } else {
-                        Activation::Tanh
+                        hidden
                     },
                 };
                 at += w[0] * w[1] + w[1];
@@ -396,6 +402,26 @@ impl Mlp {
                 rng,
             );
             params[l.b..l.b + l.fan_out].fill(0.0);
+        }
+    }
+
+    /// PyTorch's default `nn.Linear` initialisation (Kaiming-uniform with a = sqrt(5)):
+    /// weights and biases uniform in +-1/sqrt(fan_in). CleanRL's off-policy scripts use it.
+    pub fn init_torch_default(&self, params: &mut [f32], rng: &mut Rng) {
+        for l in &self.layers {
+            let bound = 1.0 / (l.fan_in as f64).sqrt();
+            for p in &mut params[l.w..l.b + l.fan_out] {
+                *p = rng.uniform(-bound, bound) as f32;
+            }
+        }
+    }
+
+    /// Scales the output layer's weights and biases (a smaller last layer keeps the
+    /// first actions and values near zero).
+    pub fn scale_output_layer(&self, params: &mut [f32], factor: f32) {
+        let l = self.layers.last().expect("at least one layer");
+        for p in &mut params[l.w..l.b + l.fan_out] {
+            *p *= factor;
         }
     }
 
@@ -451,8 +477,10 @@ impl Mlp {
                 h_out,
                 (l.fan_out, 1),
             );
-            if l.act == Activation::Tanh {
-                tanh_in_place(h_out);
+            match l.act {
+                Activation::Tanh => tanh_in_place(h_out),
+                Activation::Relu => h_out.iter_mut().for_each(|v| *v = v.max(0.0)),
+                Activation::Identity => {}
             }
         }
         &cache.hs[self.layers.len()]
@@ -462,52 +490,96 @@ impl Mlp {
     /// (`batch x out`), *adds* the parameter gradients into `grads` (same layout as
     /// `params`). Returns nothing about the input: the input is data.
     pub fn backward(&self, params: &[f32], grads: &mut [f32], dout: &[f32], cache: &mut MlpCache) {
+        self.backward_full(params, Some(grads), dout, cache, None);
+    }
+
+    /// The general backward pass: adds parameter gradients into `grads` when given, and
+    /// writes d loss / d input (`batch x in`) into `dinput` when given. The actor update
+    /// of DDPG/TD3/SAC needs the critic's gradient with respect to the action without the
+    /// critic's own parameter gradients, hence both are optional.
+    pub fn backward_full(
+        &self,
+        params: &[f32],
+        mut grads: Option<&mut [f32]>,
+        dout: &[f32],
+        cache: &mut MlpCache,
+        dinput: Option<&mut [f32]>,
+    ) {
         let batch = cache.batch;
         assert_eq!(
             dout.len(),
             batch * self.output_dim(),
             "Mlp::backward: gradient shape"
         );
+        if let Some(d) = &dinput {
+            assert_eq!(
+                d.len(),
+                batch * self.input_dim(),
+                "Mlp::backward: input-gradient shape"
+            );
+        }
         let n = self.layers.len();
         // delta holds d loss / d pre-activation of the current layer.
         let mut cur = std::mem::take(&mut cache.delta[n - 1]);
         cur[..dout.len()].copy_from_slice(dout);
+        let mut dinput = dinput;
         for i in (0..n).rev() {
             let l = &self.layers[i];
             let d = &cur[..batch * l.fan_out];
             let h_in = &cache.hs[i];
-            // dW += h_in^T d  ([in x batch] x [batch x out]).
-            gemm(
-                l.fan_in,
-                batch,
-                l.fan_out,
-                1.0,
-                h_in,
-                (1, l.fan_in),
-                d,
-                (l.fan_out, 1),
-                1.0,
-                &mut grads[l.w..l.w + l.fan_in * l.fan_out],
-                (l.fan_out, 1),
-            );
-            let gb = &mut grads[l.b..l.b + l.fan_out];
-            for row in d.chunks_exact(l.fan_out) {
-                for (g, v) in gb.iter_mut().zip(row) {
-                    *g += v;
+            if let Some(grads) = grads.as_deref_mut() {
+                // dW += h_in^T d  ([in x batch] x [batch x out]).
+                gemm(
+                    l.fan_in,
+                    batch,
+                    l.fan_out,
+                    1.0,
+                    h_in,
+                    (1, l.fan_in),
+                    d,
+                    (l.fan_out, 1),
+                    1.0,
+                    &mut grads[l.w..l.w + l.fan_in * l.fan_out],
+                    (l.fan_out, 1),
+                );
+                let gb = &mut grads[l.b..l.b + l.fan_out];
+                for row in d.chunks_exact(l.fan_out) {
+                    for (g, v) in gb.iter_mut().zip(row) {
+                        *g += v;
+                    }
                 }
             }
-            if i == 0 {
+            if i == 0 && dinput.is_none() {
                 cache.delta[0] = cur;
                 break;
             }
-            // d_prev = (d W^T) * tanh'(h_in), tanh' = 1 - h^2. W^T is materialised
-            // (out x in, row-major) so the product takes gemm's row-major path.
+            // d_prev = (d W^T) * act'(h_in). W^T is materialised (out x in, row-major)
+            // so the product takes gemm's row-major path.
             let w = &params[l.w..l.w + l.fan_in * l.fan_out];
             cache.wt.resize(l.fan_in * l.fan_out, 0.0);
             for r in 0..l.fan_in {
                 for c in 0..l.fan_out {
                     cache.wt[c * l.fan_in + r] = w[r * l.fan_out + c];
                 }
+            }
+            if i == 0 {
+                // The input has no activation: d input = d W^T.
+                let dx = dinput.take().expect("checked above");
+                gemm(
+                    batch,
+                    l.fan_out,
+                    l.fan_in,
+                    1.0,
+                    d,
+                    (l.fan_out, 1),
+                    &cache.wt,
+                    (l.fan_in, 1),
+                    0.0,
+                    dx,
+                    (l.fan_in, 1),
+                );
+                cache.delta[0] = cur;
+                break;
             }
             let mut prev = std::mem::take(&mut cache.delta[i - 1]);
             let dp = &mut prev[..batch * l.fan_in];
@@ -524,8 +596,20 @@ impl Mlp {
                 dp,
                 (l.fan_in, 1),
             );
-            for (g, h) in dp.iter_mut().zip(h_in.iter()) {
-                *g *= 1.0 - h * h;
+            match self.layers[i - 1].act {
+                Activation::Tanh => {
+                    for (g, h) in dp.iter_mut().zip(h_in.iter()) {
+                        *g *= 1.0 - h * h;
+                    }
+                }
+                Activation::Relu => {
+                    for (g, h) in dp.iter_mut().zip(h_in.iter()) {
+                        if *h <= 0.0 {
+                            *g = 0.0;
+                        }
+                    }
+                }
+                Activation::Identity => {}
             }
             cache.delta[i] = cur;
             cur = prev;
@@ -718,6 +802,63 @@ mod tests {
             let up = loss(&p, &mut cache);
             p[i] -= 2.0 * h;
             let down = loss(&p, &mut cache);
+            let fd = (up - down) / (2.0 * f64::from(h));
+            let an = f64::from(grads[i]);
+            assert!(
+                (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+                "param {i}: analytic {an} vs numeric {fd}"
+            );
+        }
+    }
+
+    /// The same check for ReLU hidden layers and for the input gradient (the critic-to-
+    /// action path of DDPG/TD3/SAC), with parameter gradients switched off.
+    #[test]
+    fn input_gradient_matches_finite_differences_with_relu() {
+        let mlp = Mlp::with_activation(&[4, 7, 6, 1], 0, Activation::Relu);
+        let mut rng = Rng::stream(3, Purpose::User, 0);
+        let mut params = vec![0.0; mlp.num_params()];
+        mlp.init_torch_default(&mut params, &mut rng);
+        let batch = 5;
+        let x: Vec<f32> = (0..batch * 4).map(|_| normal(&mut rng) as f32).collect();
+        let g: Vec<f32> = (0..batch).map(|_| normal(&mut rng) as f32).collect();
+        let mut cache = MlpCache::default();
+        let loss = |p: &[f32], x: &[f32], cache: &mut MlpCache| -> f64 {
+            mlp.forward(p, x, batch, cache)
+                .iter()
+                .zip(&g)
+                .map(|(o, g)| f64::from(*o) * f64::from(*g))
+                .sum()
+        };
+        loss(&params, &x, &mut cache);
+        let mut dx = vec![0.0; x.len()];
+        mlp.backward_full(&params, None, &g, &mut cache, Some(&mut dx));
+        let h = 1e-3f32;
+        for i in 0..x.len() {
+            let mut xp = x.clone();
+            xp[i] += h;
+            let up = loss(&params, &xp, &mut cache);
+            xp[i] -= 2.0 * h;
+            let down = loss(&params, &xp, &mut cache);
+            let fd = (up - down) / (2.0 * f64::from(h));
+            let an = f64::from(dx[i]);
+            assert!(
+                (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+                "input {i}: analytic {an} vs numeric {fd}"
+            );
+        }
+        // Parameter gradients with ReLU, and both at once agree with each alone.
+        loss(&params, &x, &mut cache);
+        let mut grads = vec![0.0; params.len()];
+        let mut dx2 = vec![0.0; x.len()];
+        mlp.backward_full(&params, Some(&mut grads), &g, &mut cache, Some(&mut dx2));
+        assert_eq!(dx, dx2);
+        for i in 0..params.len() {
+            let mut p = params.clone();
+            p[i] += h;
+            let up = loss(&p, &x, &mut cache);
+            p[i] -= 2.0 * h;
+            let down = loss(&p, &x, &mut cache);
             let fd = (up - down) / (2.0 * f64::from(h));
             let an = f64::from(grads[i]);
             assert!(

@@ -1,6 +1,7 @@
 //! Learning tests: fixed seeds, small budgets, the agent must reach a score.
 //! Run in release (`scripts/test.sh` does); each takes seconds there.
 
+use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
 use rlrig_learn::ppo::{Ppo, PpoConfig};
 
 fn train_and_eval(cfg: PpoConfig) -> f64 {
@@ -28,4 +29,43 @@ fn ppo_solves_acrobot() {
 fn ppo_continuous_swings_up_pendulum() {
     let mean = train_and_eval(PpoConfig::for_env("Pendulum-v1"));
     assert!(mean >= -300.0, "mean evaluation return {mean}");
+}
+
+/// Trains an off-policy agent and returns its greedy evaluation over 10 episodes.
+fn train_offpolicy(cfg: OffPolicyConfig) -> f64 {
+    let mut r = OffPolicy::new(cfg, 2).unwrap();
+    let t = std::time::Instant::now();
+    while !r.done() {
+        let s = r.iterate();
+        eprintln!(
+            "{:?} step {} return {:.1} qf {:.3} actor {:.3} alpha {:.3}",
+            r.cfg.algo, s.global_step, s.episode_return, s.qf_loss, s.actor_loss, s.alpha
+        );
+    }
+    let ret = r.evaluate(10, 1_000_003).iter().sum::<f64>() / 10.0;
+    eprintln!(
+        "{:?}: eval {ret:.1} in {:.1} s ({} updates)",
+        r.cfg.algo,
+        t.elapsed().as_secs_f64(),
+        r.updates
+    );
+    ret
+}
+
+#[test]
+fn td3_swings_up_pendulum_within_20k_steps() {
+    let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Td3, "Pendulum-v1"));
+    assert!(ret >= -250.0, "TD3 Pendulum-v1 eval return {ret}");
+}
+
+#[test]
+fn sac_swings_up_pendulum_within_20k_steps() {
+    let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Sac, "Pendulum-v1"));
+    assert!(ret >= -250.0, "SAC Pendulum-v1 eval return {ret}");
+}
+
+#[test]
+fn ddpg_swings_up_pendulum_within_20k_steps() {
+    let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Ddpg, "Pendulum-v1"));
+    assert!(ret >= -250.0, "DDPG Pendulum-v1 eval return {ret}");
 }

@@ -1,0 +1,1231 @@
+//! Off-policy continuous control: DDPG (Lillicrap et al. 2016), TD3 (Fujimoto et al.
+//! 2018) and SAC with automatic entropy tuning (Haarnoja et al. 2018), as CleanRL's
+//! `ddpg_continuous_action.py`, `td3_continuous_action.py` and
+//! `sac_continuous_action.py`: the same networks (ReLU MLPs, PyTorch's default
+//! initialisation, a tanh-squashed actor scaled to the action bounds), losses, delays and
+//! target updates.
+//!
+//! Collection steps `num_envs` environments at once; after `learning_starts` steps the
+//! learner makes `utd_ratio` gradient updates per environment step collected (CleanRL:
+//! one env, one update per step), so users trade envs for updates with one setting.
+//!
+//! Determinism: exploration noise and random warm-up actions of collection step `t` come
+//! from the stream `(seed, Policy, t)`, minibatch indices and the policy/target noise of
+//! update `u` from `(seed, Learner, u)`; the learner runs on one thread in a fixed
+//! order, and the envs are stepped by rlrig-env (identical at any thread count). A run is
+//! a pure function of its config, and a checkpoint (which holds the replay buffer unless
+//! `checkpoint_buffer = false`) continues it bit for bit.
+//!
+//! One difference from CleanRL's SAC: the temperature loss reuses the log-probabilities
+//! of the actor update's sample (as Stable-Baselines3) instead of drawing a new one.
+
+use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
+use serde::{Deserialize, Serialize};
+
+use crate::buffer::{Batch, ReplayBuffer};
+use crate::nn::{Activation, Mlp, MlpCache, normal};
+use crate::optim::Adam;
+use crate::ppo::StageTimes;
+
+/// Which algorithm.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Algo {
+    Ddpg,
+    Td3,
+    Sac,
+}
+
+impl Algo {
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Ddpg => "ddpg",
+            Algo::Td3 => "td3",
+            Algo::Sac => "sac",
+        }
+    }
+
+    fn twin_critics(self) -> bool {
+        self != Algo::Ddpg
+    }
+}
+
+impl std::str::FromStr for Algo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Algo, String> {
+        match s {
+            "ddpg" => Ok(Algo::Ddpg),
+            "td3" => Ok(Algo::Td3),
+            "sac" => Ok(Algo::Sac),
+            _ => Err(format!("unknown algorithm '{s}' (known: ddpg, td3, sac)")),
+        }
+    }
+}
+
+/// Hyperparameters. Defaults are CleanRL's; [`OffPolicyConfig::for_env`] adds presets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct OffPolicyConfig {
+    /// ddpg, td3 or sac.
+    pub algo: Algo,
+    /// Environment id (a continuous-action env).
+    pub env: String,
+    /// Seed of every random stream in the run.
+    pub seed: u64,
+    /// Environment steps to train for (all envs together).
+    pub total_steps: u64,
+    /// Environments stepped together.
+    pub num_envs: usize,
+    /// Replay buffer capacity in transitions (allocated up front, at most total_steps).
+    pub buffer_size: usize,
+    /// Discount factor.
+    pub gamma: f64,
+    /// Polyak coefficient of the target networks.
+    pub tau: f64,
+    /// Minibatch size of each update.
+    pub batch_size: usize,
+    /// Environment steps of uniformly random actions before learning starts.
+    pub learning_starts: u64,
+    /// Actor learning rate (Adam).
+    pub policy_lr: f64,
+    /// Critic (and SAC temperature) learning rate (Adam).
+    pub q_lr: f64,
+    /// Actor updates happen every this many updates (TD3's delay; SAC then makes this
+    /// many actor updates at once, as CleanRL).
+    pub policy_frequency: u64,
+    /// SAC: soft-update the target critics every this many updates.
+    pub target_network_frequency: u64,
+    /// DDPG/TD3: std of the Gaussian exploration noise, in units of the action scale.
+    pub exploration_noise: f64,
+    /// TD3: std of the target policy smoothing noise (action-scale units).
+    pub policy_noise: f64,
+    /// TD3: clip of the target policy smoothing noise.
+    pub noise_clip: f64,
+    /// SAC: entropy temperature (the initial one when autotune is on: CleanRL starts
+    /// log alpha at 0, i.e. alpha 1, and ignores this value then).
+    pub alpha: f64,
+    /// SAC: tune the temperature towards the target entropy -dim(A).
+    pub autotune: bool,
+    /// Hidden layer sizes of actor and critics (ReLU).
+    pub hidden: Vec<usize>,
+    /// Gradient updates per environment step collected (after learning_starts).
+    pub utd_ratio: f64,
+    /// Adam epsilon (PyTorch's default).
+    pub adam_eps: f64,
+    /// Environment steps per metrics.csv row and progress update.
+    pub log_every: u64,
+    /// Environment steps between checkpoints (0: only at the end).
+    pub checkpoint_every: u64,
+    /// Save the replay buffer in checkpoints, so a resumed run continues bit for bit.
+    /// Without it a resumed run refills the buffer and differs from an uninterrupted one.
+    pub checkpoint_buffer: bool,
+}
+
+impl Default for OffPolicyConfig {
+    fn default() -> Self {
+        OffPolicyConfig {
+            algo: Algo::Sac,
+            env: "Pendulum-v1".into(),
+            seed: 1,
+            total_steps: 1_000_000,
+            num_envs: 1,
+            buffer_size: 1_000_000,
+            gamma: 0.99,
+            tau: 0.005,
+            batch_size: 256,
+            learning_starts: 5_000,
+            policy_lr: 3e-4,
+            q_lr: 1e-3,
+            policy_frequency: 2,
+            target_network_frequency: 1,
+            exploration_noise: 0.1,
+            policy_noise: 0.2,
+            noise_clip: 0.5,
+            alpha: 0.2,
+            autotune: true,
+            hidden: vec![256, 256],
+            utd_ratio: 1.0,
+            adam_eps: 1e-8,
+            log_every: 1_000,
+            checkpoint_every: 100_000,
+            checkpoint_buffer: true,
+        }
+    }
+}
+
+impl OffPolicyConfig {
+    /// CleanRL's defaults for `algo`, then presets for `env`.
+    pub fn for_env(algo: Algo, env: &str) -> OffPolicyConfig {
+        let mut c = OffPolicyConfig {
+            algo,
+            env: env.to_string(),
+            ..OffPolicyConfig::default()
+        };
+        if algo != Algo::Sac {
+            // ddpg/td3_continuous_action.py: one learning rate, 25k warm-up steps.
+            c.learning_starts = 25_000;
+            c.q_lr = 3e-4;
+        }
+        if env == "Pendulum-v1" {
+            // rl-baselines3-zoo trains Pendulum for 20k steps with lr 1e-3; a short
+            // warm-up and a smaller net are enough for this 3-dim task (measured: see
+            // BENCHMARKS.md).
+            c.total_steps = 20_000;
+            c.learning_starts = 1_000;
+            c.policy_lr = 1e-3;
+            c.q_lr = 1e-3;
+            c.hidden = vec![64, 64];
+            c.log_every = 500;
+            c.checkpoint_every = 5_000;
+        }
+        c
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let spec = rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
+        if spec.action_space.is_discrete() {
+            return Err(format!(
+                "{} has a discrete action space ({}); {} needs continuous (Box) actions: use `rlrig train ppo`",
+                self.env,
+                spec.action_space,
+                self.algo.name()
+            ));
+        }
+        let pos = |v: f64, name: &str| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{name} must be a positive number, got {v}"))
+            }
+        };
+        if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
+            return Err("num_envs, batch_size and buffer_size must be at least 1".into());
+        }
+        if self.policy_frequency == 0 || self.target_network_frequency == 0 || self.log_every == 0 {
+            return Err(
+                "policy_frequency, target_network_frequency and log_every must be at least 1"
+                    .into(),
+            );
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err(format!(
+                "hidden must list positive layer sizes, got {:?}",
+                self.hidden
+            ));
+        }
+        pos(self.policy_lr, "policy_lr")?;
+        pos(self.q_lr, "q_lr")?;
+        pos(self.adam_eps, "adam_eps")?;
+        pos(self.alpha, "alpha")?;
+        if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.tau) {
+            return Err(format!(
+                "gamma and tau must lie in [0, 1], got {} and {}",
+                self.gamma, self.tau
+            ));
+        }
+        for (v, n) in [
+            (self.exploration_noise, "exploration_noise"),
+            (self.policy_noise, "policy_noise"),
+            (self.noise_clip, "noise_clip"),
+            (self.utd_ratio, "utd_ratio"),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                return Err(format!("{n} must be a non-negative number, got {v}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Transitions the buffer holds.
+    pub fn capacity(&self) -> usize {
+        self.buffer_size.min(self.total_steps.max(1) as usize)
+    }
+}
+
+/// The networks: actor (DDPG/TD3: deterministic, tanh-squashed; SAC: mean and log-std
+/// heads in one output layer) and one or two critics over `[obs, action]`.
+#[derive(Clone, Debug)]
+pub struct Nets {
+    pub algo: Algo,
+    pub actor: Mlp,
+    pub q1: Mlp,
+    pub q2: Mlp,
+    pub actor_params: Vec<f32>,
+    pub critic_params: Vec<f32>,
+    pub obs_dim: usize,
+    pub act_dim: usize,
+    pub scale: Vec<f32>,
+    pub bias: Vec<f32>,
+    pub low: Vec<f32>,
+    pub high: Vec<f32>,
+}
+
+const LOG_STD_MIN: f32 = -5.0;
+const LOG_STD_MAX: f32 = 2.0;
+const LOG_SQRT_2PI: f32 = 0.918_938_5;
+
+impl Nets {
+    pub fn new(cfg: &OffPolicyConfig, obs_dim: usize, action_space: &Space) -> Nets {
+        let Space::Box { low, high, .. } = action_space else {
+            panic!("validated: continuous actions");
+        };
+        let a = low.len();
+        let out = if cfg.algo == Algo::Sac { 2 * a } else { a };
+        let sizes = |i: usize, o: usize| {
+            std::iter::once(i)
+                .chain(cfg.hidden.iter().copied())
+                .chain(std::iter::once(o))
+                .collect::<Vec<_>>()
+        };
+        let actor = Mlp::with_activation(&sizes(obs_dim, out), 0, Activation::Relu);
+        let q1 = Mlp::with_activation(&sizes(obs_dim + a, 1), 0, Activation::Relu);
+        let q2 = Mlp::with_activation(&sizes(obs_dim + a, 1), q1.end(), Activation::Relu);
+        let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
+        let mut actor_params = vec![0.0; actor.num_params()];
+        actor.init_torch_default(&mut actor_params, &mut rng);
+        let n_critic = if cfg.algo.twin_critics() {
+            q2.end()
+        } else {
+            q1.end()
+        };
+        let mut critic_params = vec![0.0; n_critic];
+        q1.init_torch_default(&mut critic_params, &mut rng);
+        if cfg.algo.twin_critics() {
+            q2.init_torch_default(&mut critic_params, &mut rng);
+        }
+        Nets {
+            algo: cfg.algo,
+            actor,
+            q1,
+            q2,
+            actor_params,
+            critic_params,
+            obs_dim,
+            act_dim: a,
+            scale: low.iter().zip(high).map(|(l, h)| (h - l) / 2.0).collect(),
+            bias: low.iter().zip(high).map(|(l, h)| (h + l) / 2.0).collect(),
+            low: low.clone(),
+            high: high.clone(),
+        }
+    }
+
+    /// Greedy actions for `n` observations into `out` (`n x act_dim`): the deterministic
+    /// actor, or SAC's squashed mean.
+    pub fn greedy(&self, obs: &[f32], n: usize, cache: &mut MlpCache, out: &mut [f32]) {
+        let a = self.act_dim;
+        let width = self.actor.output_dim();
+        let raw = self.actor.forward(&self.actor_params, obs, n, cache);
+        for b in 0..n {
+            for j in 0..a {
+                out[b * a + j] = crate::nn::tanh(raw[b * width + j]) * self.scale[j] + self.bias[j];
+            }
+        }
+    }
+}
+
+/// One SAC policy sample per row: the squashed action and everything the backward pass
+/// needs.
+#[derive(Default, Clone, Debug)]
+struct SacSample {
+    eps: Vec<f32>,
+    /// tanh of the raw log-std head.
+    t: Vec<f32>,
+    std: Vec<f32>,
+    /// tanh(mean + std * eps).
+    y: Vec<f32>,
+    action: Vec<f32>,
+    logp: Vec<f32>,
+}
+
+impl SacSample {
+    /// Samples from the actor's output `raw` (`n x 2a`) with noise from `rng`.
+    fn draw(&mut self, nets: &Nets, raw: &[f32], n: usize, rng: &mut Rng) {
+        let a = nets.act_dim;
+        for v in [
+            &mut self.eps,
+            &mut self.t,
+            &mut self.std,
+            &mut self.y,
+            &mut self.action,
+        ] {
+            v.resize(n * a, 0.0);
+        }
+        self.logp.resize(n, 0.0);
+        for b in 0..n {
+            let mut lp = 0.0f32;
+            for j in 0..a {
+                let k = b * a + j;
+                let mean = raw[b * 2 * a + j];
+                let t = crate::nn::tanh(raw[b * 2 * a + a + j]);
+                let log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (t + 1.0);
+                let std = log_std.exp();
+                let eps = normal(rng) as f32;
+                let y = crate::nn::tanh(mean + std * eps);
+                self.eps[k] = eps;
+                self.t[k] = t;
+                self.std[k] = std;
+                self.y[k] = y;
+                self.action[k] = y * nets.scale[j] + nets.bias[j];
+                lp += -0.5 * eps * eps
+                    - log_std
+                    - LOG_SQRT_2PI
+                    - (nets.scale[j] * (1.0 - y * y) + 1e-6).ln();
+            }
+            self.logp[b] = lp;
+        }
+    }
+}
+
+/// Metrics of one logging chunk (`log_every` env steps).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct ChunkStats {
+    pub global_step: u64,
+    pub episodes: u64,
+    /// Mean undiscounted return of the episodes that ended in this chunk (NaN if none).
+    pub episode_return: f64,
+    pub episode_length: f64,
+    /// Gradient updates so far.
+    pub updates: u64,
+    /// Mean critic loss (sum over twin critics) of this chunk's updates.
+    pub qf_loss: f64,
+    pub actor_loss: f64,
+    /// Mean Q(s, a) of the sampled transitions.
+    pub q_value: f64,
+    pub alpha: f64,
+}
+
+/// Everything besides the tensors that a checkpoint must hold.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct OffPolicyState {
+    pub global_step: u64,
+    /// Collection steps taken (each steps every env once).
+    pub steps: u64,
+    pub updates: u64,
+    /// Updates owed but not yet made (fractional utd_ratio).
+    pub update_debt: f64,
+    pub log_alpha: f32,
+    pub actor_adam: Adam,
+    pub critic_adam: Adam,
+    pub alpha_adam: Adam,
+    pub ep_return: Vec<f64>,
+    pub ep_length: Vec<u64>,
+    pub buffer_pos: usize,
+    pub buffer_len: usize,
+    /// Whether the buffer's rows are in the checkpoint.
+    pub buffer_saved: bool,
+    pub envs: rlrig_env::VecSnapshot,
+}
+
+#[derive(Default)]
+struct Scratch {
+    collect: MlpCache,
+    actor: MlpCache,
+    target_actor: MlpCache,
+    q1: MlpCache,
+    q2: MlpCache,
+    pi1: MlpCache,
+    pi2: MlpCache,
+    sample: SacSample,
+    x: Vec<f32>,
+    y: Vec<f32>,
+    dq1: Vec<f32>,
+    dq2: Vec<f32>,
+    dx1: Vec<f32>,
+    dx2: Vec<f32>,
+    dout: Vec<f32>,
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    q1v: Vec<f32>,
+}
+
+/// A DDPG/TD3/SAC run in progress.
+pub struct OffPolicy {
+    pub cfg: OffPolicyConfig,
+    pub nets: Nets,
+    env: Box<dyn VecEnvDyn>,
+    actor_target: Vec<f32>,
+    critic_target: Vec<f32>,
+    actor_grads: Vec<f32>,
+    critic_grads: Vec<f32>,
+    actor_adam: Adam,
+    critic_adam: Adam,
+    alpha_adam: Adam,
+    log_alpha: f32,
+    buffer: ReplayBuffer,
+    batch: Batch,
+    pub global_step: u64,
+    steps: u64,
+    pub updates: u64,
+    update_debt: f64,
+    ep_return: Vec<f64>,
+    ep_length: Vec<u64>,
+    pub times: StageTimes,
+    s: Scratch,
+    // Per-chunk accumulators.
+    acc_q: (f64, f64, f64, u64),
+    acc_actor: (f64, u64),
+    acc_eps: (f64, f64, u64),
+}
+
+/// Concatenates `[obs | act]` row by row into `x`.
+fn concat(obs: &[f32], d: usize, act: &[f32], a: usize, n: usize, x: &mut Vec<f32>) {
+    x.clear();
+    for b in 0..n {
+        x.extend_from_slice(&obs[b * d..(b + 1) * d]);
+        x.extend_from_slice(&act[b * a..(b + 1) * a]);
+    }
+}
+
+fn soft_update(target: &mut [f32], online: &[f32], tau: f32) {
+    for (t, o) in target.iter_mut().zip(online) {
+        *t += tau * (o - *t);
+    }
+}
+
+impl OffPolicy {
+    pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, String> {
+        cfg.validate()?;
+        let env = make_sync(
+            &cfg.env,
+            VecConfig::new(cfg.num_envs)
+                .threads(threads)
+                .seed(cfg.seed)
+                .autoreset(AutoReset::SameStep),
+        )
+        .map_err(|e| e.to_string())?;
+        let spec = env.spec();
+        let nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
+        let (na, nc) = (nets.actor_params.len(), nets.critic_params.len());
+        let buffer = ReplayBuffer::new(cfg.capacity(), nets.obs_dim, nets.act_dim);
+        let e = cfg.num_envs;
+        Ok(OffPolicy {
+            actor_target: if cfg.algo == Algo::Sac {
+                Vec::new()
+            } else {
+                nets.actor_params.clone()
+            },
+            critic_target: nets.critic_params.clone(),
+            actor_grads: vec![0.0; na],
+            critic_grads: vec![0.0; nc],
+            actor_adam: Adam::new(na, cfg.adam_eps),
+            critic_adam: Adam::new(nc, cfg.adam_eps),
+            alpha_adam: Adam::new(1, cfg.adam_eps),
+            log_alpha: if cfg.autotune {
+                0.0
+            } else {
+                cfg.alpha.ln() as f32
+            },
+            buffer,
+            batch: Batch::default(),
+            global_step: 0,
+            steps: 0,
+            updates: 0,
+            update_debt: 0.0,
+            ep_return: vec![0.0; e],
+            ep_length: vec![0; e],
+            times: StageTimes::default(),
+            s: Scratch::default(),
+            acc_q: (0.0, 0.0, 0.0, 0),
+            acc_actor: (0.0, 0),
+            acc_eps: (0.0, 0.0, 0),
+            nets,
+            env,
+            cfg,
+        })
+    }
+
+    pub fn done(&self) -> bool {
+        self.global_step >= self.cfg.total_steps
+    }
+
+    pub fn alpha(&self) -> f64 {
+        f64::from(self.log_alpha.exp())
+    }
+
+    /// One collection step of every env, then the updates it pays for.
+    fn collect_step(&mut self) {
+        let (n, d, a) = (self.cfg.num_envs, self.nets.obs_dim, self.nets.act_dim);
+        let t0 = std::time::Instant::now();
+        let mut rng = Rng::stream(self.cfg.seed, Purpose::Policy, self.steps);
+        self.s.obs.clear();
+        self.s.obs.extend_from_slice(self.env.obs());
+        self.s.actions.resize(n * a, 0.0);
+        if self.global_step < self.cfg.learning_starts {
+            for (k, x) in self.s.actions.iter_mut().enumerate() {
+                let j = k % a;
+                *x = rng.uniform(f64::from(self.nets.low[j]), f64::from(self.nets.high[j])) as f32;
+            }
+        } else {
+            let nets = &self.nets;
+            let raw = nets
+                .actor
+                .forward(&nets.actor_params, &self.s.obs, n, &mut self.s.collect);
+            match nets.algo {
+                Algo::Sac => {
+                    self.s.sample.draw(nets, raw, n, &mut rng);
+                    self.s.actions.copy_from_slice(&self.s.sample.action);
+                }
+                Algo::Ddpg | Algo::Td3 => {
+                    for b in 0..n {
+                        for j in 0..a {
+                            let mu = crate::nn::tanh(raw[b * a + j]) * nets.scale[j] + nets.bias[j];
+                            let noise = normal(&mut rng) as f32
+                                * nets.scale[j]
+                                * self.cfg.exploration_noise as f32;
+                            self.s.actions[b * a + j] =
+                                (mu + noise).clamp(nets.low[j], nets.high[j]);
+                        }
+                    }
+                }
+            }
+        }
+        let t1 = std::time::Instant::now();
+        self.env
+            .step(ActionBuf::Continuous(&self.s.actions))
+            .expect("actions are finite and within bounds");
+        let t2 = std::time::Instant::now();
+        let final_obs = self.env.final_obs().expect("SameStep executor");
+        let (obs_next, rewards, term, trunc) = (
+            self.env.obs(),
+            self.env.rewards(),
+            self.env.terminated(),
+            self.env.truncated(),
+        );
+        for k in 0..n {
+            let ended = term[k] || trunc[k];
+            let next = if ended {
+                &final_obs[k * d..(k + 1) * d]
+            } else {
+                &obs_next[k * d..(k + 1) * d]
+            };
+            self.buffer.push(
+                &self.s.obs[k * d..(k + 1) * d],
+                &self.s.actions[k * a..(k + 1) * a],
+                rewards[k] as f32,
+                next,
+                term[k],
+            );
+            self.ep_return[k] += rewards[k];
+            self.ep_length[k] += 1;
+            if ended {
+                self.acc_eps.0 += self.ep_return[k];
+                self.acc_eps.1 += self.ep_length[k] as f64;
+                self.acc_eps.2 += 1;
+                self.ep_return[k] = 0.0;
+                self.ep_length[k] = 0;
+            }
+        }
+        self.steps += 1;
+        self.global_step += n as u64;
+        self.times.inference += (t1 - t0).as_secs_f64();
+        self.times.env += (t2 - t1).as_secs_f64();
+        // CleanRL trains once global_step > learning_starts.
+        if self.global_step > self.cfg.learning_starts {
+            let t3 = std::time::Instant::now();
+            self.update_debt += n as f64 * self.cfg.utd_ratio;
+            while self.update_debt >= 1.0 {
+                self.update_debt -= 1.0;
+                if self.buffer.len() >= self.cfg.batch_size.min(self.buffer.capacity()) {
+                    self.update();
+                }
+            }
+            self.times.learner += t3.elapsed().as_secs_f64();
+        }
+    }
+
+    /// Runs until the next logging boundary (or the end); returns that chunk's metrics.
+    pub fn iterate(&mut self) -> ChunkStats {
+        let every = self.cfg.log_every;
+        let goal = ((self.global_step / every + 1) * every).min(self.cfg.total_steps);
+        while self.global_step < goal {
+            self.collect_step();
+        }
+        let (qs, qv, _, nq) = self.acc_q;
+        let (al, na) = self.acc_actor;
+        let (er, el, ne) = self.acc_eps;
+        let mean = |s: f64, n: u64| if n == 0 { f64::NAN } else { s / n as f64 };
+        let stats = ChunkStats {
+            global_step: self.global_step,
+            episodes: ne,
+            episode_return: mean(er, ne),
+            episode_length: mean(el, ne),
+            updates: self.updates,
+            qf_loss: mean(qs, nq),
+            actor_loss: mean(al, na),
+            q_value: mean(qv, nq),
+            alpha: if self.cfg.algo == Algo::Sac {
+                self.alpha()
+            } else {
+                f64::NAN
+            },
+        };
+        self.acc_q = (0.0, 0.0, 0.0, 0);
+        self.acc_actor = (0.0, 0);
+        self.acc_eps = (0.0, 0.0, 0);
+        stats
+    }
+
+    /// One gradient update: the critics on a sampled minibatch, then (every
+    /// `policy_frequency` updates) the actor, the temperature and the targets.
+    fn update(&mut self) {
+        let cfg = &self.cfg;
+        let nets = &self.nets;
+        let (bsz, d, a) = (cfg.batch_size, nets.obs_dim, nets.act_dim);
+        let mut rng = Rng::stream(cfg.seed, Purpose::Learner, self.updates);
+        self.buffer.sample(bsz, &mut rng, &mut self.batch);
+        let s = &mut self.s;
+        let batch = &self.batch;
+        let alpha = self.log_alpha.exp();
+
+        // Targets y = r + gamma (1 - terminated) (min_i Q_i'(s', a') [- alpha log pi]).
+        s.actions.resize(bsz * a, 0.0);
+        let mut next_logp: Option<&[f32]> = None;
+        match nets.algo {
+            Algo::Ddpg | Algo::Td3 => {
+                let raw = nets.actor.forward(
+                    &self.actor_target,
+                    &batch.next_obs,
+                    bsz,
+                    &mut s.target_actor,
+                );
+                for b in 0..bsz {
+                    for j in 0..a {
+                        let mut act =
+                            crate::nn::tanh(raw[b * a + j]) * nets.scale[j] + nets.bias[j];
+                        if nets.algo == Algo::Td3 {
+                            let clip = cfg.noise_clip as f32;
+                            let noise = (normal(&mut rng) as f32 * cfg.policy_noise as f32)
+                                .clamp(-clip, clip);
+                            act = (act + noise * nets.scale[j]).clamp(nets.low[j], nets.high[j]);
+                        }
+                        s.actions[b * a + j] = act;
+                    }
+                }
+            }
+            Algo::Sac => {
+                let raw = nets.actor.forward(
+                    &nets.actor_params,
+                    &batch.next_obs,
+                    bsz,
+                    &mut s.target_actor,
+                );
+                s.sample.draw(nets, raw, bsz, &mut rng);
+                s.actions.copy_from_slice(&s.sample.action);
+                next_logp = Some(&s.sample.logp);
+            }
+        }
+        concat(&batch.next_obs, d, &s.actions, a, bsz, &mut s.x);
+        s.y.clear();
+        s.y.extend_from_slice(nets.q1.forward(&self.critic_target, &s.x, bsz, &mut s.q1));
+        if nets.algo.twin_critics() {
+            let q2 = nets.q2.forward(&self.critic_target, &s.x, bsz, &mut s.q2);
+            for (y, q) in s.y.iter_mut().zip(q2) {
+                *y = y.min(*q);
+            }
+        }
+        let gamma = cfg.gamma as f32;
+        for b in 0..bsz {
+            let mut next = s.y[b];
+            if let Some(lp) = next_logp {
+                next -= alpha * lp[b];
+            }
+            s.y[b] = batch.rewards[b] + gamma * (1.0 - batch.terminated[b]) * next;
+        }
+
+        // Critic loss: sum over critics of the mean squared TD error.
+        concat(&batch.obs, d, &batch.actions, a, bsz, &mut s.x);
+        self.critic_grads.fill(0.0);
+        let inv = 1.0 / bsz as f32;
+        let mut loss = 0.0f64;
+        let mut qmean = 0.0f64;
+        let critics: &[(&Mlp, usize)] = if nets.algo.twin_critics() {
+            &[(&nets.q1, 0), (&nets.q2, 1)]
+        } else {
+            &[(&nets.q1, 0)]
+        };
+        for &(q, i) in critics {
+            let cache = if i == 0 { &mut s.q1 } else { &mut s.q2 };
+            let out = q.forward(&nets.critic_params, &s.x, bsz, cache);
+            s.dq1.resize(bsz, 0.0);
+            for b in 0..bsz {
+                let e = out[b] - s.y[b];
+                loss += f64::from(e * e * inv);
+                if i == 0 {
+                    qmean += f64::from(out[b] * inv);
+                }
+                s.dq1[b] = 2.0 * e * inv;
+            }
+            q.backward_full(
+                &nets.critic_params,
+                Some(&mut self.critic_grads),
+                &s.dq1,
+                cache,
+                None,
+            );
+        }
+        self.critic_adam
+            .step(&mut self.nets.critic_params, &self.critic_grads, cfg.q_lr);
+        self.acc_q.0 += loss;
+        self.acc_q.1 += qmean;
+        self.acc_q.3 += 1;
+
+        let (algo, freq, tau) = (cfg.algo, cfg.policy_frequency, cfg.tau as f32);
+        let target_freq = cfg.target_network_frequency;
+        if self.updates.is_multiple_of(freq) {
+            let reps = if algo == Algo::Sac { freq } else { 1 };
+            for _ in 0..reps {
+                self.actor_update(&mut rng);
+            }
+            if algo != Algo::Sac {
+                soft_update(&mut self.actor_target, &self.nets.actor_params, tau);
+                soft_update(&mut self.critic_target, &self.nets.critic_params, tau);
+            }
+        }
+        if algo == Algo::Sac && self.updates.is_multiple_of(target_freq) {
+            soft_update(&mut self.critic_target, &self.nets.critic_params, tau);
+        }
+        self.updates += 1;
+    }
+
+    /// Actor step on the current minibatch: DDPG/TD3 maximise Q1(s, mu(s)); SAC
+    /// minimises alpha log pi(a|s) - min(Q1, Q2)(s, a) with a reparameterised sample,
+    /// then (autotune) the temperature.
+    fn actor_update(&mut self, rng: &mut Rng) {
+        let cfg = &self.cfg;
+        let nets = &self.nets;
+        let s = &mut self.s;
+        let obs = &self.batch.obs;
+        let (bsz, d, a) = (cfg.batch_size, nets.obs_dim, nets.act_dim);
+        let inv = 1.0 / bsz as f32;
+        let alpha = self.log_alpha.exp();
+        let width = nets.actor.output_dim();
+        {
+            let raw = nets
+                .actor
+                .forward(&nets.actor_params, obs, bsz, &mut s.actor);
+            s.actions.resize(bsz * a, 0.0);
+            match nets.algo {
+                Algo::Sac => {
+                    s.sample.draw(nets, raw, bsz, rng);
+                    s.actions.copy_from_slice(&s.sample.action);
+                }
+                _ => {
+                    // Keep tanh(raw) in dout for the backward pass.
+                    s.dout.resize(bsz * a, 0.0);
+                    for b in 0..bsz {
+                        for j in 0..a {
+                            let y = crate::nn::tanh(raw[b * a + j]);
+                            s.dout[b * a + j] = y;
+                            s.actions[b * a + j] = y * nets.scale[j] + nets.bias[j];
+                        }
+                    }
+                }
+            }
+        }
+        concat(obs, d, &s.actions, a, bsz, &mut s.x);
+        let w = d + a;
+        s.dx1.resize(bsz * w, 0.0);
+        s.dx2.resize(bsz * w, 0.0);
+        s.dq1.resize(bsz, 0.0);
+        s.dq2.resize(bsz, 0.0);
+        let mut loss = 0.0f64;
+        s.q1v.clear();
+        s.q1v
+            .extend_from_slice(nets.q1.forward(&nets.critic_params, &s.x, bsz, &mut s.pi1));
+        if nets.algo == Algo::Sac {
+            let q2 = nets.q2.forward(&nets.critic_params, &s.x, bsz, &mut s.pi2);
+            // The gradient of min goes to the smaller critic (ties: Q1, as torch.min).
+            for b in 0..bsz {
+                let (q1, q2) = (s.q1v[b], q2[b]);
+                let first = q1 <= q2;
+                s.dq1[b] = if first { -inv } else { 0.0 };
+                s.dq2[b] = if first { 0.0 } else { -inv };
+                loss += f64::from((alpha * s.sample.logp[b] - q1.min(q2)) * inv);
+            }
+            nets.q1.backward_full(
+                &nets.critic_params,
+                None,
+                &s.dq1,
+                &mut s.pi1,
+                Some(&mut s.dx1),
+            );
+            nets.q2.backward_full(
+                &nets.critic_params,
+                None,
+                &s.dq2,
+                &mut s.pi2,
+                Some(&mut s.dx2),
+            );
+            // Chain rule through a = tanh(mean + std eps) scale + bias and log pi.
+            let sm = &s.sample;
+            s.dout.resize(bsz * width, 0.0);
+            let span = 0.5 * (LOG_STD_MAX - LOG_STD_MIN);
+            for b in 0..bsz {
+                for j in 0..a {
+                    let k = b * a + j;
+                    let (y, sc) = (sm.y[k], nets.scale[j]);
+                    let d_act = s.dx1[b * w + d + j] + s.dx2[b * w + d + j];
+                    let dy = d_act * sc + alpha * inv * 2.0 * y * sc / (sc * (1.0 - y * y) + 1e-6);
+                    let dxt = dy * (1.0 - y * y);
+                    let dlogstd = dxt * sm.std[k] * sm.eps[k] - alpha * inv;
+                    s.dout[b * width + j] = dxt;
+                    s.dout[b * width + a + j] = dlogstd * span * (1.0 - sm.t[k] * sm.t[k]);
+                }
+            }
+        } else {
+            for b in 0..bsz {
+                s.dq1[b] = -inv;
+                loss -= f64::from(s.q1v[b] * inv);
+            }
+            nets.q1.backward_full(
+                &nets.critic_params,
+                None,
+                &s.dq1,
+                &mut s.pi1,
+                Some(&mut s.dx1),
+            );
+            for b in 0..bsz {
+                for j in 0..a {
+                    let y = s.dout[b * a + j];
+                    s.dout[b * a + j] = s.dx1[b * w + d + j] * nets.scale[j] * (1.0 - y * y);
+                }
+            }
+        }
+        self.actor_grads.fill(0.0);
+        nets.actor.backward(
+            &nets.actor_params,
+            &mut self.actor_grads,
+            &s.dout[..bsz * width],
+            &mut s.actor,
+        );
+        self.actor_adam.step(
+            &mut self.nets.actor_params,
+            &self.actor_grads,
+            cfg.policy_lr,
+        );
+        self.acc_actor.0 += loss;
+        self.acc_actor.1 += 1;
+        if cfg.algo == Algo::Sac && cfg.autotune {
+            // alpha_loss = mean(-alpha (log pi + target_entropy)); d / d log_alpha.
+            let target_entropy = -(a as f32);
+            let mean_lp: f32 = s.sample.logp.iter().sum::<f32>() * inv;
+            let g = [-alpha * (mean_lp + target_entropy)];
+            let mut p = [self.log_alpha];
+            self.alpha_adam.step(&mut p, &g, cfg.q_lr);
+            self.log_alpha = p[0];
+        }
+    }
+
+    /// The checkpoint state and its tensors (name, values).
+    pub fn state(&self) -> (OffPolicyState, Vec<(&'static str, &[f32])>) {
+        let parts = self.buffer.parts();
+        let mut tensors: Vec<(&'static str, &[f32])> = vec![
+            ("actor", &self.nets.actor_params),
+            ("actor_target", &self.actor_target),
+            ("critic", &self.nets.critic_params),
+            ("critic_target", &self.critic_target),
+            ("actor_adam_m", &self.actor_adam.m),
+            ("actor_adam_v", &self.actor_adam.v),
+            ("critic_adam_m", &self.critic_adam.m),
+            ("critic_adam_v", &self.critic_adam.v),
+            ("alpha_adam_m", &self.alpha_adam.m),
+            ("alpha_adam_v", &self.alpha_adam.v),
+        ];
+        if self.cfg.checkpoint_buffer {
+            tensors.extend(parts.fields.iter().copied());
+        }
+        let st = OffPolicyState {
+            global_step: self.global_step,
+            steps: self.steps,
+            updates: self.updates,
+            update_debt: self.update_debt,
+            log_alpha: self.log_alpha,
+            actor_adam: self.actor_adam.clone(),
+            critic_adam: self.critic_adam.clone(),
+            alpha_adam: self.alpha_adam.clone(),
+            ep_return: self.ep_return.clone(),
+            ep_length: self.ep_length.clone(),
+            buffer_pos: parts.pos,
+            buffer_len: parts.len,
+            buffer_saved: self.cfg.checkpoint_buffer,
+            envs: self.env.snapshot(),
+        };
+        (st, tensors)
+    }
+
+    /// Continues from a checkpoint; `get` returns a tensor by name.
+    pub fn restore(
+        &mut self,
+        st: OffPolicyState,
+        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
+    ) -> Result<(), String> {
+        let mut take = |name: &str, len: usize| -> Result<Vec<f32>, String> {
+            let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
+            if v.len() != len {
+                return Err(format!(
+                    "tensor '{name}' has {} values, this config needs {len} (another env or network shape?)",
+                    v.len()
+                ));
+            }
+            Ok(v)
+        };
+        let (na, nc) = (self.nets.actor_params.len(), self.nets.critic_params.len());
+        let nat = self.actor_target.len();
+        self.nets.actor_params = take("actor", na)?;
+        self.actor_target = take("actor_target", nat)?;
+        self.nets.critic_params = take("critic", nc)?;
+        self.critic_target = take("critic_target", nc)?;
+        let mut adam = |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, String> {
+            a.m = take(m, n)?;
+            a.v = take(v, n)?;
+            Ok(a)
+        };
+        self.actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
+        self.critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
+        self.alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
+        if st.buffer_saved {
+            self.buffer
+                .restore(st.buffer_pos, st.buffer_len, &mut get)?;
+        }
+        if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
+            return Err("per-env counters do not match num_envs".into());
+        }
+        self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.global_step = st.global_step;
+        self.steps = st.steps;
+        self.updates = st.updates;
+        self.update_debt = st.update_debt;
+        self.log_alpha = st.log_alpha;
+        self.ep_return = st.ep_return;
+        self.ep_length = st.ep_length;
+        Ok(())
+    }
+
+    /// Greedy evaluation on `episodes` fresh episodes seeded by `seed`.
+    pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
+        evaluate(&self.nets, &self.cfg.env, episodes, seed)
+    }
+}
+
+/// Greedy evaluation of `nets` (deterministic actor / SAC's mean) on `env`.
+pub fn evaluate(nets: &Nets, env: &str, episodes: usize, seed: u64) -> Vec<f64> {
+    let episodes = episodes.max(1);
+    let mut env = make_sync(
+        env,
+        VecConfig::new(episodes)
+            .seed(seed)
+            .autoreset(AutoReset::NextStep),
+    )
+    .expect("config was validated");
+    let mut cache = MlpCache::default();
+    let mut act = vec![0.0f32; episodes * nets.act_dim];
+    let mut returns = vec![0.0; episodes];
+    let mut finished = vec![false; episodes];
+    while !finished.iter().all(|&f| f) {
+        nets.greedy(env.obs(), episodes, &mut cache, &mut act);
+        env.step(ActionBuf::Continuous(&act))
+            .expect("the policy only emits valid actions");
+        for k in 0..episodes {
+            if !finished[k] {
+                returns[k] += env.rewards()[k];
+                finished[k] = env.terminated()[k] || env.truncated()[k];
+            }
+        }
+    }
+    returns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(algo: Algo) -> OffPolicyConfig {
+        OffPolicyConfig {
+            total_steps: 600,
+            learning_starts: 200,
+            batch_size: 32,
+            hidden: vec![16, 16],
+            log_every: 200,
+            ..OffPolicyConfig::for_env(algo, "Pendulum-v1")
+        }
+    }
+
+    #[test]
+    fn discrete_envs_are_refused_with_a_pointer_to_ppo() {
+        let c = OffPolicyConfig::for_env(Algo::Td3, "CartPole-v1");
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("discrete") && e.contains("ppo"), "{e}");
+    }
+
+    /// The soft update moves each target weight tau of the way to the online one.
+    #[test]
+    fn soft_update_is_polyak_averaging() {
+        let mut t = vec![0.0, 1.0, -2.0];
+        soft_update(&mut t, &[1.0, 1.0, 2.0], 0.25);
+        assert_eq!(t, vec![0.25, 1.0, -1.0]);
+    }
+
+    /// After one update with policy_frequency 1, the DDPG/TD3 targets equal
+    /// (1 - tau) old + tau new; SAC has no actor target and updates its critic target.
+    #[test]
+    fn targets_follow_online_nets_by_tau() {
+        for algo in [Algo::Ddpg, Algo::Td3, Algo::Sac] {
+            let mut c = cfg(algo);
+            c.policy_frequency = 1;
+            c.tau = 0.1;
+            let mut r = OffPolicy::new(c, 1).unwrap();
+            while r.global_step < 200 {
+                r.collect_step();
+            }
+            let (old_a, old_c) = (r.actor_target.clone(), r.critic_target.clone());
+            r.collect_step();
+            assert_eq!(r.updates, 1, "{algo:?}");
+            for (t, (o, n)) in r
+                .critic_target
+                .iter()
+                .zip(old_c.iter().zip(&r.nets.critic_params))
+            {
+                assert!(
+                    (t - (o + 0.1 * (n - o))).abs() < 1e-6,
+                    "{algo:?} critic target"
+                );
+            }
+            assert_ne!(r.critic_target, old_c);
+            if algo == Algo::Sac {
+                assert!(r.actor_target.is_empty());
+            } else {
+                for (t, (o, n)) in r
+                    .actor_target
+                    .iter()
+                    .zip(old_a.iter().zip(&r.nets.actor_params))
+                {
+                    assert!(
+                        (t - (o + 0.1 * (n - o))).abs() < 1e-6,
+                        "{algo:?} actor target"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The SAC actor's analytic gradient (reparameterised sample, squashing correction,
+    /// temperature) against central differences of the same loss with fixed noise.
+    #[test]
+    fn sac_actor_gradient_matches_finite_differences() {
+        let mut c = cfg(Algo::Sac);
+        c.hidden = vec![8];
+        c.batch_size = 4;
+        c.autotune = false;
+        c.alpha = 0.3;
+        let mut r = OffPolicy::new(c, 1).unwrap();
+        while r.global_step < 220 {
+            r.collect_step();
+        }
+        r.buffer
+            .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+        let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
+            let nets = &r.nets;
+            let mut cache = MlpCache::default();
+            let raw = nets.actor.forward(params, &r.batch.obs, 4, &mut cache);
+            let mut smp = SacSample::default();
+            smp.draw(nets, raw, 4, &mut Rng::stream(7, Purpose::User, 0));
+            let mut x = Vec::new();
+            concat(&r.batch.obs, 3, &smp.action, 1, 4, &mut x);
+            let q1 = nets
+                .q1
+                .forward(&nets.critic_params, &x, 4, &mut MlpCache::default())
+                .to_vec();
+            let q2 = nets
+                .q2
+                .forward(&nets.critic_params, &x, 4, &mut MlpCache::default())
+                .to_vec();
+            (0..4)
+                .map(|b| f64::from(0.3 * smp.logp[b] - q1[b].min(q2[b])) / 4.0)
+                .sum()
+        };
+        let before = r.nets.actor_params.clone();
+        // The update leaves its gradient in actor_grads (then steps the weights).
+        r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
+        let grads = r.actor_grads.clone();
+        r.nets.actor_params = before.clone();
+        let h = 1e-3f32;
+        for i in 0..before.len() {
+            let mut p = before.clone();
+            p[i] += h;
+            let up = loss(&r, &p);
+            p[i] -= 2.0 * h;
+            let down = loss(&r, &p);
+            let fd = (up - down) / (2.0 * f64::from(h));
+            let an = f64::from(grads[i]);
+            assert!(
+                (fd - an).abs() < 5e-3 * (1.0 + an.abs()),
+                "param {i}: analytic {an} vs numeric {fd}"
+            );
+        }
+    }
+
+    /// The deterministic actor's gradient through the critic (DDPG/TD3).
+    #[test]
+    fn deterministic_actor_gradient_matches_finite_differences() {
+        let mut c = cfg(Algo::Td3);
+        c.hidden = vec![8];
+        c.batch_size = 4;
+        let mut r = OffPolicy::new(c, 1).unwrap();
+        while r.global_step < 220 {
+            r.collect_step();
+        }
+        r.buffer
+            .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+        let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
+            let nets = &r.nets;
+            let mut act = vec![0.0; 4];
+            let mut p = nets.clone();
+            p.actor_params = params.to_vec();
+            p.greedy(&r.batch.obs, 4, &mut MlpCache::default(), &mut act);
+            let mut x = Vec::new();
+            concat(&r.batch.obs, 3, &act, 1, 4, &mut x);
+            let mut cache = MlpCache::default();
+            let q = nets.q1.forward(&nets.critic_params, &x, 4, &mut cache);
+            -q.iter().map(|v| f64::from(*v)).sum::<f64>() / 4.0
+        };
+        let before = r.nets.actor_params.clone();
+        r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
+        let grads = r.actor_grads.clone();
+        let h = 1e-3f32;
+        for i in 0..before.len() {
+            let mut p = before.clone();
+            p[i] += h;
+            let up = loss(&r, &p);
+            p[i] -= 2.0 * h;
+            let down = loss(&r, &p);
+            let fd = (up - down) / (2.0 * f64::from(h));
+            let an = f64::from(grads[i]);
+            assert!(
+                (fd - an).abs() < 5e-3 * (1.0 + an.abs()),
+                "param {i}: analytic {an} vs numeric {fd}"
+            );
+        }
+    }
+
+    #[test]
+    fn same_seed_same_run_at_any_thread_count_and_utd() {
+        for algo in [Algo::Ddpg, Algo::Td3, Algo::Sac] {
+            let mut c = cfg(algo);
+            c.num_envs = 4;
+            c.utd_ratio = 0.5;
+            let run = |threads| {
+                let mut r = OffPolicy::new(c.clone(), threads).unwrap();
+                let mut rows = Vec::new();
+                while !r.done() {
+                    rows.push(r.iterate());
+                }
+                (rows, r.nets.actor_params.clone(), r.updates)
+            };
+            let (a, b) = (run(1), run(2));
+            assert_eq!(format!("{:?}", a.0), format!("{:?}", b.0), "{algo:?}");
+            assert_eq!(a.1, b.1);
+            // 600 steps, updates after step 200 at 0.5 per transition.
+            assert_eq!(a.2, 200, "{algo:?}");
+        }
+    }
+}
