@@ -14,6 +14,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -98,11 +99,136 @@ impl RunDir {
     }
 
     pub fn write_config(&self, cfg: &PpoConfig) -> Result<(), RunError> {
+        self.write_config_of("ppo", cfg)
+    }
+
+    /// Writes `config.toml` for a run of `algo`.
+    pub fn write_config_of<C: Serialize>(&self, algo: &str, cfg: &C) -> Result<(), RunError> {
         let text = format!(
-            "# Resolved configuration of this run (rlrig train ppo). Pass it back with --config.\n{}",
+            "# Resolved configuration of this run (rlrig train {algo}). Pass it back with --config.\n{}",
             toml::to_string(cfg).map_err(|e| RunError::Mismatch(e.to_string()))?
         );
         write_atomic(&self.path.join("config.toml"), text.as_bytes())
+    }
+
+    /// Saves a checkpoint of any algorithm: named f32 tensors in one safetensors file,
+    /// config and state in the JSON (same order and pruning as PPO's).
+    pub fn save_tensors<C: Serialize, S: Serialize>(
+        &self,
+        algo: &str,
+        step: u64,
+        cfg: &C,
+        state: &S,
+        tensors: &[(&str, &[f32])],
+    ) -> Result<PathBuf, RunError> {
+        let bytes: Vec<(&str, Vec<u8>)> = tensors.iter().map(|(n, v)| (*n, to_bytes(v))).collect();
+        let views = bytes
+            .iter()
+            .map(|(n, b)| {
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![b.len() / 4], b)
+                    .map(|v| (*n, v))
+                    .map_err(|e| RunError::Mismatch(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let weights =
+            safetensors::serialize(views, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
+        let meta = TensorMeta {
+            format: FORMAT,
+            algo: algo.to_string(),
+            config: cfg,
+            state,
+            weights: String::new(),
+            weights_crc32c: crc32c::crc32c(&weights),
+            tensors: tensors
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.len()))
+                .collect(),
+        };
+        self.commit(&format!("ckpt-{step:012}"), &weights, |wname| {
+            let mut meta = meta;
+            meta.weights = wname.to_string();
+            serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))
+        })
+    }
+
+    /// Writes the weights, then the JSON, then `latest`, and keeps the newest two.
+    fn commit(
+        &self,
+        stem: &str,
+        weights: &[u8],
+        json: impl FnOnce(&str) -> Result<Vec<u8>, RunError>,
+    ) -> Result<PathBuf, RunError> {
+        let dir = self.path.join("checkpoints");
+        let wname = format!("{stem}.safetensors");
+        write_atomic(&dir.join(&wname), weights)?;
+        let jname = format!("{stem}.json");
+        write_atomic(&dir.join(&jname), &json(&wname)?)?;
+        write_atomic(&dir.join("latest"), jname.as_bytes())?;
+        let mut old: Vec<String> = fs::read_dir(&dir)
+            .map_err(io(&dir))?
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
+            .collect();
+        old.sort();
+        for n in old.iter().rev().skip(2) {
+            let _ = fs::remove_file(dir.join(n));
+            let _ = fs::remove_file(dir.join(n.replace(".json", ".safetensors")));
+        }
+        Ok(dir.join(jname))
+    }
+
+    /// Loads the newest checkpoint of a run of `algo`, checking its integrity.
+    pub fn load_tensors<C: DeserializeOwned, S: DeserializeOwned>(
+        &self,
+        algo: &str,
+    ) -> Result<TensorCheckpoint<C, S>, RunError> {
+        let json_path = self.latest_json()?;
+        let corrupt = |why: String| RunError::Corrupt {
+            path: json_path.clone(),
+            why,
+        };
+        let text = fs::read(&json_path).map_err(io(&json_path))?;
+        check_algo(&json_path, &text, algo)?;
+        let meta: TensorMeta<C, S> = serde_json::from_slice(&text)
+            .map_err(|e| corrupt(format!("not a valid rlrig {algo} checkpoint: {e}")))?;
+        if meta.format != FORMAT {
+            return Err(corrupt(format!(
+                "checkpoint format {} (this rlrig reads {FORMAT})",
+                meta.format
+            )));
+        }
+        let wpath = json_path.with_file_name(&meta.weights);
+        let bytes = read_weights(&wpath, meta.weights_crc32c)?;
+        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
+            path: wpath.clone(),
+            why: e.to_string(),
+        })?;
+        let mut tensors = std::collections::HashMap::new();
+        for (name, len) in &meta.tensors {
+            let v = tensor_f32(&st, &wpath, name)?;
+            if v.len() != *len {
+                return Err(RunError::Corrupt {
+                    path: wpath,
+                    why: format!("tensor '{name}' has {} values, expected {len}", v.len()),
+                });
+            }
+            tensors.insert(name.clone(), v);
+        }
+        Ok(TensorCheckpoint { meta, tensors })
+    }
+
+    fn latest_json(&self) -> Result<PathBuf, RunError> {
+        let dir = self.path.join("checkpoints");
+        let latest = dir.join("latest");
+        let name = fs::read_to_string(&latest).map_err(io(&latest))?;
+        Ok(dir.join(name.trim()))
+    }
+
+    /// The algorithm of the run's newest checkpoint (`ppo`, `sac`, ...).
+    pub fn algo(&self) -> Result<String, RunError> {
+        let path = self.latest_json()?;
+        let text = fs::read(&path).map_err(io(&path))?;
+        algo_of(&path, &text)
     }
 
     /// Saves a checkpoint (weights first, then the JSON, then `latest`: a crash at any
@@ -114,7 +240,6 @@ impl RunDir {
         params: &[f32],
         adam: (&[f32], &[f32]),
     ) -> Result<PathBuf, RunError> {
-        let dir = self.path.join("checkpoints");
         let stem = format!("ckpt-{:08}", state.iteration);
         let shape = vec![params.len()];
         let (pb, mb, vb) = (to_bytes(params), to_bytes(adam.0), to_bytes(adam.1));
@@ -132,41 +257,23 @@ impl RunDir {
         ];
         let weights =
             safetensors::serialize(tensors, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
-        let wname = format!("{stem}.safetensors");
-        write_atomic(&dir.join(&wname), &weights)?;
-        let meta = CheckpointMeta {
-            format: FORMAT,
-            algo: "ppo".into(),
-            config: cfg.clone(),
-            state,
-            weights: wname,
-            weights_crc32c: crc32c::crc32c(&weights),
-            num_params: params.len(),
-        };
-        let jname = format!("{stem}.json");
-        let json = serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))?;
-        write_atomic(&dir.join(&jname), &json)?;
-        write_atomic(&dir.join("latest"), jname.as_bytes())?;
-        // Keep the newest two checkpoints.
-        let mut old: Vec<String> = fs::read_dir(&dir)
-            .map_err(io(&dir))?
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
-            .collect();
-        old.sort();
-        for n in old.iter().rev().skip(2) {
-            let _ = fs::remove_file(dir.join(n));
-            let _ = fs::remove_file(dir.join(n.replace(".json", ".safetensors")));
-        }
-        Ok(dir.join(jname))
+        self.commit(&stem, &weights, |wname| {
+            let meta = CheckpointMeta {
+                format: FORMAT,
+                algo: "ppo".into(),
+                config: cfg.clone(),
+                state,
+                weights: wname.to_string(),
+                weights_crc32c: crc32c::crc32c(&weights),
+                num_params: params.len(),
+            };
+            serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))
+        })
     }
 
     /// Loads the newest checkpoint, checking its integrity.
     pub fn load_checkpoint(&self) -> Result<Checkpoint, RunError> {
-        let dir = self.path.join("checkpoints");
-        let latest = dir.join("latest");
-        let name = fs::read_to_string(&latest).map_err(io(&latest))?;
-        load_checkpoint(&dir.join(name.trim()))
+        load_checkpoint(&self.latest_json()?)
     }
 }
 
@@ -177,6 +284,7 @@ pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
         why,
     };
     let text = fs::read(json_path).map_err(io(json_path))?;
+    check_algo(json_path, &text, "ppo")?;
     let meta: CheckpointMeta = serde_json::from_slice(&text)
         .map_err(|e| corrupt(format!("not a valid rlrig checkpoint: {e}")))?;
     if meta.format != FORMAT {
@@ -186,28 +294,13 @@ pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
         )));
     }
     let wpath = json_path.with_file_name(&meta.weights);
-    let bytes = fs::read(&wpath).map_err(io(&wpath))?;
-    if crc32c::crc32c(&bytes) != meta.weights_crc32c {
-        return Err(RunError::Corrupt {
-            path: wpath,
-            why: "checksum mismatch: the weights file is damaged or belongs to another checkpoint"
-                .into(),
-        });
-    }
+    let bytes = read_weights(&wpath, meta.weights_crc32c)?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
         path: wpath.clone(),
         why: e.to_string(),
     })?;
     let get = |name: &str| -> Result<Vec<f32>, RunError> {
-        let t = st.tensor(name).map_err(|e| RunError::Corrupt {
-            path: wpath.clone(),
-            why: format!("tensor '{name}': {e}"),
-        })?;
-        let v: Vec<f32> = t
-            .data()
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let v = tensor_f32(&st, &wpath, name)?;
         if v.len() != meta.num_params {
             return Err(RunError::Corrupt {
                 path: wpath.clone(),
@@ -226,6 +319,77 @@ pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
         adam_v: get("adam_v")?,
         meta,
     })
+}
+
+/// Reads a weights file and checks its CRC32C against the JSON's.
+fn read_weights(wpath: &Path, crc: u32) -> Result<Vec<u8>, RunError> {
+    let bytes = fs::read(wpath).map_err(io(wpath))?;
+    if crc32c::crc32c(&bytes) != crc {
+        return Err(RunError::Corrupt {
+            path: wpath.to_path_buf(),
+            why: "checksum mismatch: the weights file is damaged or belongs to another checkpoint"
+                .into(),
+        });
+    }
+    Ok(bytes)
+}
+
+fn tensor_f32(
+    st: &safetensors::SafeTensors<'_>,
+    wpath: &Path,
+    name: &str,
+) -> Result<Vec<f32>, RunError> {
+    let t = st.tensor(name).map_err(|e| RunError::Corrupt {
+        path: wpath.to_path_buf(),
+        why: format!("tensor '{name}': {e}"),
+    })?;
+    Ok(t.data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+fn algo_of(path: &Path, json: &[u8]) -> Result<String, RunError> {
+    #[derive(Deserialize)]
+    struct Head {
+        algo: String,
+    }
+    serde_json::from_slice::<Head>(json)
+        .map(|h| h.algo)
+        .map_err(|e| RunError::Corrupt {
+            path: path.to_path_buf(),
+            why: format!("not a valid rlrig checkpoint: {e}"),
+        })
+}
+
+/// A checkpoint of another algorithm gets an error that says which, not a parse error.
+fn check_algo(path: &Path, json: &[u8], want: &str) -> Result<(), RunError> {
+    let got = algo_of(path, json)?;
+    if got != want {
+        return Err(RunError::Mismatch(format!(
+            "{}: this is a {got} checkpoint, not {want}; use `rlrig train {got} --resume` for it",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The JSON half of a checkpoint written by [`RunDir::save_tensors`].
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TensorMeta<C, S> {
+    pub format: u32,
+    pub algo: String,
+    pub config: C,
+    pub state: S,
+    pub weights: String,
+    pub weights_crc32c: u32,
+    /// Tensor names and lengths, in the order saved.
+    pub tensors: Vec<(String, usize)>,
+}
+
+pub struct TensorCheckpoint<C, S> {
+    pub meta: TensorMeta<C, S>,
+    pub tensors: std::collections::HashMap<String, Vec<f32>>,
 }
 
 /// The metrics.csv columns: learning metrics first (a pure function of the config),
@@ -268,15 +432,21 @@ pub struct MetricsCsv {
 impl MetricsCsv {
     /// Opens metrics.csv, keeping only rows up to `iteration`.
     pub fn open(dir: &Path, iteration: u64) -> Result<MetricsCsv, RunError> {
+        Self::open_with(dir, METRICS_HEADER, iteration)
+    }
+
+    /// Opens metrics.csv with `header`, keeping the rows whose first column is at most
+    /// `upto` (the checkpoint's iteration or step).
+    pub fn open_with(dir: &Path, header: &str, upto: u64) -> Result<MetricsCsv, RunError> {
         let path = dir.join("metrics.csv");
-        let mut text = String::from(METRICS_HEADER);
+        let mut text = String::from(header);
         text.push('\n');
         if let Ok(old) = fs::read_to_string(&path) {
             for l in old.lines().skip(1) {
                 if l.split(',')
                     .next()
                     .and_then(|x| x.parse::<u64>().ok())
-                    .is_some_and(|i| i <= iteration)
+                    .is_some_and(|i| i <= upto)
                 {
                     text.push_str(l);
                     text.push('\n');

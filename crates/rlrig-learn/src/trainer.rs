@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::offpolicy::{ChunkStats, Nets, OffPolicy, OffPolicyConfig, OffPolicyState};
 use crate::ppo::{Agent, IterationStats, Ppo, PpoConfig, StageTimes, evaluate};
 use crate::run::{MetricsCsv, RunDir, RunError, TensorBoard, metrics_row, write_atomic};
 
@@ -238,6 +239,12 @@ pub fn eval_run(
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<EvalSummary, RunError> {
+    if RunDir::new(run_dir)?.algo()? != "ppo" {
+        let (cfg, nets) = load_offpolicy(run_dir)?;
+        let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+        let returns = crate::offpolicy::evaluate(&nets, &cfg.env, episodes.max(1), seed);
+        return Ok(EvalSummary::of(&returns, seed));
+    }
     let (cfg, agent, obs_rms) = load_agent(run_dir)?;
     let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
     let returns = evaluate(&agent, obs_rms.as_ref(), &cfg, episodes.max(1), seed);
@@ -258,10 +265,13 @@ pub fn record_episodes(
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<(String, Vec<Recording>), RunError> {
+    /// The greedy policy of a checkpoint, whichever algorithm wrote it.
+    enum Policy {
+        Ppo(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>),
+        Off(Nets),
+    }
     struct V<'a> {
-        cfg: &'a PpoConfig,
-        agent: &'a Agent,
-        rms: Option<&'a crate::normalize::RunningMeanStd>,
+        policy: &'a Policy,
         episodes: usize,
         seed: u64,
     }
@@ -270,7 +280,11 @@ pub fn record_episodes(
         fn visit<E: rlrig_env::Env>(self) -> Vec<Recording> {
             let mut out = Vec::new();
             let (mut cache, mut scratch) = (crate::nn::MlpCache::default(), Vec::new());
-            let (mut ai, mut af) = (vec![0i32; 1], vec![0.0f32; self.agent.action_dim()]);
+            let dim = match self.policy {
+                Policy::Ppo(_, agent, _) => agent.action_dim(),
+                Policy::Off(nets) => nets.act_dim,
+            };
+            let (mut ai, mut af) = (vec![0i32; 1], vec![0.0f32; dim]);
             for e in 0..self.episodes {
                 let mut env = rlrig_env::SyncVecEnv::<E>::new(
                     rlrig_env::VecConfig::new(1).seed(self.seed + e as u64),
@@ -281,17 +295,23 @@ pub fn record_episodes(
                     returns: vec![0.0],
                 };
                 loop {
-                    let buf = crate::ppo::greedy_actions(
-                        self.agent,
-                        self.rms,
-                        self.cfg,
-                        env.obs(),
-                        1,
-                        &mut cache,
-                        &mut scratch,
-                        &mut ai,
-                        &mut af,
-                    );
+                    let buf = match self.policy {
+                        Policy::Ppo(cfg, agent, rms) => crate::ppo::greedy_actions(
+                            agent,
+                            rms.as_ref(),
+                            cfg,
+                            env.obs(),
+                            1,
+                            &mut cache,
+                            &mut scratch,
+                            &mut ai,
+                            &mut af,
+                        ),
+                        Policy::Off(nets) => {
+                            nets.greedy(env.obs(), 1, &mut cache, &mut af);
+                            rlrig_env::ActionBuf::Continuous(&af)
+                        }
+                    };
                     rlrig_env::VecEnvDyn::step(&mut env, buf)
                         .expect("the policy only emits valid actions");
                     let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];
@@ -306,15 +326,195 @@ pub fn record_episodes(
             out
         }
     }
-    let (cfg, agent, rms) = load_agent(run_dir)?;
-    let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-    let v = V {
-        cfg: &cfg,
-        agent: &agent,
-        rms: rms.as_ref(),
-        episodes: episodes.max(1),
-        seed,
+    let (env, run_seed, policy) = if RunDir::new(run_dir)?.algo()? == "ppo" {
+        let (cfg, agent, rms) = load_agent(run_dir)?;
+        (cfg.env.clone(), cfg.seed, Policy::Ppo(cfg, agent, rms))
+    } else {
+        let (cfg, nets) = load_offpolicy(run_dir)?;
+        (cfg.env, cfg.seed, Policy::Off(nets))
     };
-    let recs = rlrig_env::visit(&cfg.env, v).map_err(|e| RunError::Mismatch(e.to_string()))?;
-    Ok((cfg.env.clone(), recs))
+    let v = V {
+        policy: &policy,
+        episodes: episodes.max(1),
+        seed: seed.unwrap_or(run_seed + EVAL_SEED_OFFSET),
+    };
+    let recs = rlrig_env::visit(&env, v).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    Ok((env, recs))
+}
+
+/// metrics.csv columns of off-policy runs: learning metrics first (deterministic), then
+/// wall-clock stage times.
+pub const OFFPOLICY_METRICS_HEADER: &str = "global_step,episodes,episode_return,episode_length,updates,qf_loss,actor_loss,q_value,alpha,time_env,time_inference,time_learner,time_other,steps_per_sec";
+
+/// Number of leading deterministic columns of [`OFFPOLICY_METRICS_HEADER`].
+pub const OFFPOLICY_DETERMINISTIC_COLUMNS: usize = 9;
+
+/// What the progress display gets after each logging chunk of an off-policy run.
+pub struct OffProgress<'a> {
+    pub stats: &'a ChunkStats,
+    pub total_steps: u64,
+    pub steps_per_sec: f64,
+    pub recent_return: f64,
+    pub times: StageTimes,
+}
+
+pub struct OffTrainSummary {
+    pub config: OffPolicyConfig,
+    pub eval: EvalSummary,
+    pub times: StageTimes,
+    pub wall: f64,
+    pub updates: u64,
+    pub resumed_from: Option<u64>,
+}
+
+fn offpolicy_checkpoint(dir: &RunDir, r: &OffPolicy) -> Result<(), RunError> {
+    let (state, tensors) = r.state();
+    dir.save_tensors(r.cfg.algo.name(), r.global_step, &r.cfg, &state, &tensors)?;
+    Ok(())
+}
+
+/// Trains (or resumes) a DDPG/TD3/SAC run in `opts.run_dir`.
+pub fn train_offpolicy(
+    cfg: OffPolicyConfig,
+    opts: &TrainOptions,
+    mut progress: impl FnMut(&OffProgress<'_>),
+) -> Result<OffTrainSummary, RunError> {
+    let dir = RunDir::new(&opts.run_dir)?;
+    let algo = cfg.algo.name();
+    let mut resumed_from = None;
+    let mut r = OffPolicy::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
+    if opts.resume {
+        let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(algo)?;
+        if ck.meta.config != cfg {
+            return Err(RunError::Mismatch(format!(
+                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
+                opts.run_dir.display()
+            )));
+        }
+        resumed_from = Some(ck.meta.state.global_step);
+        r.restore(ck.meta.state, |name| ck.tensors.remove(name))
+            .map_err(|e| RunError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
+    } else if dir.has_checkpoint() {
+        return Err(RunError::Mismatch(format!(
+            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+            opts.run_dir.display()
+        )));
+    }
+    dir.write_config_of(algo, &r.cfg)?;
+    let mut csv = MetricsCsv::open_with(&dir.path, OFFPOLICY_METRICS_HEADER, r.global_step)?;
+    let mut tb = TensorBoard::create(&dir.path)?;
+    let start = Instant::now();
+    let mut recent: Vec<f64> = Vec::new();
+    let every = r.cfg.checkpoint_every;
+    let mut last_ckpt = r.global_step;
+    while !r.done() {
+        let t0 = Instant::now();
+        let (before, step0) = (r.times, r.global_step);
+        let s = r.iterate();
+        let wall = t0.elapsed().as_secs_f64();
+        let dt = StageTimes {
+            env: r.times.env - before.env,
+            inference: r.times.inference - before.inference,
+            learner: r.times.learner - before.learner,
+        };
+        let other = (wall - dt.env - dt.inference - dt.learner).max(0.0);
+        let sps = (r.global_step - step0) as f64 / wall;
+        csv.push(format!(
+            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
+            s.global_step,
+            s.episodes,
+            s.episode_return,
+            s.episode_length,
+            s.updates,
+            s.qf_loss,
+            s.actor_loss,
+            s.q_value,
+            s.alpha,
+            dt.env,
+            dt.inference,
+            dt.learner,
+            other,
+            sps
+        ))?;
+        tb.scalars(
+            s.global_step,
+            &[
+                ("charts/episode_return", s.episode_return),
+                ("charts/episode_length", s.episode_length),
+                ("charts/steps_per_sec", sps),
+                ("charts/updates", s.updates as f64),
+                ("losses/qf_loss", s.qf_loss),
+                ("losses/actor_loss", s.actor_loss),
+                ("losses/q_value", s.q_value),
+                ("losses/alpha", s.alpha),
+                ("time/env", dt.env),
+                ("time/inference", dt.inference),
+                ("time/learner", dt.learner),
+            ],
+        )?;
+        if s.episode_return.is_finite() {
+            recent.push(s.episode_return);
+            if recent.len() > 10 {
+                recent.remove(0);
+            }
+        }
+        if every > 0 && r.global_step - last_ckpt >= every && !r.done() {
+            offpolicy_checkpoint(&dir, &r)?;
+            last_ckpt = r.global_step;
+        }
+        progress(&OffProgress {
+            stats: &s,
+            total_steps: r.cfg.total_steps,
+            steps_per_sec: sps,
+            recent_return: if recent.is_empty() {
+                f64::NAN
+            } else {
+                recent.iter().sum::<f64>() / recent.len() as f64
+            },
+            times: r.times,
+        });
+    }
+    offpolicy_checkpoint(&dir, &r)?;
+    let wall = start.elapsed().as_secs_f64();
+    let seed = r.cfg.seed + EVAL_SEED_OFFSET;
+    let eval = EvalSummary::of(&r.evaluate(opts.eval_episodes.max(1), seed), seed);
+    write_atomic(
+        &dir.path.join("eval.json"),
+        serde_json::to_string_pretty(&eval)
+            .expect("plain numbers serialise")
+            .as_bytes(),
+    )?;
+    Ok(OffTrainSummary {
+        config: r.cfg.clone(),
+        eval,
+        times: r.times,
+        wall,
+        updates: r.updates,
+        resumed_from,
+    })
+}
+
+/// The config and networks of the newest checkpoint of a DDPG/TD3/SAC run.
+pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), RunError> {
+    let dir = RunDir::new(run_dir)?;
+    let algo = dir.algo()?;
+    let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(&algo)?;
+    let cfg = ck.meta.config;
+    cfg.validate()
+        .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
+    let actor = ck.tensors.remove("actor").unwrap_or_default();
+    if actor.len() != nets.actor_params.len() {
+        return Err(RunError::Mismatch(format!(
+            "{}: checkpoint actor has {} parameters but {} with hidden {:?} needs {}",
+            run_dir.display(),
+            actor.len(),
+            cfg.env,
+            cfg.hidden,
+            nets.actor_params.len()
+        )));
+    }
+    nets.actor_params = actor;
+    Ok((cfg, nets))
 }

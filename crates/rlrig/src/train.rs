@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use crate::default_threads;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
-use rlrig_learn::trainer::{TrainOptions, eval_run, train_ppo};
+use rlrig_learn::trainer::{TrainOptions, eval_run, train_offpolicy, train_ppo};
 
 #[derive(Subcommand)]
 pub enum TrainCommand {
@@ -15,11 +16,28 @@ pub enum TrainCommand {
     /// Deterministic: the same config gives bit-identical metrics.csv learning columns and
     /// weights whatever --threads is.
     Ppo(PpoArgs),
+    /// Deep Deterministic Policy Gradient, continuous actions (CleanRL's defaults).
+    ///
+    /// Deterministic at any --threads; checkpoints hold the replay buffer, so a resumed
+    /// run ends like an uninterrupted one (set checkpoint_buffer=false for smaller
+    /// checkpoints; a resumed run then refills the buffer and differs).
+    Ddpg(PpoArgs),
+    /// Twin Delayed DDPG (Fujimoto et al.), continuous actions (CleanRL's defaults).
+    ///
+    /// Deterministic at any --threads; checkpoints hold the replay buffer (see ddpg).
+    Td3(PpoArgs),
+    /// Soft Actor-Critic with automatic entropy tuning (CleanRL's defaults).
+    ///
+    /// Deterministic at any --threads; checkpoints hold the replay buffer (see ddpg).
+    /// Collect with many envs and trade them for updates with `--set utd_ratio=R`.
+    Sac(PpoArgs),
 }
 
+/// The flags every `rlrig train` algorithm takes.
 #[derive(Args)]
 pub struct PpoArgs {
-    /// Environment id (default: CartPole-v1, or the config file's `env`).
+    /// Environment id (default: CartPole-v1 for ppo, Pendulum-v1 for ddpg/td3/sac, or
+    /// the config file's `env`).
     #[arg(long)]
     env: Option<String>,
     /// Seed of every random stream of the run (default 1).
@@ -44,7 +62,7 @@ pub struct PpoArgs {
     /// Override one hyperparameter, e.g. `--set learning_rate=3e-4` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
-    /// Run directory (default: runs/<env>-ppo-seed<seed>).
+    /// Run directory (default: runs/<env>-<algo>-seed<seed>).
     #[arg(long)]
     run_dir: Option<PathBuf>,
     /// Continue the run in --run-dir from its newest checkpoint.
@@ -57,10 +75,11 @@ pub struct PpoArgs {
     #[arg(long)]
     quiet: bool,
     /// Serve Prometheus metrics (steps/s, returns, stage times, CPU use, memory) while
-    /// training: `PORT` binds to 127.0.0.1, `HOST:PORT` where told.
+    /// training: `PORT` binds to 127.0.0.1, `HOST:PORT` where told (ppo only for now).
     #[arg(long, value_name = "ADDR")]
     metrics_addr: Option<String>,
-    /// Write a Chrome/Perfetto trace (spans for env stepping, inference and learning).
+    /// Write a Chrome/Perfetto trace (spans for env stepping, inference and learning;
+    /// ppo only for now).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
 }
@@ -75,6 +94,35 @@ fn parse_value(raw: &str) -> toml::Value {
 
 /// Defaults for the env, then the config file, then `--set`, then explicit flags.
 fn resolve_config(a: &PpoArgs) -> Result<PpoConfig> {
+    let cfg: PpoConfig = resolve(a, "CartPole-v1", |env| {
+        toml::Table::try_from(PpoConfig::for_env(env)).context("default config")
+    })?;
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    Ok(cfg)
+}
+
+fn resolve_offpolicy(a: &PpoArgs, algo: Algo) -> Result<OffPolicyConfig> {
+    let cfg: OffPolicyConfig = resolve(a, "Pendulum-v1", |env| {
+        toml::Table::try_from(OffPolicyConfig::for_env(algo, env)).context("default config")
+    })?;
+    if cfg.algo != algo {
+        bail!(
+            "config: algo = \"{}\" but this is `rlrig train {}`",
+            cfg.algo.name(),
+            algo.name()
+        );
+    }
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    Ok(cfg)
+}
+
+/// The config of type `C`: `defaults(env)`, then the config file, then `--set`, then
+/// explicit flags; a bad key or value names its source.
+fn resolve<C: serde::de::DeserializeOwned>(
+    a: &PpoArgs,
+    default_env: &str,
+    defaults: impl Fn(&str) -> Result<toml::Table>,
+) -> Result<C> {
     let file: Option<toml::Table> = match &a.config {
         None => None,
         Some(p) => {
@@ -87,10 +135,10 @@ fn resolve_config(a: &PpoArgs) -> Result<PpoConfig> {
         (Some(e), _) => e.clone(),
         (None, Some(toml::Value::String(e))) => e.clone(),
         (None, Some(v)) => bail!("config file: env must be a string, got {v}"),
-        (None, None) => "CartPole-v1".to_string(),
+        (None, None) => default_env.to_string(),
     };
     rlrig_env::spec(&env)?;
-    let defaults = toml::Table::try_from(PpoConfig::for_env(&env)).context("default config")?;
+    let defaults = defaults(&env)?;
     let mut table = defaults.clone();
     let file_src = a
         .config
@@ -127,7 +175,7 @@ fn resolve_config(a: &PpoArgs) -> Result<PpoConfig> {
         // Check each value's type on its own so the error names the key.
         let mut one = defaults.clone();
         one.insert(k.clone(), v.clone());
-        if let Err(e) = one.try_into::<PpoConfig>() {
+        if let Err(e) = one.try_into::<C>() {
             bail!("{src}: key '{k}': {}", e.message());
         }
         table.insert(k.clone(), v.clone());
@@ -142,15 +190,26 @@ fn resolve_config(a: &PpoArgs) -> Result<PpoConfig> {
     if let Some(n) = a.num_envs {
         table.insert("num_envs".into(), toml::Value::Integer(n as i64));
     }
-    let cfg: PpoConfig = table
+    table
         .try_into()
-        .map_err(|e: toml::de::Error| anyhow::anyhow!("config: {}", e.message()))?;
-    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
-    Ok(cfg)
+        .map_err(|e: toml::de::Error| anyhow::anyhow!("config: {}", e.message()))
 }
 
 pub fn train(cmd: TrainCommand) -> Result<()> {
-    let TrainCommand::Ppo(a) = cmd;
+    let (a, algo) = match cmd {
+        TrainCommand::Ppo(a) => (a, None),
+        TrainCommand::Ddpg(a) => (a, Some(Algo::Ddpg)),
+        TrainCommand::Td3(a) => (a, Some(Algo::Td3)),
+        TrainCommand::Sac(a) => (a, Some(Algo::Sac)),
+    };
+    check_device(&a)?;
+    match algo {
+        None => train_ppo_cli(a),
+        Some(algo) => train_offpolicy_cli(a, algo),
+    }
+}
+
+fn check_device(a: &PpoArgs) -> Result<()> {
     match a.device.as_str() {
         "cpu" => {}
         "burn-cpu" | "wgpu" | "vulkan" => bail!(
@@ -162,11 +221,36 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
-    let cfg = resolve_config(&a)?;
+    Ok(())
+}
+
+fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
+    if quiet {
+        return indicatif::ProgressBar::hidden();
+    }
+    let b = indicatif::ProgressBar::new(total);
+    b.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps {msg}",
+        )
+        .expect("valid template"),
+    );
+    b
+}
+
+fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
+    if a.metrics_addr.is_some() || a.trace.is_some() {
+        bail!(
+            "--metrics-addr and --trace are not available for {} yet (ppo only)",
+            algo.name()
+        );
+    }
+    let cfg = resolve_offpolicy(&a, algo)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
-            "runs/{}-ppo-seed{}",
+            "runs/{}-{}-seed{}",
             cfg.env.replace('/', "-"),
+            algo.name(),
             cfg.seed
         ))
     });
@@ -175,64 +259,61 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         threads: a.threads,
         resume: a.resume,
         eval_episodes: a.eval_episodes,
-        trace: a.trace.clone(),
+        trace: None,
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
     let gpu = rlrig_lab::probe::GpuSampler::start(
         rlrig_lab::probe::Roots::default(),
         std::time::Duration::from_millis(200),
     );
-    let metrics = match &a.metrics_addr {
-        None => None,
-        Some(addr) => {
-            let addr = rlrig_lab::metrics::parse_addr(addr).map_err(anyhow::Error::msg)?;
-            let server = rlrig_lab::metrics::MetricsServer::start(addr)
-                .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
-            eprintln!("metrics: http://{}/metrics", server.local_addr());
-            Some(server)
-        }
-    };
-    let labels = format!("env=\"{}\",algo=\"ppo\"", cfg.env);
-    let total = cfg.num_iterations() * cfg.batch_size() as u64;
-    let bar = if a.quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} steps {msg}",
-            )
-            .expect("valid template"),
-        );
-        b
-    };
-    let summary = train_ppo(cfg, &opts, |p| {
+    let bar = progress_bar(a.quiet, cfg.total_steps);
+    let summary = train_offpolicy(cfg, &opts, |p| {
         bar.set_position(p.stats.global_step);
         bar.set_message(format!(
-            "{:.0} steps/s, return {:.1}",
-            p.steps_per_sec, p.recent_return
+            "{:.0} steps/s, {} updates, return {:.1}",
+            p.steps_per_sec, p.stats.updates, p.recent_return
         ));
-        if let Some(server) = &metrics {
-            server.update(exposition(&labels, p, &cpu, &gpu.latest()));
-        }
     })?;
     bar.finish_and_clear();
-    let t = summary.times;
-    let b = rlrig_lab::verdict::Breakdown::new(summary.wall, t.env, t.inference, t.learner);
-    let (pe, pi, pl, po) = b.shares();
     if let Some(step) = summary.resumed_from {
         outln!("resumed from step {step}");
     }
-    let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
+    let steps = summary.config.total_steps;
     outln!(
-        "{} ppo: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
         summary.config.env,
+        algo.name(),
+        summary.updates,
         summary.wall,
         steps as f64 / summary.wall,
+        summary.updates as f64 / summary.times.learner.max(1e-9),
         summary.eval.episodes,
         summary.eval.mean_return,
         summary.eval.std_return
     );
+    report_times(
+        summary.wall,
+        summary.times,
+        summary.config.num_envs,
+        a.threads,
+        &cpu,
+        gpu,
+    )?;
+    outln!("run directory: {}", run_dir.display());
+    Ok(())
+}
+
+/// The stage breakdown, core and GPU use, and the bottleneck verdict of a run.
+fn report_times(
+    wall: f64,
+    t: rlrig_learn::ppo::StageTimes,
+    num_envs: usize,
+    threads: usize,
+    cpu: &rlrig_lab::verdict::CpuSampler,
+    gpu: rlrig_lab::probe::GpuSampler,
+) -> Result<()> {
+    let b = rlrig_lab::verdict::Breakdown::new(wall, t.env, t.inference, t.learner);
+    let (pe, pi, pl, po) = b.shares();
     outln!(
         "time: env {:.2} s ({:.0}%), inference {:.2} s ({:.0}%), learner {:.2} s ({:.0}%), other {:.2} s ({:.0}%)",
         b.env,
@@ -267,8 +348,77 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
             g.samples
         );
     }
-    let v = rlrig_lab::verdict::verdict(&b, summary.config.num_envs, a.threads);
+    let v = rlrig_lab::verdict::verdict(&b, num_envs, threads);
     outln!("verdict: {}", v.message);
+    Ok(())
+}
+
+fn train_ppo_cli(a: PpoArgs) -> Result<()> {
+    let cfg = resolve_config(&a)?;
+    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "runs/{}-ppo-seed{}",
+            cfg.env.replace('/', "-"),
+            cfg.seed
+        ))
+    });
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        threads: a.threads,
+        resume: a.resume,
+        eval_episodes: a.eval_episodes,
+        trace: a.trace.clone(),
+    };
+    let cpu = rlrig_lab::verdict::CpuSampler::start();
+    let gpu = rlrig_lab::probe::GpuSampler::start(
+        rlrig_lab::probe::Roots::default(),
+        std::time::Duration::from_millis(200),
+    );
+    let metrics = match &a.metrics_addr {
+        None => None,
+        Some(addr) => {
+            let addr = rlrig_lab::metrics::parse_addr(addr).map_err(anyhow::Error::msg)?;
+            let server = rlrig_lab::metrics::MetricsServer::start(addr)
+                .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
+            eprintln!("metrics: http://{}/metrics", server.local_addr());
+            Some(server)
+        }
+    };
+    let labels = format!("env=\"{}\",algo=\"ppo\"", cfg.env);
+    let total = cfg.num_iterations() * cfg.batch_size() as u64;
+    let bar = progress_bar(a.quiet, total);
+    let summary = train_ppo(cfg, &opts, |p| {
+        bar.set_position(p.stats.global_step);
+        bar.set_message(format!(
+            "{:.0} steps/s, return {:.1}",
+            p.steps_per_sec, p.recent_return
+        ));
+        if let Some(server) = &metrics {
+            server.update(exposition(&labels, p, &cpu, &gpu.latest()));
+        }
+    })?;
+    bar.finish_and_clear();
+    if let Some(step) = summary.resumed_from {
+        outln!("resumed from step {step}");
+    }
+    let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
+    outln!(
+        "{} ppo: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        summary.config.env,
+        summary.wall,
+        steps as f64 / summary.wall,
+        summary.eval.episodes,
+        summary.eval.mean_return,
+        summary.eval.std_return
+    );
+    report_times(
+        summary.wall,
+        summary.times,
+        summary.config.num_envs,
+        a.threads,
+        &cpu,
+        gpu,
+    )?;
     if let Some(p) = &a.trace {
         outln!("trace: {} (open in ui.perfetto.dev)", p.display());
     }

@@ -1,0 +1,211 @@
+//! `rlrig train ddpg|td3|sac` end to end: determinism across thread counts, resume
+//! after SIGKILL (replay buffer included), eval and play on the run, clear errors.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{fails_with, rlrig, tmp};
+
+/// A small, fast run: 3000 steps on 4 envs, tiny nets.
+fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        algo,
+        "--env",
+        "Pendulum-v1",
+        "--total-steps",
+        "3000",
+        "--num-envs",
+        "4",
+        "--set",
+        "learning_starts=500",
+        "--set",
+        "hidden=[32, 32]",
+        "--set",
+        "batch_size=64",
+        "--set",
+        "log_every=500",
+        "--set",
+        "checkpoint_every=1000",
+        "--threads",
+        threads,
+        "--run-dir",
+        dir,
+        "--quiet",
+        "--eval-episodes",
+        "2",
+    ]
+}
+
+fn learning_columns(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split(',')
+                .take(rlrig_learn::trainer::OFFPOLICY_DETERMINISTIC_COLUMNS)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
+}
+
+fn final_weights(dir: &Path) -> Vec<u8> {
+    let ck = dir.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
+}
+
+#[test]
+fn same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
+    for algo in ["sac", "td3", "ddpg"] {
+        let (a, b) = (tmp(&format!("{algo}-t1")), tmp(&format!("{algo}-t2")));
+        for (d, t) in [(&a, "1"), (&b, "2")] {
+            let o = rlrig(&args(algo, d.to_str().unwrap(), t));
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        let (ma, mb) = (learning_columns(&a), learning_columns(&b));
+        assert_eq!(ma.len(), 7, "{algo}: header + 6 rows");
+        assert_eq!(ma, mb, "{algo}");
+        assert_eq!(final_weights(&a), final_weights(&b), "{algo}");
+        // 3000 steps, one update per transition after step 500.
+        assert!(ma[6].starts_with("3000,"), "{}", ma[6]);
+        assert_eq!(ma[6].split(',').nth(4), Some("2500"), "{algo} updates");
+        let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
+        assert!(config.contains(&format!("algo = \"{algo}\"")), "{config}");
+
+        let o = rlrig(&[
+            "eval",
+            "--run",
+            a.to_str().unwrap(),
+            "--episodes",
+            "2",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["episodes"], 2);
+        let m = v["mean_return"].as_f64().unwrap();
+        assert!(
+            m < 0.0 && m > -2000.0,
+            "Pendulum returns lie in (-2000, 0]: {m}"
+        );
+        let gif = a.join("p.gif");
+        let o = rlrig(&[
+            "play",
+            "--run",
+            a.to_str().unwrap(),
+            "--gif",
+            gif.to_str().unwrap(),
+            "--max-frames",
+            "10",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+        for d in [a, b] {
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
+}
+
+#[test]
+fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
+    let (full, killed) = (tmp("td3-full"), tmp("td3-killed"));
+    let o = rlrig(&args("td3", full.to_str().unwrap(), "2"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args("td3", killed.to_str().unwrap(), "2"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let latest = killed.join("checkpoints/latest");
+    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(latest.exists(), "no checkpoint was written before the kill");
+    let o = rlrig(
+        &args("td3", killed.to_str().unwrap(), "1")
+            .into_iter()
+            .chain(["--resume"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
+    // The final checkpoint holds weights, targets, Adam moments and the replay buffer.
+    assert_eq!(final_weights(&full), final_weights(&killed));
+    assert_eq!(learning_columns(&full), learning_columns(&killed));
+    for d in [full, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn off_policy_bad_input_is_a_clear_error() {
+    fails_with(
+        &["train", "sac", "--env", "CartPole-v1"],
+        None,
+        &["CartPole-v1", "discrete", "rlrig train ppo"],
+    );
+    fails_with(
+        &["train", "td3", "--set", "tau=2"],
+        None,
+        &["tau must lie in [0, 1]"],
+    );
+    fails_with(
+        &["train", "sac", "--set", "utd=2"],
+        None,
+        &["unknown key 'utd'", "utd_ratio"],
+    );
+    fails_with(
+        &["train", "sac", "--set", "algo=\"td3\""],
+        None,
+        &["algo = \"td3\"", "rlrig train sac"],
+    );
+    fails_with(
+        &["train", "ddpg", "--set", "hidden=\"big\""],
+        None,
+        &["key 'hidden'"],
+    );
+    // A SAC run resumed as TD3 or PPO names what the checkpoint is.
+    let d = tmp("sac-mismatch");
+    let mut a = args("sac", d.to_str().unwrap(), "1");
+    a[5] = "600";
+    let o = rlrig(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ds = d.to_str().unwrap();
+    fails_with(
+        &["train", "td3", "--run-dir", ds, "--resume", "--quiet"],
+        None,
+        &["sac checkpoint, not td3", "rlrig train sac --resume"],
+    );
+    fails_with(
+        &["train", "ppo", "--run-dir", ds, "--resume", "--quiet"],
+        None,
+        &["sac checkpoint, not ppo"],
+    );
+    fails_with(
+        &["train", "sac", "--run-dir", ds, "--quiet"],
+        None,
+        &["already holds a run", "--resume"],
+    );
+    // A damaged weights file is caught by its checksum.
+    let ck = d.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    let w = ck.join(latest.trim().replace(".json", ".safetensors"));
+    let mut bytes = std::fs::read(&w).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0x55;
+    std::fs::write(&w, bytes).unwrap();
+    fails_with(&["eval", "--run", ds], None, &["checksum mismatch"]);
+    std::fs::remove_dir_all(d).ok();
+}
