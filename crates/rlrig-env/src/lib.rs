@@ -18,6 +18,7 @@
 pub mod env;
 pub mod envs;
 pub mod error;
+pub mod games;
 pub mod registry;
 pub mod replay;
 pub mod rng;

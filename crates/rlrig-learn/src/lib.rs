@@ -7,7 +7,9 @@
 // Minibatch and lane loops index several arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+pub mod alphazero;
 pub mod buffer;
+pub mod mcts;
 pub mod nn;
 pub mod normalize;
 pub mod offpolicy;

@@ -518,3 +518,158 @@ pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), RunErro
     nets.actor_params = actor;
     Ok((cfg, nets))
 }
+
+/// metrics.csv columns of AlphaZero runs: learning metrics first (deterministic), then
+/// wall-clock stage times.
+pub const AZ_METRICS_HEADER: &str = "iteration,samples,games_finished,policy_loss,value_loss,win_rate_random,win_rate_solver,loss_rate_solver,time_search,time_inference,time_learner,time_eval,samples_per_sec";
+
+/// Number of leading deterministic columns of [`AZ_METRICS_HEADER`].
+pub const AZ_DETERMINISTIC_COLUMNS: usize = 8;
+
+pub struct AzTrainSummary {
+    pub config: crate::alphazero::AzConfig,
+    pub last: crate::alphazero::AzStats,
+    pub times: crate::alphazero::AzTimes,
+    pub wall: f64,
+    pub samples: u64,
+    pub resumed_from: Option<u64>,
+}
+
+fn az_checkpoint(dir: &RunDir, az: &crate::alphazero::AlphaZero) -> Result<(), RunError> {
+    let (state, tensors) = az.state();
+    let views: Vec<(&str, &[f32])> = tensors.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+    dir.save_tensors("alphazero", az.iteration, &az.cfg, &state, &views)?;
+    Ok(())
+}
+
+/// Trains (or resumes) an AlphaZero run in `opts.run_dir`.
+pub fn train_alphazero(
+    cfg: crate::alphazero::AzConfig,
+    opts: &TrainOptions,
+    mut progress: impl FnMut(&crate::alphazero::AzStats, f64),
+) -> Result<AzTrainSummary, RunError> {
+    use crate::alphazero::{AlphaZero, AzConfig, AzState};
+    let dir = RunDir::new(&opts.run_dir)?;
+    let mut az = AlphaZero::new(cfg.clone()).map_err(RunError::Mismatch)?;
+    let mut resumed_from = None;
+    if opts.resume {
+        let mut ck = dir.load_tensors::<AzConfig, AzState>("alphazero")?;
+        if ck.meta.config != cfg {
+            return Err(RunError::Mismatch(format!(
+                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
+                opts.run_dir.display()
+            )));
+        }
+        resumed_from = Some(ck.meta.state.iteration);
+        az.restore(ck.meta.state, |name| ck.tensors.remove(name))
+            .map_err(|e| RunError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
+    } else if dir.has_checkpoint() {
+        return Err(RunError::Mismatch(format!(
+            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+            opts.run_dir.display()
+        )));
+    }
+    dir.write_config_of("alphazero", &az.cfg)?;
+    let mut csv = MetricsCsv::open_with(&dir.path, AZ_METRICS_HEADER, az.iteration)?;
+    let mut tb = TensorBoard::create(&dir.path)?;
+    let start = Instant::now();
+    let mut last = crate::alphazero::AzStats::default();
+    let samples0 = az.samples;
+    while !az.done() {
+        let t0 = Instant::now();
+        let (before, s0) = (az.times, az.samples);
+        let s = az.iterate();
+        let wall = t0.elapsed().as_secs_f64();
+        let t = az.times;
+        let sps = (az.samples - s0) as f64 / wall;
+        csv.push(format!(
+            "{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
+            s.iteration,
+            s.samples,
+            s.games_finished,
+            s.policy_loss,
+            s.value_loss,
+            s.win_rate_random,
+            s.win_rate_solver,
+            s.loss_rate_solver,
+            t.search - before.search,
+            t.inference - before.inference,
+            t.learner - before.learner,
+            t.eval - before.eval,
+            sps
+        ))?;
+        tb.scalars(
+            s.samples,
+            &[
+                ("losses/policy_loss", s.policy_loss),
+                ("losses/value_loss", s.value_loss),
+                ("eval/win_rate_random", s.win_rate_random),
+                ("eval/win_rate_solver", s.win_rate_solver),
+                ("eval/loss_rate_solver", s.loss_rate_solver),
+                ("charts/samples_per_sec", sps),
+                ("charts/games_finished", s.games_finished as f64),
+            ],
+        )?;
+        let every = az.cfg.checkpoint_every;
+        if every > 0 && az.iteration.is_multiple_of(every) && !az.done() {
+            az_checkpoint(&dir, &az)?;
+        }
+        if s.win_rate_random.is_finite() || last.iteration == 0 {
+            last = s.clone();
+        } else {
+            last = crate::alphazero::AzStats {
+                win_rate_random: last.win_rate_random,
+                win_rate_solver: last.win_rate_solver,
+                loss_rate_solver: last.loss_rate_solver,
+                ..s.clone()
+            };
+        }
+        progress(&last, sps);
+    }
+    az_checkpoint(&dir, &az)?;
+    write_atomic(
+        &dir.path.join("eval.json"),
+        serde_json::to_string_pretty(&last)
+            .expect("plain numbers serialise")
+            .as_bytes(),
+    )?;
+    Ok(AzTrainSummary {
+        config: az.cfg.clone(),
+        last,
+        times: az.times,
+        wall: start.elapsed().as_secs_f64(),
+        samples: az.samples - samples0,
+        resumed_from,
+    })
+}
+
+/// The config and network of the newest checkpoint of an AlphaZero run.
+pub fn load_alphazero(
+    run_dir: &Path,
+) -> Result<(crate::alphazero::AzConfig, crate::alphazero::PolicyValue), RunError> {
+    use crate::alphazero::{AzConfig, AzState, PolicyValue};
+    use rlrig_env::games::{ConnectFour, Game};
+    let mut ck = RunDir::new(run_dir)?.load_tensors::<AzConfig, AzState>("alphazero")?;
+    let cfg = ck.meta.config;
+    cfg.validate()
+        .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
+    let mut net = PolicyValue::new(
+        ConnectFour::OBS_DIM,
+        ConnectFour::ACTIONS,
+        &cfg.hidden,
+        &mut rng,
+    );
+    let params = ck.tensors.remove("params").unwrap_or_default();
+    if params.len() != net.params.len() {
+        return Err(RunError::Mismatch(format!(
+            "{}: checkpoint has {} parameters, hidden {:?} needs {}",
+            run_dir.display(),
+            params.len(),
+            cfg.hidden,
+            net.params.len()
+        )));
+    }
+    net.params = params;
+    Ok((cfg, net))
+}

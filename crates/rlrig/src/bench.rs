@@ -15,6 +15,117 @@ pub enum BenchCommand {
     /// The versioned workload suite: every env stepping only / with inference / with
     /// training, plus PPO CartPole; results with a machine fingerprint for `rlrig compare`.
     Suite(SuiteArgs),
+    /// AlphaZero self-play throughput on Connect Four: samples/s (one sample = one move
+    /// chosen after a full search) for search only (uniform priors, no network), with
+    /// the network's inference, and with training as well.
+    Alphazero(AzBenchArgs),
+}
+
+#[derive(Args)]
+pub struct AzBenchArgs {
+    /// Simulations per search.
+    #[arg(long, default_value_t = 500)]
+    simulations: usize,
+    /// Concurrent games (the batch of every network call).
+    #[arg(long, default_value_t = 256)]
+    games: usize,
+    /// Lock-step moves measured per stage (samples = games x moves).
+    #[arg(long, default_value_t = 8)]
+    moves: usize,
+    /// Hidden layer sizes of the network (default 128,128: pgx's example).
+    #[arg(long, value_delimiter = ',', default_value = "128,128")]
+    hidden: Vec<usize>,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
+    use rlrig_env::games::{ConnectFour, Game, Outcome};
+    use rlrig_learn::alphazero::{AlphaZero, AzConfig};
+    use rlrig_learn::mcts::{BatchedMcts, UniformEvaluator, choose};
+    if a.simulations == 0 || a.games == 0 || a.moves == 0 {
+        bail!("--simulations, --games and --moves must be at least 1");
+    }
+    if a.hidden.is_empty() || a.hidden.contains(&0) {
+        bail!("--hidden must list positive sizes");
+    }
+    let samples = (a.games * a.moves) as f64;
+    // Search only: the same lock-step self-play with a network-free evaluator.
+    let mut mcts = BatchedMcts::<ConnectFour>::new(rlrig_learn::mcts::MctsConfig {
+        simulations: a.simulations,
+        ..Default::default()
+    });
+    let mut states = vec![ConnectFour::new(); a.games];
+    let mut rngs: Vec<rlrig_env::Rng> = (0..a.games)
+        .map(|g| rlrig_env::Rng::stream(1, rlrig_env::Purpose::Bench, g as u64))
+        .collect();
+    let mut v = vec![0.0; 7];
+    // One warm-up move (allocations, caches), then the timed moves.
+    mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
+    let t = Instant::now();
+    for _ in 0..a.moves {
+        mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
+        for g in 0..a.games {
+            mcts.visits(g, &mut v);
+            let act = choose(&v, 1.0, &mut rngs[g]);
+            if states[g].play(act) != Outcome::Ongoing {
+                states[g] = ConnectFour::new();
+            }
+        }
+    }
+    let search_only = samples / t.elapsed().as_secs_f64();
+    let cfg = |updates: usize| AzConfig {
+        iterations: 2,
+        games: a.games,
+        moves_per_iteration: a.moves,
+        simulations: a.simulations,
+        hidden: a.hidden.clone(),
+        updates_per_iteration: updates,
+        eval_games: 0,
+        ..AzConfig::default()
+    };
+    let measure = |c: AzConfig| -> Result<(f64, f64)> {
+        // The first iteration warms up (and fills the buffer); the second is timed.
+        let mut az = AlphaZero::new(c).map_err(anyhow::Error::msg)?;
+        az.iterate();
+        let before = az.times.inference;
+        let t = Instant::now();
+        az.iterate();
+        let wall = t.elapsed().as_secs_f64();
+        Ok((samples / wall, (az.times.inference - before) / wall))
+    };
+    let (with_inference, inference_share) = measure(cfg(0))?;
+    // Training at the default config's ratio: 16 updates of 256 per 1024 samples.
+    let updates = (16.0 * samples / 1024.0).ceil() as usize;
+    let (with_training, _) = measure(cfg(updates))?;
+    if a.json {
+        let j = serde_json::json!({
+            "simulations": a.simulations, "games": a.games, "moves": a.moves,
+            "hidden": a.hidden, "samples_per_sec": with_training,
+            "search_only_samples_per_sec": search_only,
+            "with_inference_samples_per_sec": with_inference,
+            "with_training_samples_per_sec": with_training,
+            "leaf_evaluations_per_sec": with_inference * a.simulations as f64,
+            "inference_share": inference_share, "training_updates": updates,
+        });
+        outln!("{j}");
+    } else {
+        outln!(
+            "ConnectFour AlphaZero self-play, {} simulations, {} games in lock-step, hidden {:?}, 1 thread",
+            a.simulations,
+            a.games,
+            a.hidden
+        );
+        outln!("search only:  {search_only:.0} samples/s");
+        outln!(
+            "+ inference:  {with_inference:.0} samples/s ({:.2} M leaf evaluations/s, {:.0}% of the time in the network)",
+            with_inference * a.simulations as f64 / 1e6,
+            100.0 * inference_share
+        );
+        outln!("+ training:   {with_training:.0} samples/s ({updates} updates of 256)");
+    }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -102,6 +213,7 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
     match cmd {
         BenchCommand::Env(a) => bench_env(a),
         BenchCommand::Suite(a) => suite(a),
+        BenchCommand::Alphazero(a) => bench_alphazero(a),
     }
 }
 

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::default_threads;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use rlrig_learn::alphazero::{AzConfig, Opponent, play_match};
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
 use rlrig_learn::trainer::{TrainOptions, eval_run, train_offpolicy, train_ppo};
@@ -31,6 +32,47 @@ pub enum TrainCommand {
     /// Deterministic at any --threads; checkpoints hold the replay buffer (see ddpg).
     /// Collect with many envs and trade them for updates with `--set utd_ratio=R`.
     Sac(PpoArgs),
+    /// AlphaZero with batched tree search on a board game (ConnectFour).
+    ///
+    /// Every simulation step evaluates one leaf of each of --games concurrent games in a
+    /// single network call, so a small network keeps the cores busy. Deterministic for a
+    /// seed; checkpoints hold the network, Adam, the replay buffer and the games in
+    /// flight, so a resumed run ends like an uninterrupted one.
+    Alphazero(AzArgs),
+}
+
+#[derive(Args)]
+pub struct AzArgs {
+    /// Game id (ConnectFour).
+    #[arg(long)]
+    env: Option<String>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Self-play + training iterations.
+    #[arg(long)]
+    iterations: Option<u64>,
+    /// Simulations per search.
+    #[arg(long)]
+    simulations: Option<usize>,
+    /// Concurrent self-play games (the batch of every network call).
+    #[arg(long)]
+    games: Option<usize>,
+    /// Where the network runs: `cpu` (the native path).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// TOML file with any hyperparameters (see a run's config.toml for every key).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one hyperparameter, e.g. `--set eval_depth=3` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Run directory (default: runs/<env>-alphazero-seed<seed>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    #[arg(long)]
+    resume: bool,
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// The flags every `rlrig train` algorithm takes.
@@ -123,6 +165,45 @@ fn resolve<C: serde::de::DeserializeOwned>(
     default_env: &str,
     defaults: impl Fn(&str) -> Result<toml::Table>,
 ) -> Result<C> {
+    let mut flags = Vec::new();
+    if let Some(s) = a.seed {
+        flags.push(("seed", toml::Value::Integer(s as i64)));
+    }
+    if let Some(s) = a.total_steps {
+        flags.push(("total_steps", toml::Value::Integer(s as i64)));
+    }
+    if let Some(n) = a.num_envs {
+        flags.push(("num_envs", toml::Value::Integer(n as i64)));
+    }
+    let src = Sources {
+        env: a.env.as_deref(),
+        config: a.config.as_deref(),
+        set: &a.set,
+        flags,
+    };
+    resolve_from(
+        &src,
+        default_env,
+        |e| Ok(rlrig_env::spec(e).map(|_| ())?),
+        defaults,
+    )
+}
+
+/// Where a config comes from, lowest priority first after the defaults.
+struct Sources<'a> {
+    env: Option<&'a str>,
+    config: Option<&'a std::path::Path>,
+    set: &'a [String],
+    /// Explicit flags (`--seed` ...): highest priority.
+    flags: Vec<(&'static str, toml::Value)>,
+}
+
+fn resolve_from<C: serde::de::DeserializeOwned>(
+    a: &Sources<'_>,
+    default_env: &str,
+    check_env: impl Fn(&str) -> Result<()>,
+    defaults: impl Fn(&str) -> Result<toml::Table>,
+) -> Result<C> {
     let file: Option<toml::Table> = match &a.config {
         None => None,
         Some(p) => {
@@ -132,12 +213,12 @@ fn resolve<C: serde::de::DeserializeOwned>(
         }
     };
     let env = match (&a.env, file.as_ref().and_then(|f| f.get("env"))) {
-        (Some(e), _) => e.clone(),
+        (Some(e), _) => e.to_string(),
         (None, Some(toml::Value::String(e))) => e.clone(),
         (None, Some(v)) => bail!("config file: env must be a string, got {v}"),
         (None, None) => default_env.to_string(),
     };
-    rlrig_env::spec(&env)?;
+    check_env(&env)?;
     let defaults = defaults(&env)?;
     let mut table = defaults.clone();
     let file_src = a
@@ -150,7 +231,7 @@ fn resolve<C: serde::de::DeserializeOwned>(
     for (k, v) in file.into_iter().flatten() {
         given.push((k, v, file_src.clone()));
     }
-    for kv in &a.set {
+    for kv in a.set {
         let (k, v) = kv
             .split_once('=')
             .with_context(|| format!("--set '{kv}': expected KEY=VALUE"))?;
@@ -181,22 +262,140 @@ fn resolve<C: serde::de::DeserializeOwned>(
         table.insert(k.clone(), v.clone());
     }
     table.insert("env".into(), toml::Value::String(env));
-    if let Some(s) = a.seed {
-        table.insert("seed".into(), toml::Value::Integer(s as i64));
-    }
-    if let Some(s) = a.total_steps {
-        table.insert("total_steps".into(), toml::Value::Integer(s as i64));
-    }
-    if let Some(n) = a.num_envs {
-        table.insert("num_envs".into(), toml::Value::Integer(n as i64));
+    for (k, v) in &a.flags {
+        table.insert(k.to_string(), v.clone());
     }
     table
         .try_into()
         .map_err(|e: toml::de::Error| anyhow::anyhow!("config: {}", e.message()))
 }
 
+fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
+    let mut flags = Vec::new();
+    if let Some(s) = a.seed {
+        flags.push(("seed", toml::Value::Integer(s as i64)));
+    }
+    if let Some(v) = a.iterations {
+        flags.push(("iterations", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.simulations {
+        flags.push(("simulations", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.games {
+        flags.push(("games", toml::Value::Integer(v as i64)));
+    }
+    let src = Sources {
+        env: a.env.as_deref(),
+        config: a.config.as_deref(),
+        set: &a.set,
+        flags,
+    };
+    let cfg: AzConfig = resolve_from(
+        &src,
+        "ConnectFour",
+        |e| {
+            if rlrig_env::games::GAME_IDS.contains(&e) {
+                Ok(())
+            } else {
+                bail!(
+                    "unknown game '{e}' for alphazero (known: {})",
+                    rlrig_env::games::GAME_IDS.join(", ")
+                )
+            }
+        },
+        |env| {
+            toml::Table::try_from(AzConfig {
+                env: env.to_string(),
+                ..AzConfig::default()
+            })
+            .context("default config")
+        },
+    )?;
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    Ok(cfg)
+}
+
+fn train_alphazero_cli(a: AzArgs) -> Result<()> {
+    match a.device.as_str() {
+        "cpu" => {}
+        "burn-cpu" | "wgpu" | "vulkan" => bail!(
+            "--device {}: this build has no Burn backend; only `cpu` (the native path) is available",
+            a.device
+        ),
+        other => bail!("--device {other}: unknown device (known: cpu, burn-cpu, wgpu)"),
+    }
+    let cfg = resolve_alphazero(&a)?;
+    let run_dir = a
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("runs/{}-alphazero-seed{}", cfg.env, cfg.seed)));
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        threads: 1,
+        resume: a.resume,
+        eval_episodes: 0,
+        trace: None,
+    };
+    let bar = progress_bar(a.quiet, cfg.iterations);
+    let depth = cfg.eval_depth;
+    let summary = rlrig_learn::trainer::train_alphazero(cfg, &opts, |s, sps| {
+        bar.set_position(s.iteration);
+        bar.set_message(format!(
+            "{sps:.0} samples/s, losses {:.3}/{:.3}, vs random {:.0}%, vs solver:{depth} {:.0}% won {:.0}% lost",
+            s.policy_loss,
+            s.value_loss,
+            100.0 * s.win_rate_random,
+            100.0 * s.win_rate_solver,
+            100.0 * s.loss_rate_solver
+        ));
+    })?;
+    bar.finish_and_clear();
+    if let Some(it) = summary.resumed_from {
+        outln!("resumed from iteration {it}");
+    }
+    let t = summary.times;
+    let s = &summary.last;
+    outln!(
+        "{} alphazero: {} iterations, {} self-play samples in {:.2} s ({:.0} samples/s, {} simulations, {} games in lock-step)",
+        summary.config.env,
+        summary.config.iterations,
+        summary.samples,
+        summary.wall,
+        summary.samples as f64 / summary.wall,
+        summary.config.simulations,
+        summary.config.games
+    );
+    if summary.config.eval_games == 0 || s.win_rate_random.is_nan() {
+        outln!("evaluation: none (eval_games = 0)");
+    } else {
+        outln!(
+            "evaluation ({} games each): vs random {:.0}% won; vs solver:{} {:.0}% won, {:.0}% lost",
+            summary.config.eval_games,
+            100.0 * s.win_rate_random,
+            summary.config.eval_depth,
+            100.0 * s.win_rate_solver,
+            100.0 * s.loss_rate_solver
+        );
+    }
+    let pct = |x: f64| 100.0 * x / summary.wall;
+    outln!(
+        "time: search {:.2} s ({:.0}%), inference {:.2} s ({:.0}%), learner {:.2} s ({:.0}%), evaluation {:.2} s ({:.0}%)",
+        t.search,
+        pct(t.search),
+        t.inference,
+        pct(t.inference),
+        t.learner,
+        pct(t.learner),
+        t.eval,
+        pct(t.eval)
+    );
+    outln!("run directory: {}", run_dir.display());
+    Ok(())
+}
+
 pub fn train(cmd: TrainCommand) -> Result<()> {
     let (a, algo) = match cmd {
+        TrainCommand::Alphazero(a) => return train_alphazero_cli(a),
         TrainCommand::Ppo(a) => (a, None),
         TrainCommand::Ddpg(a) => (a, Some(Algo::Ddpg)),
         TrainCommand::Td3(a) => (a, Some(Algo::Td3)),
@@ -550,9 +749,64 @@ pub struct EvalArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// AlphaZero runs: the opponent, `random`, `solver:DEPTH` (depth-limited negamax;
+    /// `solver:0` plays perfectly but is slow in the opening) or `run:DIR` (another run).
+    #[arg(long, default_value = "solver:2")]
+    opponent: String,
+    /// AlphaZero runs: games to play (half with the agent moving first).
+    #[arg(long, default_value_t = 100)]
+    games: usize,
+    /// AlphaZero runs: simulations per agent move (default: the run's eval_simulations).
+    #[arg(long)]
+    simulations: Option<usize>,
+}
+
+fn eval_alphazero(a: &EvalArgs) -> Result<()> {
+    let (cfg, net) = rlrig_learn::trainer::load_alphazero(&a.run)?;
+    if a.games == 0 {
+        bail!("--games must be at least 1");
+    }
+    let sims = a.simulations.unwrap_or(cfg.eval_simulations);
+    if sims == 0 {
+        bail!("--simulations must be at least 1");
+    }
+    let seed = a
+        .seed
+        .unwrap_or(cfg.seed + rlrig_learn::trainer::EVAL_SEED_OFFSET);
+    let m = if let Some(other) = a.opponent.strip_prefix("run:") {
+        let (_, net2) = rlrig_learn::trainer::load_alphazero(std::path::Path::new(other))
+            .with_context(|| format!("--opponent {}", a.opponent))?;
+        rlrig_learn::alphazero::play_nets(&net, &net2, &cfg, sims, a.games, seed)
+    } else {
+        let op: Opponent = a.opponent.parse().map_err(anyhow::Error::msg)?;
+        play_match(&net, &cfg, sims, op, a.games, seed)
+    };
+    if a.json {
+        let v = serde_json::json!({
+            "opponent": a.opponent, "games": m.games, "wins": m.wins, "draws": m.draws,
+            "losses": m.losses, "win_rate": m.win_rate(), "loss_rate": m.loss_rate(),
+            "simulations": sims, "seed": seed,
+        });
+        outln!("{v}");
+    } else {
+        outln!(
+            "{} games against {}: {} won, {} drawn, {} lost ({:.0}% won, {} simulations per move)",
+            m.games,
+            a.opponent,
+            m.wins,
+            m.draws,
+            m.losses,
+            100.0 * m.win_rate(),
+            sims
+        );
+    }
+    Ok(())
 }
 
 pub fn eval(a: EvalArgs) -> Result<()> {
+    if rlrig_learn::run::RunDir::new(&a.run)?.algo()? == "alphazero" {
+        return eval_alphazero(&a);
+    }
     if a.episodes == 0 {
         bail!("--episodes must be at least 1");
     }
@@ -577,9 +831,16 @@ pub struct PlayArgs {
     /// Run directory of a `rlrig train` run.
     #[arg(long)]
     run: PathBuf,
-    /// Write the episodes as an animated GIF here.
+    /// Write the episodes as an animated GIF here (required except for AlphaZero runs,
+    /// which are played in the terminal).
     #[arg(long, value_name = "FILE.gif")]
-    gif: PathBuf,
+    gif: Option<PathBuf>,
+    /// AlphaZero runs: the agent moves first.
+    #[arg(long)]
+    agent_first: bool,
+    /// AlphaZero runs: simulations per agent move (default: the run's eval_simulations).
+    #[arg(long)]
+    simulations: Option<usize>,
     #[arg(long, default_value_t = 1)]
     episodes: usize,
     /// Seed of the first episode (default: the run's seed + 1000003).
@@ -590,15 +851,84 @@ pub struct PlayArgs {
     max_frames: usize,
 }
 
+/// A game against an AlphaZero run in the terminal: columns 1-7 from stdin, `q` quits.
+fn play_alphazero(a: &PlayArgs) -> Result<()> {
+    use rlrig_env::games::{ConnectFour, Game, Outcome};
+    use std::io::BufRead;
+    let (cfg, net) = rlrig_learn::trainer::load_alphazero(&a.run)?;
+    let sims = a.simulations.unwrap_or(cfg.eval_simulations).max(1);
+    let mut mcts = rlrig_learn::mcts::BatchedMcts::<ConnectFour>::new(cfg.mcts(sims));
+    let mut eval = net.evaluator();
+    let mut p = ConnectFour::new();
+    let mut agent_turn = a.agent_first;
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::User, 0);
+    outln!(
+        "You are {}. Enter a column 1-7 (q quits).",
+        if a.agent_first { "O" } else { "X" }
+    );
+    loop {
+        outln!("{}", p.render());
+        let col = if agent_turn {
+            mcts.search(&[p], std::slice::from_mut(&mut rng), false, &mut eval);
+            let mut v = vec![0.0; 7];
+            mcts.visits(0, &mut v);
+            let c = rlrig_learn::mcts::choose(&v, 0.0, &mut rng);
+            outln!("agent plays {} (value {:+.2})", c + 1, mcts.value(0));
+            c
+        } else {
+            loop {
+                let Some(line) = lines.next() else {
+                    outln!("input ended");
+                    return Ok(());
+                };
+                let line = line?;
+                let t = line.trim();
+                if t == "q" {
+                    return Ok(());
+                }
+                match t.parse::<usize>() {
+                    Ok(c) if (1..=7).contains(&c) && p.can_play(c - 1) => break c - 1,
+                    _ => outln!("'{t}' is not a playable column (1-7)"),
+                }
+            }
+        };
+        match p.play(col) {
+            Outcome::Ongoing => agent_turn = !agent_turn,
+            o => {
+                outln!("{}", p.render());
+                outln!(
+                    "{}",
+                    match (o, agent_turn) {
+                        (Outcome::Draw, _) => "draw",
+                        (_, true) => "the agent wins",
+                        _ => "you win",
+                    }
+                );
+                return Ok(());
+            }
+        }
+    }
+}
+
 pub fn play(a: PlayArgs) -> Result<()> {
+    if rlrig_learn::run::RunDir::new(&a.run)?.algo()? == "alphazero" {
+        return play_alphazero(&a);
+    }
+    let Some(gif) = a.gif.clone() else {
+        bail!(
+            "--gif FILE.gif is required for {} (only AlphaZero runs play in the terminal)",
+            a.run.display()
+        );
+    };
     if a.episodes == 0 {
         bail!("--episodes must be at least 1");
     }
     let (env, recs) = rlrig_learn::trainer::record_episodes(&a.run, a.episodes, a.seed)?;
     let eps: Vec<(Vec<Vec<f64>>, Vec<f64>)> =
         recs.into_iter().map(|r| (r.states, r.returns)).collect();
-    rlrig_lab::render::episodes_gif(&a.gif, &env, &eps, a.max_frames)
-        .map_err(anyhow::Error::msg)?;
+    rlrig_lab::render::episodes_gif(&gif, &env, &eps, a.max_frames).map_err(anyhow::Error::msg)?;
     for (i, (s, r)) in eps.iter().enumerate() {
         outln!(
             "episode {}: {} steps, return {:.1}",
@@ -607,6 +937,6 @@ pub fn play(a: PlayArgs) -> Result<()> {
             r.last().copied().unwrap_or(0.0)
         );
     }
-    outln!("gif: {}", a.gif.display());
+    outln!("gif: {}", gif.display());
     Ok(())
 }

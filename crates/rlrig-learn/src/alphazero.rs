@@ -1,0 +1,925 @@
+//! AlphaZero (Silver et al. 2018) on two-player board games, with batched search.
+//!
+//! Each iteration plays `moves_per_iteration` lock-step moves in `games` concurrent
+//! self-play games (every move is a full [`BatchedMcts`] search whose leaves are
+//! evaluated `games` at a time), stores finished games' positions with their search
+//! policies and outcomes in a replay buffer, then makes `updates_per_iteration`
+//! minibatch steps on the policy-value network (cross-entropy to the search policy,
+//! squared error to the outcome, L2 weight decay, Adam). Finished games restart at
+//! once, so the batch stays full.
+//!
+//! The network is an MLP on the native CPU path (ReLU, `hidden` units per layer; pgx's
+//! AlphaZero example uses 2 x 128), with `ACTIONS` policy logits and one value output
+//! squashed by tanh.
+//!
+//! Determinism: the noise and move choice of game slot `g` at lock-step move `t` come
+//! from the stream `(seed, Policy, t * games + g)`, minibatches from `(seed, Learner,
+//! update)`, evaluation games from `(seed, Bench, game)`; everything runs on one thread
+//! in a fixed order, so a run is a pure function of its config and a checkpoint
+//! (network, Adam, replay buffer and the games in flight) continues it bit for bit.
+
+use rlrig_env::games::{ConnectFour, Game, Outcome, Solver};
+use rlrig_env::{Purpose, Rng};
+use serde::{Deserialize, Serialize};
+
+use crate::mcts::{BatchedMcts, Evaluator, MctsConfig, choose};
+use crate::nn::{Activation, Mlp, MlpCache};
+use crate::optim::Adam;
+
+/// Hyperparameters.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AzConfig {
+    /// Game id (ConnectFour).
+    pub env: String,
+    pub seed: u64,
+    /// Self-play + training rounds.
+    pub iterations: u64,
+    /// Concurrent self-play games: the batch of every network call in search.
+    pub games: usize,
+    /// Lock-step moves per iteration (each a full search in every game).
+    pub moves_per_iteration: usize,
+    /// Simulations per search.
+    pub simulations: usize,
+    pub c_puct: f32,
+    pub dirichlet_alpha: f32,
+    pub dirichlet_fraction: f32,
+    /// Moves per game chosen in proportion to visit counts; greedy afterwards.
+    pub temperature_moves: usize,
+    /// Hidden layer sizes (ReLU).
+    pub hidden: Vec<usize>,
+    pub learning_rate: f64,
+    /// L2 penalty added to the gradient (coefficient times the weight).
+    pub weight_decay: f64,
+    pub batch_size: usize,
+    pub updates_per_iteration: usize,
+    /// Positions the replay buffer keeps.
+    pub buffer_size: usize,
+    /// Iterations between evaluations against the solver and a random player (0: only
+    /// at the end).
+    pub eval_every: u64,
+    /// Games per opponent in each evaluation (half with the agent moving first).
+    pub eval_games: usize,
+    /// Depth of the solver opponent (plies, the move itself included).
+    pub eval_depth: u32,
+    /// Simulations of the agent's search in evaluation games (no noise, greedy).
+    pub eval_simulations: usize,
+    /// Iterations between checkpoints (0: only at the end).
+    pub checkpoint_every: u64,
+}
+
+impl Default for AzConfig {
+    fn default() -> Self {
+        AzConfig {
+            env: "ConnectFour".into(),
+            seed: 1,
+            iterations: 60,
+            games: 128,
+            moves_per_iteration: 8,
+            simulations: 32,
+            c_puct: 1.25,
+            dirichlet_alpha: 0.3,
+            dirichlet_fraction: 0.25,
+            temperature_moves: 10,
+            hidden: vec![128, 128],
+            learning_rate: 1e-3,
+            weight_decay: 1e-4,
+            batch_size: 256,
+            updates_per_iteration: 16,
+            buffer_size: 100_000,
+            eval_every: 20,
+            eval_games: 40,
+            eval_depth: 2,
+            eval_simulations: 32,
+            checkpoint_every: 20,
+        }
+    }
+}
+
+impl AzConfig {
+    pub fn validate(&self) -> Result<(), String> {
+        if !rlrig_env::games::GAME_IDS.contains(&self.env.as_str()) {
+            return Err(format!(
+                "unknown game '{}' (known: {})",
+                self.env,
+                rlrig_env::games::GAME_IDS.join(", ")
+            ));
+        }
+        for (v, n) in [
+            (self.games, "games"),
+            (self.moves_per_iteration, "moves_per_iteration"),
+            (self.simulations, "simulations"),
+            (self.batch_size, "batch_size"),
+            (self.buffer_size, "buffer_size"),
+            (self.eval_simulations, "eval_simulations"),
+        ] {
+            if v == 0 {
+                return Err(format!("{n} must be at least 1"));
+            }
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err(format!(
+                "hidden must list positive sizes, got {:?}",
+                self.hidden
+            ));
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return Err(format!(
+                "learning_rate must be positive, got {}",
+                self.learning_rate
+            ));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return Err(format!(
+                "weight_decay must be >= 0, got {}",
+                self.weight_decay
+            ));
+        }
+        if !(self.dirichlet_alpha > 0.0 && (0.0..=1.0).contains(&self.dirichlet_fraction)) {
+            return Err("dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]".into());
+        }
+        if self.eval_depth == 0 {
+            return Err("eval_depth must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    pub fn mcts(&self, simulations: usize) -> MctsConfig {
+        MctsConfig {
+            simulations,
+            c_puct: self.c_puct,
+            dirichlet_alpha: self.dirichlet_alpha,
+            dirichlet_fraction: self.dirichlet_fraction,
+        }
+    }
+}
+
+/// The policy-value network: an MLP over the observation with `ACTIONS + 1` outputs.
+#[derive(Clone, Debug)]
+pub struct PolicyValue {
+    pub mlp: Mlp,
+    pub params: Vec<f32>,
+    actions: usize,
+}
+
+impl PolicyValue {
+    pub fn new(obs_dim: usize, actions: usize, hidden: &[usize], rng: &mut Rng) -> PolicyValue {
+        let sizes: Vec<usize> = std::iter::once(obs_dim)
+            .chain(hidden.iter().copied())
+            .chain(std::iter::once(actions + 1))
+            .collect();
+        let mlp = Mlp::with_activation(&sizes, 0, Activation::Relu);
+        let mut params = vec![0.0; mlp.num_params()];
+        mlp.init_torch_default(&mut params, rng);
+        PolicyValue {
+            mlp,
+            params,
+            actions,
+        }
+    }
+
+    /// An [`Evaluator`] over these weights.
+    pub fn evaluator(&self) -> NetEval<'_> {
+        NetEval {
+            net: self,
+            cache: MlpCache::default(),
+        }
+    }
+}
+
+/// Runs a [`PolicyValue`] for search: one forward call per batch of leaves.
+pub struct NetEval<'a> {
+    net: &'a PolicyValue,
+    cache: MlpCache,
+}
+
+impl Evaluator for NetEval<'_> {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
+        let a = self.net.actions;
+        let out = self
+            .net
+            .mlp
+            .forward(&self.net.params, obs, n, &mut self.cache);
+        for r in 0..n {
+            logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
+            values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
+        }
+    }
+}
+
+/// Training positions: states (observations are recomputed when sampled), search
+/// policies and outcomes for the side to move, in a ring.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GameBuffer<G> {
+    capacity: usize,
+    pos: usize,
+    states: Vec<G>,
+    policies: Vec<f32>,
+    outcomes: Vec<f32>,
+}
+
+impl<G: Game> GameBuffer<G> {
+    pub fn new(capacity: usize) -> Self {
+        GameBuffer {
+            capacity,
+            pos: 0,
+            states: Vec::with_capacity(capacity),
+            policies: Vec::with_capacity(capacity * G::ACTIONS),
+            outcomes: Vec::with_capacity(capacity),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    pub fn push(&mut self, state: G, policy: &[f32], outcome: f32) {
+        let a = G::ACTIONS;
+        if self.states.len() < self.capacity {
+            self.states.push(state);
+            self.policies.extend_from_slice(policy);
+            self.outcomes.push(outcome);
+        } else {
+            let i = self.pos;
+            self.states[i] = state;
+            self.policies[i * a..(i + 1) * a].copy_from_slice(policy);
+            self.outcomes[i] = outcome;
+        }
+        self.pos = (self.pos + 1) % self.capacity;
+    }
+}
+
+/// A self-play game in flight: its position and the positions and search policies
+/// seen so far.
+#[derive(Clone, Debug, PartialEq)]
+struct Slot<G> {
+    state: G,
+    history: Vec<(G, Vec<f32>)>,
+}
+
+/// Metrics of one iteration.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct AzStats {
+    pub iteration: u64,
+    /// Positions searched in self-play so far (one per move, the seed's "sample").
+    pub samples: u64,
+    pub games_finished: u64,
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    /// Win rates in the last evaluation (NaN when none ran this iteration).
+    pub win_rate_random: f64,
+    pub win_rate_solver: f64,
+    pub loss_rate_solver: f64,
+}
+
+/// Wall time per stage, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct AzTimes {
+    /// Search minus network calls.
+    pub search: f64,
+    pub inference: f64,
+    pub learner: f64,
+    pub eval: f64,
+}
+
+/// Everything besides tensors a checkpoint holds.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct AzState {
+    pub iteration: u64,
+    pub moves: u64,
+    pub updates: u64,
+    pub samples: u64,
+    pub games_finished: u64,
+    pub adam: Adam,
+    pub buffer_pos: usize,
+    pub buffer_len: usize,
+    /// Per slot: the number of positions in its history.
+    pub history_lens: Vec<usize>,
+}
+
+/// An AlphaZero run on Connect Four.
+pub struct AlphaZero {
+    pub cfg: AzConfig,
+    pub net: PolicyValue,
+    adam: Adam,
+    grads: Vec<f32>,
+    buffer: GameBuffer<ConnectFour>,
+    slots: Vec<Slot<ConnectFour>>,
+    mcts: BatchedMcts<ConnectFour>,
+    pub iteration: u64,
+    moves: u64,
+    updates: u64,
+    pub samples: u64,
+    games_finished: u64,
+    pub times: AzTimes,
+    cache: MlpCache,
+    obs: Vec<f32>,
+    dout: Vec<f32>,
+}
+
+/// Which opponent an evaluation game is against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opponent {
+    Random,
+    /// Best move by a depth-limited negamax (ties broken at random); depth 0 plays
+    /// perfectly (exact solver, slow in the opening).
+    Solver(u32),
+}
+
+impl std::str::FromStr for Opponent {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.split_once(':') {
+            None if s == "random" => Ok(Opponent::Random),
+            Some(("solver", d)) => d
+                .parse()
+                .map(Opponent::Solver)
+                .map_err(|_| format!("opponent '{s}': depth must be a number (solver:2)")),
+            _ => Err(format!(
+                "unknown opponent '{s}' (use random, solver:DEPTH or run:DIR)"
+            )),
+        }
+    }
+}
+
+/// Results of evaluation games, from the agent's view.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Match {
+    pub games: usize,
+    pub wins: usize,
+    pub draws: usize,
+    pub losses: usize,
+}
+
+impl Match {
+    pub fn win_rate(&self) -> f64 {
+        self.wins as f64 / self.games.max(1) as f64
+    }
+    pub fn loss_rate(&self) -> f64 {
+        self.losses as f64 / self.games.max(1) as f64
+    }
+}
+
+/// The opponent's move in `p`.
+pub fn opponent_move(op: Opponent, p: &ConnectFour, solver: &mut Solver, rng: &mut Rng) -> usize {
+    let legal: Vec<usize> = (0..7).filter(|&c| p.can_play(c)).collect();
+    match op {
+        Opponent::Random => legal[rng.below(legal.len() as u32) as usize],
+        Opponent::Solver(d) => {
+            let vals = solver.move_values(p, d);
+            let best = vals.iter().flatten().copied().max().expect("a legal move");
+            let ties: Vec<usize> = (0..7).filter(|&c| vals[c] == Some(best)).collect();
+            ties[rng.below(ties.len() as u32) as usize]
+        }
+    }
+}
+
+/// Plays `games` evaluation games of the agent (greedy search with `simulations`, no
+/// noise) against `op`, all games in lock-step so the agent's searches are batched.
+/// The agent moves first in even-numbered games. Deterministic for a given `seed`.
+pub fn play_match(
+    net: &PolicyValue,
+    cfg: &AzConfig,
+    simulations: usize,
+    op: Opponent,
+    games: usize,
+    seed: u64,
+) -> Match {
+    let mut solver = Solver::new(1 << 16);
+    play_games(net, cfg, simulations, games, seed, |idx, states, rngs| {
+        idx.iter()
+            .map(|&g| opponent_move(op, &states[g], &mut solver, &mut rngs[g]))
+            .collect()
+    })
+}
+
+/// As [`play_match`] against another network (same search settings).
+pub fn play_nets(
+    net: &PolicyValue,
+    other: &PolicyValue,
+    cfg: &AzConfig,
+    simulations: usize,
+    games: usize,
+    seed: u64,
+) -> Match {
+    let mut mcts = BatchedMcts::<ConnectFour>::new(cfg.mcts(simulations));
+    let mut eval = other.evaluator();
+    play_games(net, cfg, simulations, games, seed, |idx, states, rngs| {
+        greedy_moves(&mut mcts, &mut eval, idx, states, rngs, seed)
+    })
+}
+
+/// Greedy search moves for the games `idx`.
+fn greedy_moves(
+    mcts: &mut BatchedMcts<ConnectFour>,
+    eval: &mut impl Evaluator,
+    idx: &[usize],
+    states: &[ConnectFour],
+    rngs: &mut [Rng],
+    seed: u64,
+) -> Vec<usize> {
+    if idx.is_empty() {
+        return Vec::new();
+    }
+    let roots: Vec<ConnectFour> = idx.iter().map(|&g| states[g]).collect();
+    // No noise is drawn; the generators only satisfy the interface.
+    let mut unused: Vec<Rng> = idx
+        .iter()
+        .map(|&g| Rng::stream(seed, Purpose::Bench, g as u64))
+        .collect();
+    mcts.search(&roots, &mut unused, false, eval);
+    let mut v = vec![0.0; ConnectFour::ACTIONS];
+    idx.iter()
+        .enumerate()
+        .map(|(k, &g)| {
+            mcts.visits(k, &mut v);
+            choose(&v, 0.0, &mut rngs[g])
+        })
+        .collect()
+}
+
+fn play_games(
+    net: &PolicyValue,
+    cfg: &AzConfig,
+    simulations: usize,
+    games: usize,
+    seed: u64,
+    mut opponent: impl FnMut(&[usize], &[ConnectFour], &mut [Rng]) -> Vec<usize>,
+) -> Match {
+    let mut mcts = BatchedMcts::<ConnectFour>::new(cfg.mcts(simulations));
+    let mut eval = net.evaluator();
+    let mut states = vec![ConnectFour::new(); games];
+    let mut result: Vec<Option<i32>> = vec![None; games];
+    let mut rngs: Vec<Rng> = (0..games)
+        .map(|g| Rng::stream(seed, Purpose::Bench, g as u64))
+        .collect();
+    while result.iter().any(Option::is_none) {
+        // The agent moves in game g when (moves + g) is even.
+        for agent in [true, false] {
+            let idx: Vec<usize> = (0..games)
+                .filter(|&g| {
+                    result[g].is_none() && (states[g].moves() + g).is_multiple_of(2) == agent
+                })
+                .collect();
+            let moves = if agent {
+                greedy_moves(&mut mcts, &mut eval, &idx, &states, &mut rngs, seed)
+            } else {
+                opponent(&idx, &states, &mut rngs)
+            };
+            for (&g, &a) in idx.iter().zip(&moves) {
+                let sign = if agent { 1 } else { -1 };
+                match states[g].play(a) {
+                    Outcome::Win => result[g] = Some(sign),
+                    Outcome::Draw => result[g] = Some(0),
+                    Outcome::Ongoing => {}
+                }
+            }
+        }
+    }
+    let mut m = Match {
+        games,
+        ..Match::default()
+    };
+    for r in result.into_iter().flatten() {
+        match r {
+            1 => m.wins += 1,
+            0 => m.draws += 1,
+            _ => m.losses += 1,
+        }
+    }
+    m
+}
+
+impl AlphaZero {
+    pub fn new(cfg: AzConfig) -> Result<AlphaZero, String> {
+        cfg.validate()?;
+        let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
+        let net = PolicyValue::new(
+            ConnectFour::OBS_DIM,
+            ConnectFour::ACTIONS,
+            &cfg.hidden,
+            &mut rng,
+        );
+        let n = net.params.len();
+        Ok(AlphaZero {
+            adam: Adam::new(n, 1e-8),
+            grads: vec![0.0; n],
+            buffer: GameBuffer::new(cfg.buffer_size),
+            slots: (0..cfg.games)
+                .map(|_| Slot {
+                    state: ConnectFour::new(),
+                    history: Vec::new(),
+                })
+                .collect(),
+            mcts: BatchedMcts::new(cfg.mcts(cfg.simulations)),
+            iteration: 0,
+            moves: 0,
+            updates: 0,
+            samples: 0,
+            games_finished: 0,
+            times: AzTimes::default(),
+            cache: MlpCache::default(),
+            obs: Vec::new(),
+            dout: Vec::new(),
+            net,
+            cfg,
+        })
+    }
+
+    pub fn done(&self) -> bool {
+        self.iteration >= self.cfg.iterations
+    }
+
+    /// One lock-step move in every self-play game.
+    fn self_play_move(&mut self) {
+        let g_n = self.cfg.games;
+        let roots: Vec<ConnectFour> = self.slots.iter().map(|s| s.state).collect();
+        let mut rngs: Vec<Rng> = (0..g_n)
+            .map(|g| {
+                Rng::stream(
+                    self.cfg.seed,
+                    Purpose::Policy,
+                    self.moves * g_n as u64 + g as u64,
+                )
+            })
+            .collect();
+        let t0 = std::time::Instant::now();
+        let mut eval = TimedEval {
+            inner: self.net.evaluator(),
+            seconds: 0.0,
+        };
+        self.mcts.search(&roots, &mut rngs, true, &mut eval);
+        let total = t0.elapsed().as_secs_f64();
+        self.times.inference += eval.seconds;
+        self.times.search += total - eval.seconds;
+        let mut visits = vec![0.0f32; ConnectFour::ACTIONS];
+        for g in 0..g_n {
+            self.mcts.visits(g, &mut visits);
+            let sum: f32 = visits.iter().sum();
+            let pi: Vec<f32> = visits.iter().map(|v| v / sum).collect();
+            let slot = &mut self.slots[g];
+            let t = if slot.state.moves() < self.cfg.temperature_moves {
+                1.0
+            } else {
+                0.0
+            };
+            let a = choose(&visits, t, &mut rngs[g]);
+            slot.history.push((slot.state, pi));
+            let outcome = slot.state.play(a);
+            if outcome != Outcome::Ongoing {
+                // The player who just moved won (or nobody did): +1 / -1 / 0 for the
+                // side to move at each stored position.
+                let last_mover_parity = (slot.state.moves() - 1) % 2;
+                for (s, pi) in slot.history.drain(..) {
+                    let z = match outcome {
+                        Outcome::Draw => 0.0,
+                        _ if s.moves() % 2 == last_mover_parity => 1.0,
+                        _ => -1.0,
+                    };
+                    self.buffer.push(s, &pi, z);
+                }
+                slot.state = ConnectFour::new();
+                self.games_finished += 1;
+            }
+        }
+        self.moves += 1;
+        self.samples += g_n as u64;
+    }
+
+    /// One minibatch step; returns (policy loss, value loss).
+    fn update(&mut self) -> (f64, f64) {
+        let b = self.cfg.batch_size;
+        let (d, a) = (ConnectFour::OBS_DIM, ConnectFour::ACTIONS);
+        let mut rng = Rng::stream(self.cfg.seed, Purpose::Learner, self.updates);
+        self.obs.resize(b * d, 0.0);
+        let mut picks = Vec::with_capacity(b);
+        for r in 0..b {
+            let i = rng.below(self.buffer.len() as u32) as usize;
+            self.buffer.states[i].observe(&mut self.obs[r * d..(r + 1) * d]);
+            picks.push(i);
+        }
+        let out = self
+            .net
+            .mlp
+            .forward(&self.net.params, &self.obs, b, &mut self.cache);
+        self.dout.resize(b * (a + 1), 0.0);
+        let inv = 1.0 / b as f32;
+        let (mut pl, mut vl) = (0.0f64, 0.0f64);
+        for (r, &i) in picks.iter().enumerate() {
+            let row = &out[r * (a + 1)..(r + 1) * (a + 1)];
+            let pi = &self.buffer.policies[i * a..(i + 1) * a];
+            let max = row[..a].iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            let lse = max + row[..a].iter().map(|&x| (x - max).exp()).sum::<f32>().ln();
+            for k in 0..a {
+                let logp = row[k] - lse;
+                pl -= f64::from(pi[k] * logp * inv);
+                self.dout[r * (a + 1) + k] = (logp.exp() - pi[k]) * inv;
+            }
+            let v = crate::nn::tanh(row[a]);
+            let z = self.buffer.outcomes[i];
+            vl += f64::from((v - z) * (v - z) * inv);
+            self.dout[r * (a + 1) + a] = 2.0 * (v - z) * (1.0 - v * v) * inv;
+        }
+        self.grads.fill(0.0);
+        self.net.mlp.backward(
+            &self.net.params,
+            &mut self.grads,
+            &self.dout,
+            &mut self.cache,
+        );
+        let wd = self.cfg.weight_decay as f32;
+        for (g, p) in self.grads.iter_mut().zip(&self.net.params) {
+            *g += wd * p;
+        }
+        self.adam
+            .step(&mut self.net.params, &self.grads, self.cfg.learning_rate);
+        self.updates += 1;
+        (pl, vl)
+    }
+
+    /// One iteration: self-play moves, then updates, then (when due) evaluation.
+    pub fn iterate(&mut self) -> AzStats {
+        for _ in 0..self.cfg.moves_per_iteration {
+            self.self_play_move();
+        }
+        let t0 = std::time::Instant::now();
+        let (mut pl, mut vl, mut n) = (0.0, 0.0, 0);
+        if !self.buffer.is_empty() {
+            for _ in 0..self.cfg.updates_per_iteration {
+                let (p, v) = self.update();
+                pl += p;
+                vl += v;
+                n += 1;
+            }
+        }
+        self.times.learner += t0.elapsed().as_secs_f64();
+        self.iteration += 1;
+        let mean = |s: f64| if n == 0 { f64::NAN } else { s / f64::from(n) };
+        let mut stats = AzStats {
+            iteration: self.iteration,
+            samples: self.samples,
+            games_finished: self.games_finished,
+            policy_loss: mean(pl),
+            value_loss: mean(vl),
+            win_rate_random: f64::NAN,
+            win_rate_solver: f64::NAN,
+            loss_rate_solver: f64::NAN,
+        };
+        let due = (self.cfg.eval_every > 0 && self.iteration.is_multiple_of(self.cfg.eval_every))
+            || self.done();
+        if due && self.cfg.eval_games > 0 {
+            let t0 = std::time::Instant::now();
+            let seed = self.cfg.seed + crate::trainer::EVAL_SEED_OFFSET;
+            let r = play_match(
+                &self.net,
+                &self.cfg,
+                self.cfg.eval_simulations,
+                Opponent::Random,
+                self.cfg.eval_games,
+                seed,
+            );
+            let s = play_match(
+                &self.net,
+                &self.cfg,
+                self.cfg.eval_simulations,
+                Opponent::Solver(self.cfg.eval_depth),
+                self.cfg.eval_games,
+                seed,
+            );
+            stats.win_rate_random = r.win_rate();
+            stats.win_rate_solver = s.win_rate();
+            stats.loss_rate_solver = s.loss_rate();
+            self.times.eval += t0.elapsed().as_secs_f64();
+        }
+        stats
+    }
+
+    /// The checkpoint state and tensors. States are stored as their `encode` words,
+    /// bit-cast to f32 (lossless: the bytes are written as they are).
+    pub fn state(&self) -> (AzState, Vec<(&'static str, Vec<f32>)>) {
+        let words = |states: &mut dyn Iterator<Item = &ConnectFour>| -> Vec<f32> {
+            let mut w = Vec::new();
+            for s in states {
+                s.encode(&mut w);
+            }
+            w.into_iter().map(f32::from_bits).collect()
+        };
+        let mut slot_states = words(&mut self.slots.iter().map(|s| &s.state));
+        let hist_states = words(
+            &mut self
+                .slots
+                .iter()
+                .flat_map(|s| s.history.iter().map(|h| &h.0)),
+        );
+        let hist_pis: Vec<f32> = self
+            .slots
+            .iter()
+            .flat_map(|s| s.history.iter().flat_map(|h| h.1.iter().copied()))
+            .collect();
+        slot_states.shrink_to_fit();
+        let tensors = vec![
+            ("params", self.net.params.clone()),
+            ("adam_m", self.adam.m.clone()),
+            ("adam_v", self.adam.v.clone()),
+            ("buffer.states", words(&mut self.buffer.states.iter())),
+            ("buffer.policies", self.buffer.policies.clone()),
+            ("buffer.outcomes", self.buffer.outcomes.clone()),
+            ("slots.states", slot_states),
+            ("slots.history_states", hist_states),
+            ("slots.history_policies", hist_pis),
+        ];
+        let st = AzState {
+            iteration: self.iteration,
+            moves: self.moves,
+            updates: self.updates,
+            samples: self.samples,
+            games_finished: self.games_finished,
+            adam: self.adam.clone(),
+            buffer_pos: self.buffer.pos,
+            buffer_len: self.buffer.len(),
+            history_lens: self.slots.iter().map(|s| s.history.len()).collect(),
+        };
+        (st, tensors)
+    }
+
+    /// Continues from a checkpoint; `get` returns a tensor by name.
+    pub fn restore(
+        &mut self,
+        st: AzState,
+        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
+    ) -> Result<(), String> {
+        let mut take = |name: &str, len: usize| -> Result<Vec<f32>, String> {
+            let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
+            if v.len() != len {
+                return Err(format!(
+                    "tensor '{name}' has {} values, this config needs {len} (another network shape?)",
+                    v.len()
+                ));
+            }
+            Ok(v)
+        };
+        let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, String> {
+            let w: Vec<u32> = v.into_iter().map(f32::to_bits).collect();
+            w.chunks(ConnectFour::WORDS)
+                .map(|c| {
+                    ConnectFour::decode(c)
+                        .ok_or_else(|| format!("{what}: not a Connect Four position"))
+                })
+                .collect()
+        };
+        let n = self.net.params.len();
+        let (a, words) = (ConnectFour::ACTIONS, ConnectFour::WORDS);
+        let games = self.cfg.games;
+        if st.history_lens.len() != games || st.buffer_len > self.cfg.buffer_size {
+            return Err("games or buffer size differ from the config".into());
+        }
+        let hist: usize = st.history_lens.iter().sum();
+        self.net.params = take("params", n)?;
+        let mut adam = st.adam.clone();
+        adam.m = take("adam_m", n)?;
+        adam.v = take("adam_v", n)?;
+        let bl = st.buffer_len;
+        let states = decode(take("buffer.states", bl * words)?, "buffer.states")?;
+        let policies = take("buffer.policies", bl * a)?;
+        let outcomes = take("buffer.outcomes", bl)?;
+        let slot_states = decode(take("slots.states", games * words)?, "slots.states")?;
+        let hs = decode(
+            take("slots.history_states", hist * words)?,
+            "slots.history_states",
+        )?;
+        let hp = take("slots.history_policies", hist * a)?;
+        self.adam = adam;
+        self.buffer.states = states;
+        self.buffer.policies = policies;
+        self.buffer.outcomes = outcomes;
+        self.buffer.pos = st.buffer_pos % self.cfg.buffer_size;
+        let mut k = 0;
+        for (g, slot) in self.slots.iter_mut().enumerate() {
+            slot.state = slot_states[g];
+            slot.history = (0..st.history_lens[g])
+                .map(|j| (hs[k + j], hp[(k + j) * a..(k + j + 1) * a].to_vec()))
+                .collect();
+            k += st.history_lens[g];
+        }
+        self.iteration = st.iteration;
+        self.moves = st.moves;
+        self.updates = st.updates;
+        self.samples = st.samples;
+        self.games_finished = st.games_finished;
+        Ok(())
+    }
+}
+
+/// Times the evaluator calls inside a search.
+struct TimedEval<E> {
+    inner: E,
+    seconds: f64,
+}
+
+impl<E: Evaluator> Evaluator for TimedEval<E> {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
+        let t = std::time::Instant::now();
+        self.inner.evaluate(obs, n, logits, values);
+        self.seconds += t.elapsed().as_secs_f64();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> AzConfig {
+        AzConfig {
+            iterations: 3,
+            games: 8,
+            moves_per_iteration: 6,
+            simulations: 8,
+            hidden: vec![16],
+            batch_size: 16,
+            updates_per_iteration: 2,
+            buffer_size: 64,
+            eval_every: 0,
+            eval_games: 2,
+            eval_simulations: 4,
+            ..AzConfig::default()
+        }
+    }
+
+    #[test]
+    fn opponents_parse_with_clear_errors() {
+        assert_eq!("random".parse::<Opponent>(), Ok(Opponent::Random));
+        assert_eq!("solver:3".parse::<Opponent>(), Ok(Opponent::Solver(3)));
+        assert!(
+            "solver:x"
+                .parse::<Opponent>()
+                .unwrap_err()
+                .contains("depth")
+        );
+        assert!(
+            "minimax"
+                .parse::<Opponent>()
+                .unwrap_err()
+                .contains("unknown")
+        );
+    }
+
+    #[test]
+    fn outcomes_are_from_the_side_to_move() {
+        // Play until a game finishes, then check each stored position's z by replaying.
+        let mut az = AlphaZero::new(small()).unwrap();
+        while az.buffer.is_empty() {
+            az.self_play_move();
+        }
+        // Every stored outcome is +-1 or 0, and positions of the same game alternate.
+        assert!(
+            az.buffer
+                .outcomes
+                .iter()
+                .all(|z| [1.0, -1.0, 0.0].contains(z))
+        );
+        let first = &az.buffer;
+        let mut i = 0;
+        while i + 1 < first.len() && first.states[i + 1].moves() == first.states[i].moves() + 1 {
+            if first.outcomes[i] != 0.0 {
+                assert_eq!(first.outcomes[i], -first.outcomes[i + 1]);
+            }
+            i += 1;
+        }
+        // Policies are distributions over legal moves.
+        for (k, s) in first.states.iter().enumerate() {
+            let pi = &first.policies[k * 7..(k + 1) * 7];
+            assert!((pi.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            for c in 0..7 {
+                if !s.can_play(c) {
+                    assert_eq!(pi[c], 0.0);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn checkpoint_state_round_trips_mid_run() {
+        let mut a = AlphaZero::new(small()).unwrap();
+        a.iterate();
+        let (st, tensors) = a.state();
+        let map: std::collections::HashMap<&str, Vec<f32>> = tensors.into_iter().collect();
+        let mut b = AlphaZero::new(small()).unwrap();
+        b.restore(st, |k| map.get(k).cloned()).unwrap();
+        while !a.done() {
+            let (x, y) = (a.iterate(), b.iterate());
+            assert_eq!(format!("{x:?}"), format!("{y:?}"));
+        }
+        assert_eq!(a.net.params, b.net.params);
+        // A damaged state is refused.
+        let (st, tensors) = a.state();
+        let mut map: std::collections::HashMap<&str, Vec<f32>> = tensors.into_iter().collect();
+        map.get_mut("slots.states").unwrap()[0] = f32::from_bits(u32::MAX);
+        let mut c = AlphaZero::new(small()).unwrap();
+        let e = c.restore(st, |k| map.get(k).cloned()).unwrap_err();
+        assert!(e.contains("not a Connect Four position"), "{e}");
+    }
+}

@@ -1,0 +1,251 @@
+//! `rlrig train alphazero`, `eval --opponent`, `play` (terminal) and `bench alphazero`
+//! end to end: learning with a fixed seed and a small budget, determinism, resume
+//! after SIGKILL, clear errors.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{fails_with, rlrig, rlrig_in, tmp};
+
+fn learning_columns(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split(',')
+                .take(rlrig_learn::trainer::AZ_DETERMINISTIC_COLUMNS)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
+}
+
+fn final_weights(dir: &Path) -> Vec<u8> {
+    let ck = dir.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
+}
+
+/// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
+/// release here) must beat a random player in >= 95% of games and beat the depth-2
+/// solver more often than it loses, both in training's own evaluation and in `eval`.
+#[test]
+fn default_run_beats_random_and_the_depth_2_solver() {
+    let d = tmp("az-learn");
+    let ds = d.to_str().unwrap();
+    let o = rlrig(&["train", "alphazero", "--run-dir", ds, "--quiet"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("samples/s"), "{out}");
+    let ev: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
+    assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
+    assert!(
+        ev["win_rate_solver"].as_f64().unwrap() > ev["loss_rate_solver"].as_f64().unwrap(),
+        "{ev}"
+    );
+    for (op, check) in [("random", 0.95), ("solver:2", 0.0)] {
+        let o = rlrig(&[
+            "eval",
+            "--run",
+            ds,
+            "--opponent",
+            op,
+            "--games",
+            "60",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["games"], 60);
+        let (w, l) = (v["wins"].as_u64().unwrap(), v["losses"].as_u64().unwrap());
+        assert!(v["win_rate"].as_f64().unwrap() >= check, "{op}: {v}");
+        assert!(w > l, "{op}: {v}");
+    }
+    // Against itself: every game is decided or drawn, and the counts add up.
+    let o = rlrig(&[
+        "eval",
+        "--run",
+        ds,
+        "--opponent",
+        &format!("run:{ds}"),
+        "--games",
+        "4",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sum =
+        v["wins"].as_u64().unwrap() + v["draws"].as_u64().unwrap() + v["losses"].as_u64().unwrap();
+    assert_eq!(sum, 4);
+    // A terminal game: the human plays column 4 until the agent wins or input ends.
+    let o = rlrig_in(&["play", "--run", ds], Some("4\n4\n4\n4\n4\n4\n9\n"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1 2 3 4 5 6 7") && out.contains("agent plays"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(d).ok();
+}
+
+fn small<'a>(dir: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        "alphazero",
+        "--iterations",
+        "6",
+        "--games",
+        "16",
+        "--simulations",
+        "8",
+        "--set",
+        "moves_per_iteration=4",
+        "--set",
+        "hidden=[32]",
+        "--set",
+        "batch_size=32",
+        "--set",
+        "updates_per_iteration=4",
+        "--set",
+        "eval_every=3",
+        "--set",
+        "eval_games=4",
+        "--set",
+        "eval_simulations=4",
+        "--set",
+        "checkpoint_every=2",
+        "--run-dir",
+        dir,
+        "--quiet",
+    ]
+}
+
+#[test]
+fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
+    let (a, b) = (tmp("az-a"), tmp("az-b"));
+    for d in [&a, &b] {
+        let o = rlrig(&small(d.to_str().unwrap()));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    assert_eq!(learning_columns(&a).len(), 7, "header + 6 iterations");
+    assert_eq!(learning_columns(&a), learning_columns(&b));
+    assert_eq!(final_weights(&a), final_weights(&b));
+
+    let k = tmp("az-killed");
+    let ks = k.to_str().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(small(&ks))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let latest = k.join("checkpoints/latest");
+    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(latest.exists(), "no checkpoint before the kill");
+    let o = rlrig(
+        &small(&ks)
+            .into_iter()
+            .chain(["--resume"])
+            .collect::<Vec<_>>(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(final_weights(&a), final_weights(&k));
+    assert_eq!(learning_columns(&a), learning_columns(&k));
+    for d in [a, b, k] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn alphazero_bad_input_is_a_clear_error() {
+    fails_with(
+        &["train", "alphazero", "--env", "Chess"],
+        None,
+        &["unknown game 'Chess'", "ConnectFour"],
+    );
+    fails_with(
+        &["train", "alphazero", "--simulations", "0"],
+        None,
+        &["simulations must be at least 1"],
+    );
+    fails_with(
+        &["train", "alphazero", "--set", "sims=3"],
+        None,
+        &["unknown key 'sims'"],
+    );
+    fails_with(
+        &["train", "alphazero", "--device", "tpu"],
+        None,
+        &["unknown device"],
+    );
+    let d = tmp("az-err");
+    let ds = d.to_str().unwrap();
+    let mut args = small(ds);
+    args[3] = "1";
+    let o = rlrig(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    fails_with(
+        &["eval", "--run", ds, "--opponent", "solver:x"],
+        None,
+        &["depth must be a number"],
+    );
+    fails_with(
+        &["eval", "--run", ds, "--opponent", "minimax"],
+        None,
+        &["unknown opponent 'minimax'"],
+    );
+    fails_with(
+        &["eval", "--run", ds, "--opponent", "run:/nonexistent"],
+        None,
+        &["--opponent run:/nonexistent"],
+    );
+    fails_with(
+        &["train", "sac", "--run-dir", ds, "--resume", "--quiet"],
+        None,
+        &["alphazero checkpoint, not sac"],
+    );
+    std::fs::remove_dir_all(d).ok();
+}
+
+#[test]
+fn bench_alphazero_reports_every_stage() {
+    let o = rlrig(&[
+        "bench",
+        "alphazero",
+        "--simulations",
+        "16",
+        "--games",
+        "8",
+        "--moves",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["simulations"], 16);
+    assert_eq!(v["games"], 8);
+    for k in [
+        "samples_per_sec",
+        "search_only_samples_per_sec",
+        "with_inference_samples_per_sec",
+    ] {
+        assert!(v[k].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+    fails_with(
+        &["bench", "alphazero", "--games", "0"],
+        None,
+        &["at least 1"],
+    );
+}
