@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the peer environment libraries that bench/peers/env_peers.py measures.
 #
-#   bench/peers/.venv          Python 3.11 (python3): gymnasium, numpy, envpool, jax[cpu], gymnax, optax
+#   bench/peers/.venv          Python 3.11 (python3): gymnasium, numpy, envpool, jax[cpu], gymnax, optax, pgx, mctx
+#   bench/peers/.venv-sb3      with RLRIG_PEERS_SB3=1: stable-baselines3 + torch (the SAC peer)
 #   bench/peers/.venv-operant  Python 3.8 (if one is on PATH or in pyenv): operant
 #
 # operant's only Linux wheels are tagged cp38-cp38 (a CPython-3.8 ABI build)
@@ -105,6 +106,22 @@ fi
 # optax (Adam + grad clipping for ppo_jax.py, the PureJaxRL-style PPO peer).
 # flax usually pulls it in already.
 install_peer optax optax optax
+
+# pgx + mctx: the AlphaZero self-play peer (az_pgx.py, run_az.sh).
+install_peer pgx pgx pgx
+install_peer mctx mctx mctx
+
+# Stable-Baselines3 (torch, ~3 GB of wheels) is the SAC peer in its own venv, only
+# when asked: RLRIG_PEERS_SB3=1 bench/peers/setup.sh
+if [ "${RLRIG_PEERS_SB3:-0}" = 1 ]; then
+    if [ -x "$HERE/.venv-sb3/bin/python" ] && "$HERE/.venv-sb3/bin/python" -c "import stable_baselines3" 2>/dev/null; then
+        note "stable-baselines3: already installed (in .venv-sb3)"
+    elif python3 -m venv "$HERE/.venv-sb3" && "$HERE/.venv-sb3/bin/pip" install "${PIP_FLAGS[@]}" stable-baselines3 "$GYMNASIUM_SPEC" >/dev/null 2>&1; then
+        note "stable-baselines3: installed (in .venv-sb3)"
+    else
+        note "stable-baselines3: FAILED to install"
+    fi
+fi
 
 # operant: needs a CPython 3.8 (see top).
 find_py38() {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Side-by-side AlphaZero self-play on Connect Four: `rlrig bench alphazero` vs pgx +
+# mctx (bench/peers/az_pgx.py), same network (2 x 128 MLP), batches 64 and 512,
+# 500 and 64 simulations; also mctx's Gumbel MuZero policy. Writes JSON lines to
+# bench/peers/results/az-<date>.jsonl and prints a markdown table with ratios.
+#
+#   bench/peers/run_az.sh [--no-build] [--steps N]
+#
+# pgx/mctx: samples/s over N timed self-play steps after a compiling one (default 2).
+# rlrig: its bench's "+ inference" figure (self-play search with the network, no
+# training), measured over 8 lock-step moves after a warm-up iteration, one thread.
+# Needs `pip install pgx mctx` in bench/peers/.venv (setup.sh does it).
+set -u -o pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+exec </dev/null
+BUILD=1 STEPS=2
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --no-build) BUILD=0 ;;
+        --steps) STEPS=$2; shift ;;
+        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        *) echo "run_az.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+PY="$HERE/.venv/bin/python"
+"$PY" -c "import pgx, mctx" 2>/dev/null || { echo "run_az.sh: pgx/mctx missing in $PY (run setup.sh)" >&2; exit 1; }
+RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
+[ "$BUILD" = 1 ] && { (cd "$ROOT" && cargo build --release -p rlrig -q) >&2 || exit 1; }
+mkdir -p "$HERE/results"
+OUT="$HERE/results/az-$(date +%Y-%m-%d).jsonl"
+python3 - "$ROOT" >"$OUT" <<'EOF'
+import json, os, platform, subprocess, sys, datetime
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+rev = subprocess.run(["git", "-C", sys.argv[1], "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+print(json.dumps({"meta": True, "bench": "alphazero", "date": str(datetime.date.today()), "cpu": cpu,
+                  "cores": os.cpu_count(), "loadavg": os.getloadavg()[0], "rlrig_rev": rev}))
+EOF
+for b in 64 512; do
+    for s in 500 64; do
+        echo "[run] rlrig bench alphazero --games $b --simulations $s" >&2
+        "$RLRIG" bench alphazero --games "$b" --simulations "$s" --json \
+            | python3 -c 'import json,sys; d=json.load(sys.stdin); d["peer"]="rlrig"; print(json.dumps(d))' >>"$OUT"
+        echo "[run] pgx+mctx batch $b, $s simulations" >&2
+        "$PY" "$HERE/az_pgx.py" --batch "$b" --sims "$s" --steps "$STEPS" 2>/dev/null | tail -n 1 >>"$OUT"
+        "$PY" "$HERE/az_pgx.py" --batch "$b" --sims "$s" --steps "$STEPS" --gumbel 2>/dev/null | tail -n 1 >>"$OUT"
+    done
+done
+echo "[run] wrote $OUT" >&2
+python3 - "$OUT" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+meta = recs[0]
+print(f"AlphaZero self-play, Connect Four, 2x128 MLP, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}, rlrig {meta['rlrig_rev']}\n")
+print("| batch | simulations | rlrig search only | rlrig + inference | rlrig + training | pgx+mctx (muzero_policy) | pgx+mctx (gumbel) | rlrig (+inference) / pgx |")
+print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+for r in [x for x in recs[1:] if x.get("peer") == "rlrig"]:
+    b, s = r["games"], r["simulations"]
+    p = next((x for x in recs if x.get("peer") == "pgx+mctx" and x["batch"] == b and x["simulations"] == s and x["policy"] == "muzero"), None)
+    g = next((x for x in recs if x.get("peer") == "pgx+mctx" and x["batch"] == b and x["simulations"] == s and x["policy"] == "gumbel_muzero"), None)
+    f = lambda x: "–" if x is None else f"{x['samples_per_sec']:.0f}"
+    ratio = "–" if p is None else f"{r['with_inference_samples_per_sec'] / p['samples_per_sec']:.1f}x"
+    print(f"| {b} | {s} | {r['search_only_samples_per_sec']:.0f} | {r['with_inference_samples_per_sec']:.0f} | "
+          f"{r['with_training_samples_per_sec']:.0f} | {f(p)} | {f(g)} | {ratio} |")
+EOF
