@@ -22,7 +22,7 @@ use rlrig_env::games::{ConnectFour, Game, Outcome, Solver};
 use rlrig_env::{Purpose, Rng};
 use serde::{Deserialize, Serialize};
 
-use crate::mcts::{BatchedMcts, Evaluator, MctsConfig, choose};
+use crate::mcts::{BatchedMcts, Evaluator, MctsConfig};
 use crate::nn::{Activation, Mlp, MlpCache};
 use crate::optim::Adam;
 
@@ -44,8 +44,14 @@ pub struct AzConfig {
     pub c_puct: f32,
     pub dirichlet_alpha: f32,
     pub dirichlet_fraction: f32,
-    /// Moves per game chosen in proportion to visit counts; greedy afterwards.
+    /// Moves per game chosen in proportion to visit counts; greedy afterwards (PUCT
+    /// mode; Gumbel mode explores through its root noise instead).
     pub temperature_moves: usize,
+    /// Gumbel AlphaZero root selection and improved-policy targets (see
+    /// [`MctsConfig::gumbel`]); learns with far fewer simulations.
+    pub gumbel: bool,
+    /// Gumbel mode: root actions considered.
+    pub max_considered: usize,
     /// Hidden layer sizes (ReLU).
     pub hidden: Vec<usize>,
     pub learning_rate: f64,
@@ -81,6 +87,8 @@ impl Default for AzConfig {
             dirichlet_alpha: 0.3,
             dirichlet_fraction: 0.25,
             temperature_moves: 10,
+            gumbel: false,
+            max_considered: 16,
             hidden: vec![128, 128],
             learning_rate: 1e-3,
             weight_decay: 1e-4,
@@ -112,6 +120,7 @@ impl AzConfig {
             (self.batch_size, "batch_size"),
             (self.buffer_size, "buffer_size"),
             (self.eval_simulations, "eval_simulations"),
+            (self.max_considered, "max_considered"),
         ] {
             if v == 0 {
                 return Err(format!("{n} must be at least 1"));
@@ -150,6 +159,9 @@ impl AzConfig {
             c_puct: self.c_puct,
             dirichlet_alpha: self.dirichlet_alpha,
             dirichlet_fraction: self.dirichlet_fraction,
+            gumbel: self.gumbel,
+            max_considered: self.max_considered,
+            ..MctsConfig::default()
         }
     }
 }
@@ -432,13 +444,9 @@ fn greedy_moves(
         .map(|&g| Rng::stream(seed, Purpose::Bench, g as u64))
         .collect();
     mcts.search(&roots, &mut unused, false, eval);
-    let mut v = vec![0.0; ConnectFour::ACTIONS];
     idx.iter()
         .enumerate()
-        .map(|(k, &g)| {
-            mcts.visits(k, &mut v);
-            choose(&v, 0.0, &mut rngs[g])
-        })
+        .map(|(k, &g)| mcts.action(k, 0.0, &mut rngs[g]))
         .collect()
 }
 
@@ -556,18 +564,16 @@ impl AlphaZero {
         let total = t0.elapsed().as_secs_f64();
         self.times.inference += eval.seconds;
         self.times.search += total - eval.seconds;
-        let mut visits = vec![0.0f32; ConnectFour::ACTIONS];
         for g in 0..g_n {
-            self.mcts.visits(g, &mut visits);
-            let sum: f32 = visits.iter().sum();
-            let pi: Vec<f32> = visits.iter().map(|v| v / sum).collect();
+            let mut pi = vec![0.0f32; ConnectFour::ACTIONS];
+            self.mcts.policy(g, &mut pi);
             let slot = &mut self.slots[g];
             let t = if slot.state.moves() < self.cfg.temperature_moves {
                 1.0
             } else {
                 0.0
             };
-            let a = choose(&visits, t, &mut rngs[g]);
+            let a = self.mcts.action(g, t, &mut rngs[g]);
             slot.history.push((slot.state, pi));
             let outcome = slot.state.play(a);
             if outcome != Outcome::Ongoing {

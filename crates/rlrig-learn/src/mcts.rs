@@ -44,6 +44,16 @@ pub struct MctsConfig {
     /// Dirichlet noise at the root during self-play: concentration and mixing weight.
     pub dirichlet_alpha: f32,
     pub dirichlet_fraction: f32,
+    /// Gumbel AlphaZero root selection (Danihelka et al. 2022): sample the top
+    /// `max_considered` root actions by Gumbel noise plus logits, share the simulations
+    /// among them by sequential halving, and train on the improved policy
+    /// softmax(logits + sigma(completed Q)). Interior nodes keep PUCT.
+    pub gumbel: bool,
+    pub max_considered: usize,
+    /// sigma(q) = (c_visit + max visits) * c_scale * q, with q rescaled to [0, 1]
+    /// (mctx's defaults: 50 and 0.1).
+    pub c_visit: f32,
+    pub c_scale: f32,
 }
 
 impl Default for MctsConfig {
@@ -53,8 +63,38 @@ impl Default for MctsConfig {
             c_puct: 1.25,
             dirichlet_alpha: 0.3,
             dirichlet_fraction: 0.25,
+            gumbel: false,
+            max_considered: 16,
+            c_visit: 50.0,
+            c_scale: 0.1,
         }
     }
+}
+
+/// The visit count each simulation's root action must have under sequential halving
+/// of `n` simulations over `m` considered actions (as mctx's
+/// `get_sequence_of_considered_visits`): every considered action gets the same share of
+/// a phase, then the better half goes on.
+pub fn considered_visits(m: usize, n: usize) -> Vec<u32> {
+    if m <= 1 {
+        return (0..n as u32).collect();
+    }
+    let log2max = (m as f64).log2().ceil() as usize;
+    let mut seq = Vec::with_capacity(n);
+    let mut visits = vec![0u32; m];
+    let mut considered = m;
+    while seq.len() < n {
+        let extra = (n / (log2max * considered)).max(1);
+        for _ in 0..extra {
+            seq.extend_from_slice(&visits[..considered]);
+            for v in &mut visits[..considered] {
+                *v += 1;
+            }
+        }
+        considered = (considered / 2).max(2);
+    }
+    seq.truncate(n);
+    seq
 }
 
 const NONE: u32 = u32::MAX;
@@ -77,6 +117,12 @@ struct Node<G> {
 /// One game's tree, reused across searches.
 struct Tree<G> {
     nodes: Vec<Node<G>>,
+    /// Gumbel mode: per-action Gumbel noise and root log-priors (indexed by action),
+    /// the network's root value and the sequential-halving schedule.
+    gumbel: Vec<f32>,
+    log_prior: Vec<f32>,
+    net_value: f32,
+    schedule: Vec<u32>,
 }
 
 impl<G: Game> Tree<G> {
@@ -95,9 +141,14 @@ impl<G: Game> Tree<G> {
         });
     }
 
-    /// Walks from the root by PUCT to a node that is unexpanded or terminal.
-    fn select(&self, c_puct: f32) -> u32 {
+    /// Walks from the root to a node that is unexpanded or terminal: PUCT, except at a
+    /// Gumbel root, where simulation `sim` follows the sequential-halving schedule.
+    fn select(&self, cfg: &MctsConfig, sim: usize) -> u32 {
+        let c_puct = cfg.c_puct;
         let mut i = 0u32;
+        if cfg.gumbel && self.nodes[0].first_child != NONE {
+            i = self.gumbel_root_child(cfg, Some(self.schedule[sim]));
+        }
         loop {
             let n = &self.nodes[i as usize];
             if n.end != 0 || n.first_child == NONE {
@@ -192,6 +243,112 @@ impl<G: Game> Tree<G> {
         }
     }
 
+    /// Completed, rescaled and scaled Q of every root child (sigma(q-hat)), indexed
+    /// like the children: visited children keep their Q, unvisited ones get the mixed
+    /// value of the network's root value and the prior-weighted visited Qs.
+    fn sigma_q(&self, cfg: &MctsConfig, out: &mut [f32]) {
+        let root = &self.nodes[0];
+        let kids = &self.nodes
+            [root.first_child as usize..(root.first_child + u32::from(root.n_children)) as usize];
+        let (mut sum_n, mut sum_pq, mut sum_p, mut max_n) = (0.0f32, 0.0f32, 0.0f32, 0u32);
+        for c in kids {
+            if c.visits > 0 {
+                let q = c.value_sum / c.visits as f32;
+                sum_n += c.visits as f32;
+                sum_pq += c.prior * q;
+                sum_p += c.prior;
+                max_n = max_n.max(c.visits);
+            }
+        }
+        let mixed = if sum_p > 0.0 {
+            (self.net_value + sum_n * sum_pq / sum_p) / (1.0 + sum_n)
+        } else {
+            self.net_value
+        };
+        let (mut lo, mut hi) = (f32::INFINITY, f32::NEG_INFINITY);
+        for (o, c) in out.iter_mut().zip(kids) {
+            *o = if c.visits > 0 {
+                c.value_sum / c.visits as f32
+            } else {
+                mixed
+            };
+            lo = lo.min(*o);
+            hi = hi.max(*o);
+        }
+        let scale = (cfg.c_visit + max_n as f32) * cfg.c_scale;
+        for o in out[..kids.len()].iter_mut() {
+            *o = scale * (*o - lo) / (hi - lo).max(1e-8);
+        }
+    }
+
+    /// The root child maximising gumbel + log-prior + sigma(q-hat) among those with
+    /// `visits` visits (any when `None`: the final choice, among the most visited).
+    fn gumbel_root_child(&self, cfg: &MctsConfig, visits: Option<u32>) -> u32 {
+        let root = &self.nodes[0];
+        let first = root.first_child;
+        let k = usize::from(root.n_children);
+        let mut sq = [0.0f32; 64];
+        self.sigma_q(cfg, &mut sq[..k]);
+        let want = visits.unwrap_or_else(|| {
+            (first..first + k as u32)
+                .map(|c| self.nodes[c as usize].visits)
+                .max()
+                .unwrap_or(0)
+        });
+        let mut best = (f32::NEG_INFINITY, NONE);
+        for j in 0..k {
+            let c = &self.nodes[first as usize + j];
+            if c.visits != want {
+                continue;
+            }
+            let a = usize::from(c.action);
+            let score = self.gumbel[a] + self.log_prior[a] + sq[j];
+            if score > best.0 {
+                best = (score, first + j as u32);
+            }
+        }
+        if best.1 == NONE {
+            // The schedule asked for a count no considered child has (fewer legal
+            // actions than considered): fall back to the least visited, best scored.
+            let mut least = (u32::MAX, f32::NEG_INFINITY, first);
+            for j in 0..k {
+                let c = &self.nodes[first as usize + j];
+                let a = usize::from(c.action);
+                let score = self.gumbel[a] + self.log_prior[a] + sq[j];
+                if c.visits < least.0 || (c.visits == least.0 && score > least.1) {
+                    least = (c.visits, score, first + j as u32);
+                }
+            }
+            return least.2;
+        }
+        best.1
+    }
+
+    /// The improved policy softmax(log-prior + sigma(completed Q)) over root actions.
+    fn improved_policy(&self, cfg: &MctsConfig, out: &mut [f32]) {
+        out.fill(0.0);
+        let root = &self.nodes[0];
+        let k = usize::from(root.n_children);
+        let mut sq = [0.0f32; 64];
+        self.sigma_q(cfg, &mut sq[..k]);
+        let mut z = [0.0f32; 64];
+        let mut max = f32::NEG_INFINITY;
+        for j in 0..k {
+            let a = usize::from(self.nodes[root.first_child as usize + j].action);
+            z[j] = self.log_prior[a] + sq[j];
+            max = max.max(z[j]);
+        }
+        let mut sum = 0.0;
+        for j in 0..k {
+            z[j] = (z[j] - max).exp();
+            sum += z[j];
+        }
+        for j in 0..k {
+            let a = usize::from(self.nodes[root.first_child as usize + j].action);
+            out[a] = z[j] / sum;
+        }
+    }
+
     fn root_visits(&self, out: &mut [f32]) {
         out.fill(0.0);
         let root = &self.nodes[0];
@@ -281,6 +438,10 @@ impl<G: Game> BatchedMcts<G> {
         while self.trees.len() < n {
             self.trees.push(Tree {
                 nodes: Vec::with_capacity(cap),
+                gumbel: vec![0.0; G::ACTIONS],
+                log_prior: vec![0.0; G::ACTIONS],
+                net_value: 0.0,
+                schedule: Vec::new(),
             });
         }
         self.obs.resize(n * G::OBS_DIM, 0.0);
@@ -299,7 +460,24 @@ impl<G: Game> BatchedMcts<G> {
             let t = &mut self.trees[g];
             t.expand(0, &self.logits[g * G::ACTIONS..(g + 1) * G::ACTIONS]);
             t.backup(0, -self.values[g]);
-            if noise {
+            if self.cfg.gumbel {
+                t.net_value = self.values[g];
+                let root = t.nodes[0];
+                t.gumbel.fill(0.0);
+                t.log_prior.fill(f32::NEG_INFINITY);
+                for c in root.first_child..root.first_child + u32::from(root.n_children) {
+                    let ch = t.nodes[c as usize];
+                    let a = usize::from(ch.action);
+                    t.log_prior[a] = ch.prior.max(f32::MIN_POSITIVE).ln();
+                    if noise {
+                        // Gumbel(0, 1) = -ln(-ln U).
+                        let u = rngs[g].unit_f64().max(f64::MIN_POSITIVE);
+                        t.gumbel[a] = -(-u.ln()).ln() as f32;
+                    }
+                }
+                let m = self.cfg.max_considered.min(usize::from(root.n_children));
+                t.schedule = considered_visits(m, self.cfg.simulations);
+            } else if noise {
                 t.add_noise(
                     &mut rngs[g],
                     self.cfg.dirichlet_alpha,
@@ -307,11 +485,11 @@ impl<G: Game> BatchedMcts<G> {
                 );
             }
         }
-        for _ in 0..self.cfg.simulations {
+        for sim in 0..self.cfg.simulations {
             self.pending.clear();
             for g in 0..n {
                 let t = &mut self.trees[g];
-                let leaf = t.select(self.cfg.c_puct);
+                let leaf = t.select(&self.cfg, sim);
                 let node = &t.nodes[leaf as usize];
                 match node.end {
                     1 => t.backup(leaf, 1.0),
@@ -352,6 +530,34 @@ impl<G: Game> BatchedMcts<G> {
     /// Root visit counts of game `g` from the last search (`ACTIONS` values).
     pub fn visits(&self, g: usize, out: &mut [f32]) {
         self.trees[g].root_visits(out);
+    }
+
+    /// The search's policy target for game `g`: the improved policy in Gumbel mode,
+    /// normalised visit counts otherwise.
+    pub fn policy(&self, g: usize, out: &mut [f32]) {
+        let t = &self.trees[g];
+        if self.cfg.gumbel {
+            t.improved_policy(&self.cfg, out);
+        } else {
+            t.root_visits(out);
+            let sum: f32 = out.iter().sum();
+            out.iter_mut().for_each(|v| *v /= sum.max(1.0));
+        }
+    }
+
+    /// The action to play in game `g`: Gumbel's final choice (the best of the most
+    /// visited by gumbel + logit + sigma(q)); in PUCT mode [`choose`] on the visits with
+    /// `temperature`.
+    pub fn action(&self, g: usize, temperature: f32, rng: &mut Rng) -> usize {
+        let t = &self.trees[g];
+        if self.cfg.gumbel {
+            let c = t.gumbel_root_child(&self.cfg, None);
+            usize::from(t.nodes[c as usize].action)
+        } else {
+            let mut v = [0.0f32; 64];
+            t.root_visits(&mut v[..G::ACTIONS]);
+            choose(&v[..G::ACTIONS], temperature, rng)
+        }
     }
 
     /// Mean value of game `g`'s root for the side to move.
@@ -508,5 +714,68 @@ mod tests {
             (hits[1] as f64 / 3000.0 - 2.0 / 3.0).abs() < 0.04,
             "{hits:?}"
         );
+    }
+
+    #[test]
+    fn sequential_halving_schedule_matches_mctx() {
+        assert_eq!(considered_visits(4, 8), vec![0, 0, 0, 0, 1, 1, 2, 2]);
+        assert_eq!(considered_visits(1, 3), vec![0, 1, 2]);
+        // 16 considered, 64 simulations: 16 ones, then 8 twice... as mctx computes.
+        let s = considered_visits(16, 64);
+        assert_eq!(s.len(), 64);
+        assert_eq!(&s[..16], &[0; 16]);
+        assert_eq!(&s[16..24], &[1; 8]);
+        assert_eq!(&s[24..32], &[2; 8]);
+    }
+
+    fn gumbel(sims: usize) -> MctsConfig {
+        MctsConfig {
+            simulations: sims,
+            gumbel: true,
+            ..MctsConfig::default()
+        }
+    }
+
+    /// Gumbel's policy improvement with a handful of simulations: the winning move gets
+    /// Q = 1 as soon as it is visited once, and the improved policy and the final choice
+    /// follow it, with or without noise.
+    #[test]
+    fn gumbel_finds_a_win_in_one_with_few_simulations() {
+        let p = ConnectFour::from_moves("112233").unwrap();
+        for noise in [false, true] {
+            let mut m = BatchedMcts::new(gumbel(8));
+            let mut rngs = vec![Rng::stream(2, Purpose::Policy, 0)];
+            m.search(&[p], &mut rngs, noise, &mut Uniform);
+            assert_eq!(m.action(0, 0.0, &mut rngs[0]), 3, "noise {noise}");
+            let mut pi = vec![0.0; 7];
+            m.policy(0, &mut pi);
+            assert!((pi.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+            assert_eq!(choose(&pi, 0.0, &mut rngs[0]), 3, "{pi:?}");
+        }
+    }
+
+    #[test]
+    fn gumbel_batched_equals_alone_and_spends_every_simulation() {
+        let roots: Vec<ConnectFour> = ["", "4433", "111111", "7654321123"]
+            .iter()
+            .map(|m| ConnectFour::from_moves(m).unwrap())
+            .collect();
+        let rng = |g: usize| Rng::stream(11, Purpose::Policy, g as u64);
+        let mut all = BatchedMcts::new(gumbel(32));
+        let mut rngs: Vec<Rng> = (0..roots.len()).map(rng).collect();
+        all.search(&roots, &mut rngs, true, &mut Hashy);
+        for (g, r) in roots.iter().enumerate() {
+            let mut one = BatchedMcts::new(gumbel(32));
+            one.search(&[*r], &mut [rng(g)], true, &mut Hashy);
+            let (mut a, mut b) = (vec![0.0; 7], vec![0.0; 7]);
+            all.policy(g, &mut a);
+            one.policy(0, &mut b);
+            assert_eq!(a, b, "game {g}");
+            all.visits(g, &mut a);
+            assert_eq!(a.iter().sum::<f32>(), 32.0);
+            if g == 2 {
+                assert_eq!(a[0], 0.0, "full column visited");
+            }
+        }
     }
 }

@@ -35,6 +35,9 @@ pub struct AzBenchArgs {
     /// Hidden layer sizes of the network (default 128,128: pgx's example).
     #[arg(long, value_delimiter = ',', default_value = "128,128")]
     hidden: Vec<usize>,
+    /// Gumbel AlphaZero root selection instead of PUCT with Dirichlet noise.
+    #[arg(long)]
+    gumbel: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -43,7 +46,7 @@ pub struct AzBenchArgs {
 fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
     use rlrig_env::games::{ConnectFour, Game, Outcome};
     use rlrig_learn::alphazero::{AlphaZero, AzConfig};
-    use rlrig_learn::mcts::{BatchedMcts, UniformEvaluator, choose};
+    use rlrig_learn::mcts::{BatchedMcts, UniformEvaluator};
     if a.simulations == 0 || a.games == 0 || a.moves == 0 {
         bail!("--simulations, --games and --moves must be at least 1");
     }
@@ -54,21 +57,20 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
     // Search only: the same lock-step self-play with a network-free evaluator.
     let mut mcts = BatchedMcts::<ConnectFour>::new(rlrig_learn::mcts::MctsConfig {
         simulations: a.simulations,
+        gumbel: a.gumbel,
         ..Default::default()
     });
     let mut states = vec![ConnectFour::new(); a.games];
     let mut rngs: Vec<rlrig_env::Rng> = (0..a.games)
         .map(|g| rlrig_env::Rng::stream(1, rlrig_env::Purpose::Bench, g as u64))
         .collect();
-    let mut v = vec![0.0; 7];
     // One warm-up move (allocations, caches), then the timed moves.
     mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
     let t = Instant::now();
     for _ in 0..a.moves {
         mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
         for g in 0..a.games {
-            mcts.visits(g, &mut v);
-            let act = choose(&v, 1.0, &mut rngs[g]);
+            let act = mcts.action(g, 1.0, &mut rngs[g]);
             if states[g].play(act) != Outcome::Ongoing {
                 states[g] = ConnectFour::new();
             }
@@ -83,6 +85,7 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
         hidden: a.hidden.clone(),
         updates_per_iteration: updates,
         eval_games: 0,
+        gumbel: a.gumbel,
         ..AzConfig::default()
     };
     let measure = |c: AzConfig| -> Result<(f64, f64)> {
@@ -102,7 +105,7 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
     if a.json {
         let j = serde_json::json!({
             "simulations": a.simulations, "games": a.games, "moves": a.moves,
-            "hidden": a.hidden, "samples_per_sec": with_training,
+            "hidden": a.hidden, "gumbel": a.gumbel, "samples_per_sec": with_training,
             "search_only_samples_per_sec": search_only,
             "with_inference_samples_per_sec": with_inference,
             "with_training_samples_per_sec": with_training,
@@ -112,7 +115,12 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
         outln!("{j}");
     } else {
         outln!(
-            "ConnectFour AlphaZero self-play, {} simulations, {} games in lock-step, hidden {:?}, 1 thread",
+            "ConnectFour AlphaZero self-play ({}), {} simulations, {} games in lock-step, hidden {:?}, 1 thread",
+            if a.gumbel {
+                "Gumbel root"
+            } else {
+                "PUCT + Dirichlet"
+            },
             a.simulations,
             a.games,
             a.hidden

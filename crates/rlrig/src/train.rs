@@ -872,9 +872,7 @@ fn play_alphazero(a: &PlayArgs) -> Result<()> {
         outln!("{}", p.render());
         let col = if agent_turn {
             mcts.search(&[p], std::slice::from_mut(&mut rng), false, &mut eval);
-            let mut v = vec![0.0; 7];
-            mcts.visits(0, &mut v);
-            let c = rlrig_learn::mcts::choose(&v, 0.0, &mut rng);
+            let c = mcts.action(0, 0.0, &mut rng);
             outln!("agent plays {} (value {:+.2})", c + 1, mcts.value(0));
             c
         } else {
