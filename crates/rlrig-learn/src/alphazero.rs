@@ -197,6 +197,43 @@ impl PolicyValue {
             cache: MlpCache::default(),
         }
     }
+
+    /// An [`Evaluator`] that owns the network (for an inference server thread).
+    pub fn into_evaluator(self) -> OwnedNetEval {
+        OwnedNetEval {
+            net: self,
+            cache: MlpCache::default(),
+        }
+    }
+
+    fn forward_into(
+        &self,
+        cache: &mut MlpCache,
+        obs: &[f32],
+        n: usize,
+        logits: &mut [f32],
+        values: &mut [f32],
+    ) {
+        let a = self.actions;
+        let out = self.mlp.forward(&self.params, obs, n, cache);
+        for r in 0..n {
+            logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
+            values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
+        }
+    }
+}
+
+/// A [`PolicyValue`] evaluator that owns its network.
+pub struct OwnedNetEval {
+    net: PolicyValue,
+    cache: MlpCache,
+}
+
+impl Evaluator for OwnedNetEval {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
+        self.net
+            .forward_into(&mut self.cache, obs, n, logits, values);
+    }
 }
 
 /// Runs a [`PolicyValue`] for search: one forward call per batch of leaves.
@@ -207,15 +244,8 @@ pub struct NetEval<'a> {
 
 impl Evaluator for NetEval<'_> {
     fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
-        let a = self.net.actions;
-        let out = self
-            .net
-            .mlp
-            .forward(&self.net.params, obs, n, &mut self.cache);
-        for r in 0..n {
-            logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
-            values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
-        }
+        self.net
+            .forward_into(&mut self.cache, obs, n, logits, values);
     }
 }
 

@@ -16,4 +16,5 @@ pub mod offpolicy;
 pub mod optim;
 pub mod ppo;
 pub mod run;
+pub mod serve;
 pub mod trainer;

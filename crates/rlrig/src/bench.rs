@@ -38,6 +38,11 @@ pub struct AzBenchArgs {
     /// Gumbel AlphaZero root selection instead of PUCT with Dirichlet noise.
     #[arg(long)]
     gumbel: bool,
+    /// Also measure self-play with this many actor threads, each searching games/N
+    /// games, sharing one batching inference server thread (not bit-reproducible:
+    /// batches form by timing). 0 skips it.
+    #[arg(long, default_value_t = 0)]
+    actors: usize,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -102,8 +107,16 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
     // Training at the default config's ratio: 16 updates of 256 per 1024 samples.
     let updates = (16.0 * samples / 1024.0).ceil() as usize;
     let (with_training, _) = measure(cfg(updates))?;
+    let actors = if a.actors > 0 {
+        Some(actor_selfplay(&a)?)
+    } else {
+        None
+    };
     if a.json {
         let j = serde_json::json!({
+            "actors": a.actors,
+            "actors_samples_per_sec": actors.as_ref().map(|x| x.0),
+            "actors_mean_batch": actors.as_ref().map(|x| x.1),
             "simulations": a.simulations, "games": a.games, "moves": a.moves,
             "hidden": a.hidden, "gumbel": a.gumbel, "samples_per_sec": with_training,
             "search_only_samples_per_sec": search_only,
@@ -132,8 +145,76 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
             100.0 * inference_share
         );
         outln!("+ training:   {with_training:.0} samples/s ({updates} updates of 256)");
+        if let Some((sps, batch)) = actors {
+            outln!(
+                "{} actor threads + inference server: {sps:.0} samples/s (mean batch {batch:.0} rows)",
+                a.actors
+            );
+        }
     }
     Ok(())
+}
+
+/// Self-play in `a.actors` threads sharing one inference server; (samples/s, mean
+/// rows per network call).
+fn actor_selfplay(a: &AzBenchArgs) -> Result<(f64, f64)> {
+    use rlrig_env::games::{ConnectFour, Game, Outcome};
+    use rlrig_learn::alphazero::PolicyValue;
+    use rlrig_learn::mcts::{BatchedMcts, MctsConfig};
+    use rlrig_learn::serve::InferenceServer;
+    if a.actors > a.games {
+        bail!("--actors {} exceeds --games {}", a.actors, a.games);
+    }
+    let net = PolicyValue::new(
+        ConnectFour::OBS_DIM,
+        ConnectFour::ACTIONS,
+        &a.hidden,
+        &mut rlrig_env::Rng::stream(1, rlrig_env::Purpose::Init, 0),
+    );
+    let server = InferenceServer::start(
+        net.into_evaluator(),
+        ConnectFour::OBS_DIM,
+        ConnectFour::ACTIONS,
+        a.games,
+    );
+    let run = |warm: bool| {
+        let moves = if warm { 1 } else { a.moves };
+        std::thread::scope(|s| {
+            for t in 0..a.actors {
+                let mut client = server.client();
+                let n = a.games / a.actors + usize::from(t < a.games % a.actors);
+                let cfg = MctsConfig {
+                    simulations: a.simulations,
+                    gumbel: a.gumbel,
+                    ..MctsConfig::default()
+                };
+                s.spawn(move || {
+                    let mut mcts = BatchedMcts::<ConnectFour>::new(cfg);
+                    let mut states = vec![ConnectFour::new(); n];
+                    let mut rngs: Vec<rlrig_env::Rng> = (0..n)
+                        .map(|g| {
+                            rlrig_env::Rng::stream(t as u64, rlrig_env::Purpose::Bench, g as u64)
+                        })
+                        .collect();
+                    for _ in 0..moves {
+                        mcts.search(&states, &mut rngs, true, &mut client);
+                        for g in 0..n {
+                            let act = mcts.action(g, 1.0, &mut rngs[g]);
+                            if states[g].play(act) != Outcome::Ongoing {
+                                states[g] = ConnectFour::new();
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    };
+    run(true);
+    let t = Instant::now();
+    run(false);
+    let sps = (a.games * a.moves) as f64 / t.elapsed().as_secs_f64();
+    let stats = server.shutdown();
+    Ok((sps, stats.mean_batch()))
 }
 
 #[derive(Args)]
