@@ -9,6 +9,7 @@
 
 pub mod alphazero;
 pub mod buffer;
+pub mod evolution;
 pub mod mcts;
 pub mod nn;
 pub mod normalize;

@@ -380,6 +380,13 @@ impl Mlp {
         l.b + l.fan_out
     }
 
+    /// Whether parameter index `j` is a bias (not a weight).
+    pub fn is_bias(&self, j: usize) -> bool {
+        self.layers
+            .iter()
+            .any(|l| (l.b..l.b + l.fan_out).contains(&j))
+    }
+
     pub fn input_dim(&self) -> usize {
         self.layers[0].fan_in
     }

@@ -239,7 +239,14 @@ pub fn eval_run(
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<EvalSummary, RunError> {
-    if RunDir::new(run_dir)?.algo()? != "ppo" {
+    let algo = RunDir::new(run_dir)?.algo()?;
+    if algo == "es" || algo == "ga" {
+        let (cfg, policy, best) = load_evolution(run_dir)?;
+        let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+        let returns = evo_returns(&policy, &cfg.env, &best, episodes.max(1), seed);
+        return Ok(EvalSummary::of(&returns, seed));
+    }
+    if algo != "ppo" {
         let (cfg, nets) = load_offpolicy(run_dir)?;
         let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
         let returns = crate::offpolicy::evaluate(&nets, &cfg.env, episodes.max(1), seed);
@@ -269,6 +276,7 @@ pub fn record_episodes(
     enum Policy {
         Ppo(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>),
         Off(Nets),
+        Evo(crate::evolution::EvoPolicy, Vec<f32>),
     }
     struct V<'a> {
         policy: &'a Policy,
@@ -283,8 +291,10 @@ pub fn record_episodes(
             let dim = match self.policy {
                 Policy::Ppo(_, agent, _) => agent.action_dim(),
                 Policy::Off(nets) => nets.act_dim,
+                Policy::Evo(..) => 1,
             };
             let (mut ai, mut af) = (vec![0i32; 1], vec![0.0f32; dim]);
+            let (mut ev_i, mut ev_f) = (Vec::new(), Vec::new());
             for e in 0..self.episodes {
                 let mut env = rlrig_env::SyncVecEnv::<E>::new(
                     rlrig_env::VecConfig::new(1).seed(self.seed + e as u64),
@@ -311,6 +321,9 @@ pub fn record_episodes(
                             nets.greedy(env.obs(), 1, &mut cache, &mut af);
                             rlrig_env::ActionBuf::Continuous(&af)
                         }
+                        Policy::Evo(p, params) => {
+                            p.act(params, env.obs(), 1, &mut cache, &mut ev_i, &mut ev_f)
+                        }
                     };
                     rlrig_env::VecEnvDyn::step(&mut env, buf)
                         .expect("the policy only emits valid actions");
@@ -326,9 +339,13 @@ pub fn record_episodes(
             out
         }
     }
-    let (env, run_seed, policy) = if RunDir::new(run_dir)?.algo()? == "ppo" {
+    let algo = RunDir::new(run_dir)?.algo()?;
+    let (env, run_seed, policy) = if algo == "ppo" {
         let (cfg, agent, rms) = load_agent(run_dir)?;
         (cfg.env.clone(), cfg.seed, Policy::Ppo(cfg, agent, rms))
+    } else if algo == "es" || algo == "ga" {
+        let (cfg, p, best) = load_evolution(run_dir)?;
+        (cfg.env, cfg.seed, Policy::Evo(p, best))
     } else {
         let (cfg, nets) = load_offpolicy(run_dir)?;
         (cfg.env, cfg.seed, Policy::Off(nets))
@@ -672,4 +689,176 @@ pub fn load_alphazero(
     }
     net.params = params;
     Ok((cfg, net))
+}
+
+/// metrics.csv columns of ES/GA runs: learning metrics first (deterministic), then
+/// wall-clock time.
+pub const EVO_METRICS_HEADER: &str =
+    "generation,episodes,best_fitness,mean_fitness,center_fitness,seconds,generations_per_sec";
+
+/// Number of leading deterministic columns of [`EVO_METRICS_HEADER`].
+pub const EVO_DETERMINISTIC_COLUMNS: usize = 5;
+
+pub struct EvoTrainSummary {
+    pub config: crate::evolution::EvoConfig,
+    pub last: crate::evolution::GenStats,
+    pub eval: EvalSummary,
+    pub wall: f64,
+    pub generations: u64,
+    pub resumed_from: Option<u64>,
+}
+
+fn evo_algo(cfg: &crate::evolution::EvoConfig) -> &'static str {
+    match cfg.method {
+        crate::evolution::Method::Es => "es",
+        crate::evolution::Method::Ga => "ga",
+    }
+}
+
+fn evo_checkpoint(dir: &RunDir, e: &crate::evolution::Evolution) -> Result<(), RunError> {
+    let (state, tensors) = e.state();
+    let best = e.best_params();
+    let mut t = tensors;
+    t.push(("best", &best));
+    dir.save_tensors(evo_algo(&e.cfg), e.generation, &e.cfg, &state, &t)?;
+    Ok(())
+}
+
+/// Trains (or resumes) an ES or GA run in `opts.run_dir`.
+pub fn train_evolution(
+    cfg: crate::evolution::EvoConfig,
+    opts: &TrainOptions,
+    mut progress: impl FnMut(&crate::evolution::GenStats, f64),
+) -> Result<EvoTrainSummary, RunError> {
+    use crate::evolution::{EvoConfig, EvoState, Evolution};
+    let dir = RunDir::new(&opts.run_dir)?;
+    let algo = evo_algo(&cfg);
+    let mut e = Evolution::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
+    let mut resumed_from = None;
+    if opts.resume {
+        let mut ck = dir.load_tensors::<EvoConfig, EvoState>(algo)?;
+        if ck.meta.config != cfg {
+            return Err(RunError::Mismatch(format!(
+                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
+                opts.run_dir.display()
+            )));
+        }
+        resumed_from = Some(ck.meta.state.generation);
+        e.restore(ck.meta.state, |name| ck.tensors.remove(name))
+            .map_err(|err| RunError::Mismatch(format!("{}: {err}", opts.run_dir.display())))?;
+    } else if dir.has_checkpoint() {
+        return Err(RunError::Mismatch(format!(
+            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+            opts.run_dir.display()
+        )));
+    }
+    dir.write_config_of(algo, &e.cfg)?;
+    let mut csv = MetricsCsv::open_with(&dir.path, EVO_METRICS_HEADER, e.generation)?;
+    let mut tb = TensorBoard::create(&dir.path)?;
+    let start = Instant::now();
+    let g0 = e.generation;
+    let mut last = crate::evolution::GenStats::default();
+    while !e.done() {
+        let t0 = Instant::now();
+        let s = e.step();
+        let secs = t0.elapsed().as_secs_f64();
+        csv.push(format!(
+            "{},{},{},{},{},{:.6},{:.3}",
+            s.generation,
+            s.episodes,
+            s.best_fitness,
+            s.mean_fitness,
+            s.center_fitness,
+            secs,
+            1.0 / secs
+        ))?;
+        tb.scalars(
+            s.generation,
+            &[
+                ("fitness/best", s.best_fitness),
+                ("fitness/mean", s.mean_fitness),
+                ("fitness/center_or_elite", s.center_fitness),
+                ("charts/episodes", s.episodes as f64),
+                ("time/generation", secs),
+            ],
+        )?;
+        let every = e.cfg.checkpoint_every;
+        if every > 0 && e.generation.is_multiple_of(every) && !e.done() {
+            evo_checkpoint(&dir, &e)?;
+        }
+        progress(&s, 1.0 / secs);
+        last = s;
+    }
+    evo_checkpoint(&dir, &e)?;
+    let wall = start.elapsed().as_secs_f64();
+    let seed = e.cfg.seed + EVAL_SEED_OFFSET;
+    let eval = EvalSummary::of(
+        &evo_returns(
+            &e.policy,
+            &e.cfg.env,
+            &e.best_params(),
+            opts.eval_episodes.max(1),
+            seed,
+        ),
+        seed,
+    );
+    write_atomic(
+        &dir.path.join("eval.json"),
+        serde_json::to_string_pretty(&eval)
+            .expect("plain numbers serialise")
+            .as_bytes(),
+    )?;
+    Ok(EvoTrainSummary {
+        config: e.cfg.clone(),
+        last,
+        eval,
+        wall,
+        generations: e.generation - g0,
+        resumed_from,
+    })
+}
+
+/// Per-episode returns of an evolved policy (one env per episode, seeded by `seed`).
+fn evo_returns(
+    policy: &crate::evolution::EvoPolicy,
+    env: &str,
+    params: &[f32],
+    episodes: usize,
+    seed: u64,
+) -> Vec<f64> {
+    // fitness() averages; evaluate episode by episode to keep the spread.
+    (0..episodes)
+        .map(|k| policy.fitness(env, params, 1, seed.wrapping_add(k as u64)))
+        .collect()
+}
+
+/// The config, policy and deployed parameters of an ES/GA run's newest checkpoint.
+pub fn load_evolution(
+    run_dir: &Path,
+) -> Result<
+    (
+        crate::evolution::EvoConfig,
+        crate::evolution::EvoPolicy,
+        Vec<f32>,
+    ),
+    RunError,
+> {
+    use crate::evolution::{EvoConfig, EvoPolicy, EvoState};
+    let dir = RunDir::new(run_dir)?;
+    let algo = dir.algo()?;
+    let mut ck = dir.load_tensors::<EvoConfig, EvoState>(&algo)?;
+    let cfg = ck.meta.config;
+    let policy = EvoPolicy::new(&cfg).map_err(RunError::Mismatch)?;
+    let best = ck.tensors.remove("best").unwrap_or_default();
+    if best.len() != policy.num_params() {
+        return Err(RunError::Mismatch(format!(
+            "{}: checkpoint policy has {} parameters, {} with hidden {:?} needs {}",
+            run_dir.display(),
+            best.len(),
+            cfg.env,
+            cfg.hidden,
+            policy.num_params()
+        )));
+    }
+    Ok((cfg, policy, best))
 }

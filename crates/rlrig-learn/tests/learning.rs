@@ -69,3 +69,55 @@ fn ddpg_swings_up_pendulum_within_20k_steps() {
     let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Ddpg, "Pendulum-v1"));
     assert!(ret >= -250.0, "DDPG Pendulum-v1 eval return {ret}");
 }
+
+fn evolve(cfg: rlrig_learn::evolution::EvoConfig) -> (Vec<rlrig_learn::evolution::GenStats>, f64) {
+    use rlrig_learn::evolution::Evolution;
+    let mut e = Evolution::new(cfg, 2).unwrap();
+    let t = std::time::Instant::now();
+    let mut stats = Vec::new();
+    while !e.done() {
+        let s = e.step();
+        eprintln!(
+            "{:?} gen {} best {:.1} mean {:.1} center {:.1}",
+            e.cfg.method, s.generation, s.best_fitness, s.mean_fitness, s.center_fitness
+        );
+        stats.push(s);
+    }
+    let env = e.cfg.env.clone();
+    let ret = e.policy.fitness(&env, &e.best_params(), 20, 12_345);
+    eprintln!(
+        "{:?} {}: final {ret:.1} in {:.1} s",
+        e.cfg.method,
+        env,
+        t.elapsed().as_secs_f64()
+    );
+    (stats, ret)
+}
+
+#[test]
+fn es_solves_cartpole() {
+    use rlrig_learn::evolution::{EvoConfig, Method};
+    let (_, ret) = evolve(EvoConfig::for_env(Method::Es, "CartPole-v1"));
+    assert!(ret >= 475.0, "ES CartPole-v1: {ret}");
+}
+
+#[test]
+fn es_swings_up_pendulum() {
+    use rlrig_learn::evolution::{EvoConfig, Method};
+    let (_, ret) = evolve(EvoConfig::for_env(Method::Es, "Pendulum-v1"));
+    assert!(ret >= -300.0, "ES Pendulum-v1: {ret}");
+}
+
+#[test]
+fn pruning_ga_improves_cartpole() {
+    use rlrig_learn::evolution::{EvoConfig, Method};
+    let cfg = EvoConfig {
+        prune: true,
+        generations: 20,
+        ..EvoConfig::for_env(Method::Ga, "CartPole-v1")
+    };
+    let (stats, _) = evolve(cfg);
+    let first = stats[0].mean_fitness;
+    let last = stats.last().unwrap().mean_fitness;
+    assert!(last > first + 50.0, "mean fitness {first} -> {last}");
+}

@@ -6,6 +6,7 @@ use crate::default_threads;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use rlrig_learn::alphazero::{AzConfig, Opponent, play_match};
+use rlrig_learn::evolution::{EvoConfig, Method};
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
 use rlrig_learn::trainer::{TrainOptions, eval_run, train_offpolicy, train_ppo};
@@ -39,6 +40,156 @@ pub enum TrainCommand {
     /// seed; checkpoints hold the network, Adam, the replay buffer and the games in
     /// flight, so a resumed run ends like an uninterrupted one.
     Alphazero(AzArgs),
+    /// OpenAI evolution strategies (mirrored sampling, centred ranks, Adam, weight decay).
+    ///
+    /// Members are evaluated in parallel on --threads; every draw is keyed by (seed,
+    /// generation, member), so results are bit-identical for any thread count.
+    Es(EvoArgs),
+    /// Genetic algorithm (Such et al. 2017: truncation selection, Gaussian mutation,
+    /// elitism with re-evaluation); --prune evolves the connection mask of a fixed
+    /// network instead. Bit-identical for any thread count.
+    Ga(EvoArgs),
+}
+
+#[derive(Args)]
+pub struct EvoArgs {
+    /// Environment id (default CartPole-v1).
+    #[arg(long)]
+    env: Option<String>,
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Members per generation.
+    #[arg(long)]
+    population: Option<usize>,
+    #[arg(long)]
+    generations: Option<u64>,
+    /// Episodes averaged into each member's fitness.
+    #[arg(long)]
+    episodes_per_member: Option<usize>,
+    /// GA only: evolve connection masks of a fixed network (mutation removes links).
+    #[arg(long)]
+    prune: bool,
+    /// Threads evaluating members (results do not depend on it).
+    #[arg(long, default_value_t = default_threads())]
+    threads: usize,
+    /// TOML file with any hyperparameters (see a run's config.toml for every key).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Override one hyperparameter, e.g. `--set sigma=0.1` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Run directory (default: runs/<env>-<es|ga>-seed<seed>).
+    #[arg(long)]
+    run_dir: Option<PathBuf>,
+    #[arg(long)]
+    resume: bool,
+    /// Episodes of the final evaluation of the deployed policy (ES centre, GA elite).
+    #[arg(long, default_value_t = 10)]
+    eval_episodes: usize,
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if a.prune && method == Method::Es {
+        bail!("--prune is a GA option: use `rlrig train ga --prune`");
+    }
+    let mut flags = Vec::new();
+    if let Some(v) = a.seed {
+        flags.push(("seed", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.population {
+        flags.push(("population", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.generations {
+        flags.push(("generations", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.episodes_per_member {
+        flags.push(("episodes_per_member", toml::Value::Integer(v as i64)));
+    }
+    if a.prune {
+        flags.push(("prune", toml::Value::Boolean(true)));
+    }
+    let src = Sources {
+        env: a.env.as_deref(),
+        config: a.config.as_deref(),
+        set: &a.set,
+        flags,
+    };
+    let cfg: EvoConfig = resolve_from(
+        &src,
+        "CartPole-v1",
+        |e| Ok(rlrig_env::spec(e).map(|_| ())?),
+        |env| toml::Table::try_from(EvoConfig::for_env(method, env)).context("default config"),
+    )?;
+    if cfg.method != method {
+        bail!("config: method does not match this command");
+    }
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    let name = if method == Method::Es { "es" } else { "ga" };
+    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "runs/{}-{name}-seed{}",
+            cfg.env.replace('/', "-"),
+            cfg.seed
+        ))
+    });
+    let opts = TrainOptions {
+        run_dir: run_dir.clone(),
+        threads: a.threads,
+        resume: a.resume,
+        eval_episodes: a.eval_episodes,
+        trace: None,
+    };
+    let bar = progress_bar(a.quiet, cfg.generations);
+    let summary = rlrig_learn::trainer::train_evolution(cfg, &opts, |s, gps| {
+        bar.set_position(s.generation);
+        bar.set_message(format!(
+            "{gps:.1} generations/s, best {:.1}, mean {:.1}, {} {:.1}",
+            s.best_fitness,
+            s.mean_fitness,
+            if method == Method::Es {
+                "centre"
+            } else {
+                "elite"
+            },
+            s.center_fitness
+        ));
+    })?;
+    bar.finish_and_clear();
+    if let Some(g) = summary.resumed_from {
+        outln!("resumed from generation {g}");
+    }
+    let c = &summary.config;
+    outln!(
+        "{} {name}{}: {} generations of {} members x {} episodes in {:.2} s ({:.2} s per generation, {} threads); last generation: best {:.1}, mean {:.1}",
+        c.env,
+        if c.prune { " (pruning)" } else { "" },
+        summary.generations,
+        c.population,
+        c.episodes_per_member,
+        summary.wall,
+        summary.wall / summary.generations.max(1) as f64,
+        a.threads,
+        summary.last.best_fitness,
+        summary.last.mean_fitness
+    );
+    outln!(
+        "evaluation of the {} over {} episodes: mean return {:.1} ± {:.1}",
+        if method == Method::Es {
+            "centre"
+        } else {
+            "elite"
+        },
+        summary.eval.episodes,
+        summary.eval.mean_return,
+        summary.eval.std_return
+    );
+    outln!("run directory: {}", run_dir.display());
+    Ok(())
 }
 
 #[derive(Args)]
@@ -396,6 +547,8 @@ fn train_alphazero_cli(a: AzArgs) -> Result<()> {
 pub fn train(cmd: TrainCommand) -> Result<()> {
     let (a, algo) = match cmd {
         TrainCommand::Alphazero(a) => return train_alphazero_cli(a),
+        TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
+        TrainCommand::Ga(a) => return train_evolution_cli(a, Method::Ga),
         TrainCommand::Ppo(a) => (a, None),
         TrainCommand::Ddpg(a) => (a, Some(Algo::Ddpg)),
         TrainCommand::Td3(a) => (a, Some(Algo::Td3)),

@@ -1,0 +1,179 @@
+//! `rlrig train es|ga` end to end: identical results with 1 and 2 threads, resume
+//! after SIGKILL, eval/play on the run, clear errors.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{fails_with, rlrig, tmp};
+
+fn learning_columns(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.split(',')
+                .take(rlrig_learn::trainer::EVO_DETERMINISTIC_COLUMNS)
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .collect()
+}
+
+fn final_weights(dir: &Path) -> Vec<u8> {
+    let ck = dir.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
+}
+
+fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "train",
+        algo,
+        "--env",
+        "Pendulum-v1",
+        "--population",
+        "16",
+        "--generations",
+        "12",
+        "--episodes-per-member",
+        "2",
+        "--set",
+        "checkpoint_every=3",
+        "--threads",
+        threads,
+        "--run-dir",
+        dir,
+        "--quiet",
+        "--eval-episodes",
+        "2",
+    ];
+    if algo == "ga" {
+        v.extend(["--set", "truncation=4", "--set", "elite_candidates=2"]);
+    }
+    v.extend_from_slice(extra);
+    v
+}
+
+#[test]
+fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
+    for (algo, extra) in [("es", vec![]), ("ga", vec![]), ("ga", vec!["--prune"])] {
+        let (a, b) = (
+            tmp(&format!("{algo}{}-1", extra.len())),
+            tmp(&format!("{algo}{}-2", extra.len())),
+        );
+        for (d, t) in [(&a, "1"), (&b, "2")] {
+            let o = rlrig(&args(algo, d.to_str().unwrap(), t, &extra));
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        }
+        assert_eq!(
+            learning_columns(&a).len(),
+            13,
+            "{algo}: header + 12 generations"
+        );
+        assert_eq!(
+            learning_columns(&a),
+            learning_columns(&b),
+            "{algo} {extra:?}"
+        );
+        assert_eq!(final_weights(&a), final_weights(&b), "{algo} {extra:?}");
+        let o = rlrig(&[
+            "eval",
+            "--run",
+            a.to_str().unwrap(),
+            "--episodes",
+            "2",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["episodes"], 2);
+        let gif = a.join("p.gif");
+        let o = rlrig(&[
+            "play",
+            "--run",
+            a.to_str().unwrap(),
+            "--gif",
+            gif.to_str().unwrap(),
+            "--max-frames",
+            "5",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for d in [a, b] {
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
+}
+
+#[test]
+fn a_killed_es_run_resumes_to_the_same_centre() {
+    let (full, killed) = (tmp("es-full"), tmp("es-killed"));
+    let o = rlrig(&args("es", full.to_str().unwrap(), "2", &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ks = killed.to_str().unwrap().to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args("es", &ks, "2", &[]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let latest = killed.join("checkpoints/latest");
+    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(latest.exists(), "no checkpoint before the kill");
+    let o = rlrig(&args("es", &ks, "1", &["--resume"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(final_weights(&full), final_weights(&killed));
+    assert_eq!(learning_columns(&full), learning_columns(&killed));
+    for d in [full, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn evolution_bad_input_is_a_clear_error() {
+    fails_with(
+        &["train", "es", "--population", "7"],
+        None,
+        &["population must be even"],
+    );
+    fails_with(
+        &[
+            "train",
+            "ga",
+            "--population",
+            "4",
+            "--set",
+            "truncation=4",
+            "--set",
+            "elite_candidates=5",
+        ],
+        None,
+        &["smaller than the elite"],
+    );
+    fails_with(
+        &["train", "ga", "--generations", "0"],
+        None,
+        &["generations"],
+    );
+    fails_with(&["train", "es", "--prune"], None, &["GA option"]);
+    fails_with(
+        &["train", "es", "--env", "CartPol-v1"],
+        None,
+        &["CartPole-v1"],
+    );
+    fails_with(
+        &["train", "ga", "--set", "sigma=-1"],
+        None,
+        &["sigma must be positive"],
+    );
+}
