@@ -16,6 +16,17 @@ use serde::{Deserialize, Serialize};
 use crate::nn::{Mlp, MlpCache, normal};
 use crate::optim::Adam;
 
+/// Combines the work of several processes (MPI ranks). Every rank runs the same
+/// generation; member `i` is evaluated by rank `i % size`, and the fitness vectors are
+/// gathered so that every rank makes the same update. Results therefore equal a
+/// single-process run's, bit for bit.
+pub trait Collective: Send + Sync {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// Every rank's `local` (the same length on all), concatenated in rank order.
+    fn allgather(&self, local: &[f64]) -> Vec<f64>;
+}
+
 /// Which evolutionary method.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -302,6 +313,7 @@ pub struct Evolution {
     pub generation: u64,
     pub episodes: u64,
     pool: rayon::ThreadPool,
+    collective: Option<Box<dyn Collective>>,
 }
 
 impl Evolution {
@@ -340,6 +352,7 @@ impl Evolution {
             generation: 0,
             episodes: 0,
             pool,
+            collective: None,
             policy,
             cfg,
         })
@@ -347,6 +360,11 @@ impl Evolution {
 
     pub fn done(&self) -> bool {
         self.generation >= self.cfg.generations
+    }
+
+    /// Spreads member evaluations over the ranks of `c` (see [`Collective`]).
+    pub fn set_collective(&mut self, c: Box<dyn Collective>) {
+        self.collective = Some(c);
     }
 
     /// The parameters a genome stands for (a mask applies to weights, not biases).
@@ -369,15 +387,29 @@ impl Evolution {
     ) -> Vec<f64> {
         let policy = &self.policy;
         let env = &self.cfg.env;
-        self.pool.install(|| {
+        let (rank, size) = self
+            .collective
+            .as_ref()
+            .map_or((0, 1), |c| (c.rank(), c.size()));
+        let local: Vec<f64> = self.pool.install(|| {
             (0..count)
                 .into_par_iter()
                 .map_init(Vec::new, |buf, i| {
+                    if i % size != rank {
+                        return f64::NAN; // another rank's member
+                    }
                     member(i, buf);
                     policy.fitness(env, buf, episodes, seed_of(i))
                 })
                 .collect()
-        })
+        });
+        match &self.collective {
+            None => local,
+            Some(c) => {
+                let all = c.allgather(&local);
+                (0..count).map(|i| all[(i % size) * count + i]).collect()
+            }
+        }
     }
 
     /// One generation.
@@ -687,6 +719,67 @@ mod tests {
                 assert_eq!(format!("{:?}", a.step()), format!("{:?}", b.step()));
             }
             assert_eq!(a.best_params(), b.best_params());
+        }
+    }
+
+    /// Two "ranks" in threads, exchanging through a shared board, give the same
+    /// history as one process.
+    #[test]
+    fn ranks_split_members_and_agree_with_one_process() {
+        use std::sync::{Arc, Barrier, Mutex};
+        struct Fake {
+            rank: usize,
+            board: Arc<Mutex<Vec<Vec<f64>>>>,
+            barrier: Arc<Barrier>,
+        }
+        impl Collective for Fake {
+            fn rank(&self) -> usize {
+                self.rank
+            }
+            fn size(&self) -> usize {
+                2
+            }
+            fn allgather(&self, local: &[f64]) -> Vec<f64> {
+                self.board.lock().unwrap()[self.rank] = local.to_vec();
+                self.barrier.wait();
+                let all = self.board.lock().unwrap().concat();
+                self.barrier.wait();
+                all
+            }
+        }
+        for method in [Method::Es, Method::Ga] {
+            let cfg = EvoConfig {
+                population: 10,
+                truncation: 4,
+                elite_candidates: 3,
+                generations: 3,
+                ..EvoConfig::for_env(method, "CartPole-v1")
+            };
+            let run = move |c: Option<Box<dyn Collective>>| {
+                let mut e = Evolution::new(cfg.clone(), 1).unwrap();
+                if let Some(c) = c {
+                    e.set_collective(c);
+                }
+                let s: Vec<GenStats> = (0..3).map(|_| e.step()).collect();
+                (format!("{s:?}"), e.best_params())
+            };
+            let single = run(None);
+            let board = Arc::new(Mutex::new(vec![Vec::new(), Vec::new()]));
+            let barrier = Arc::new(Barrier::new(2));
+            let handles: Vec<_> = (0..2)
+                .map(|rank| {
+                    let c = Fake {
+                        rank,
+                        board: board.clone(),
+                        barrier: barrier.clone(),
+                    };
+                    let run = run.clone();
+                    std::thread::spawn(move || run(Some(Box::new(c))))
+                })
+                .collect();
+            for h in handles {
+                assert_eq!(h.join().unwrap(), single, "{method:?}");
+            }
         }
     }
 }

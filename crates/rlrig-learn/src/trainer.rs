@@ -725,15 +725,23 @@ fn evo_checkpoint(dir: &RunDir, e: &crate::evolution::Evolution) -> Result<(), R
 }
 
 /// Trains (or resumes) an ES or GA run in `opts.run_dir`.
+///
+/// With a [`crate::evolution::Collective`] (MPI ranks), every rank computes the same
+/// generations and reads a checkpoint to resume; only rank 0 writes the run directory.
 pub fn train_evolution(
     cfg: crate::evolution::EvoConfig,
     opts: &TrainOptions,
+    collective: Option<Box<dyn crate::evolution::Collective>>,
     mut progress: impl FnMut(&crate::evolution::GenStats, f64),
 ) -> Result<EvoTrainSummary, RunError> {
     use crate::evolution::{EvoConfig, EvoState, Evolution};
+    let writer = collective.as_ref().is_none_or(|c| c.rank() == 0);
     let dir = RunDir::new(&opts.run_dir)?;
     let algo = evo_algo(&cfg);
     let mut e = Evolution::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
+    if let Some(c) = collective {
+        e.set_collective(c);
+    }
     let mut resumed_from = None;
     if opts.resume {
         let mut ck = dir.load_tensors::<EvoConfig, EvoState>(algo)?;
@@ -752,9 +760,19 @@ pub fn train_evolution(
             opts.run_dir.display()
         )));
     }
-    dir.write_config_of(algo, &e.cfg)?;
-    let mut csv = MetricsCsv::open_with(&dir.path, EVO_METRICS_HEADER, e.generation)?;
-    let mut tb = TensorBoard::create(&dir.path)?;
+    let (mut csv, mut tb) = if writer {
+        dir.write_config_of(algo, &e.cfg)?;
+        (
+            Some(MetricsCsv::open_with(
+                &dir.path,
+                EVO_METRICS_HEADER,
+                e.generation,
+            )?),
+            Some(TensorBoard::create(&dir.path)?),
+        )
+    } else {
+        (None, None)
+    };
     let start = Instant::now();
     let g0 = e.generation;
     let mut last = crate::evolution::GenStats::default();
@@ -762,6 +780,11 @@ pub fn train_evolution(
         let t0 = Instant::now();
         let s = e.step();
         let secs = t0.elapsed().as_secs_f64();
+        let (Some(csv), Some(tb)) = (csv.as_mut(), tb.as_mut()) else {
+            progress(&s, 1.0 / secs);
+            last = s;
+            continue;
+        };
         csv.push(format!(
             "{},{},{},{},{},{:.6},{:.3}",
             s.generation,
@@ -789,7 +812,9 @@ pub fn train_evolution(
         progress(&s, 1.0 / secs);
         last = s;
     }
-    evo_checkpoint(&dir, &e)?;
+    if writer {
+        evo_checkpoint(&dir, &e)?;
+    }
     let wall = start.elapsed().as_secs_f64();
     let seed = e.cfg.seed + EVAL_SEED_OFFSET;
     let eval = EvalSummary::of(
@@ -802,12 +827,14 @@ pub fn train_evolution(
         ),
         seed,
     );
-    write_atomic(
-        &dir.path.join("eval.json"),
-        serde_json::to_string_pretty(&eval)
-            .expect("plain numbers serialise")
-            .as_bytes(),
-    )?;
+    if writer {
+        write_atomic(
+            &dir.path.join("eval.json"),
+            serde_json::to_string_pretty(&eval)
+                .expect("plain numbers serialise")
+                .as_bytes(),
+        )?;
+    }
     Ok(EvoTrainSummary {
         config: e.cfg.clone(),
         last,

@@ -12,6 +12,7 @@ macro_rules! outln {
 mod bench;
 mod cli_envs;
 mod lab;
+mod mpi_support;
 mod probe;
 mod train;
 

@@ -144,8 +144,16 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
         eval_episodes: a.eval_episodes,
         trace: None,
     };
-    let bar = progress_bar(a.quiet, cfg.generations);
-    let summary = rlrig_learn::trainer::train_evolution(cfg, &opts, |s, gps| {
+    let fp = crate::mpi_support::fingerprint(&serde_json::to_string(&cfg)?);
+    let mpi = crate::mpi_support::start(fp)?;
+    let (ranks, rank) = mpi.as_ref().map_or((1, 0), |(m, _)| (m.size, m.rank));
+    let (_mpi_guard, collective) = match mpi {
+        Some((m, c)) => (Some(m), Some(c)),
+        None => (None, None),
+    };
+    // Rank 0 reports; the others work quietly.
+    let bar = progress_bar(a.quiet || rank != 0, cfg.generations);
+    let summary = rlrig_learn::trainer::train_evolution(cfg, &opts, collective, |s, gps| {
         bar.set_position(s.generation);
         bar.set_message(format!(
             "{gps:.1} generations/s, best {:.1}, mean {:.1}, {} {:.1}",
@@ -160,12 +168,15 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
         ));
     })?;
     bar.finish_and_clear();
+    if rank != 0 {
+        return Ok(());
+    }
     if let Some(g) = summary.resumed_from {
         outln!("resumed from generation {g}");
     }
     let c = &summary.config;
     outln!(
-        "{} {name}{}: {} generations of {} members x {} episodes in {:.2} s ({:.2} s per generation, {} threads); last generation: best {:.1}, mean {:.1}",
+        "{} {name}{}: {} generations of {} members x {} episodes in {:.2} s ({:.2} s per generation, {} threads x {ranks} ranks); last generation: best {:.1}, mean {:.1}",
         c.env,
         if c.prune { " (pruning)" } else { "" },
         summary.generations,

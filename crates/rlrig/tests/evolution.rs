@@ -177,3 +177,49 @@ fn evolution_bad_input_is_a_clear_error() {
         &["sigma must be positive"],
     );
 }
+
+/// `mpirun -n 2`: members split over two ranks give the same run as one process, and
+/// ranks started with different settings fail with a clear error on every rank.
+#[cfg(feature = "mpi")]
+#[test]
+fn two_mpi_ranks_equal_one_process() {
+    let mpirun = |extra: &[&str]| {
+        Command::new("mpirun")
+            .args(["--allow-run-as-root", "--oversubscribe"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .output()
+            .expect("mpirun runs (scripts/test.sh installs Open MPI)")
+    };
+    let bin = env!("CARGO_BIN_EXE_rlrig");
+    for (algo, extra) in [("es", vec![]), ("ga", vec!["--prune"])] {
+        let (one, two) = (tmp(&format!("mpi1-{algo}")), tmp(&format!("mpi2-{algo}")));
+        let o = rlrig(&args(algo, one.to_str().unwrap(), "2", &extra));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut cmd = vec!["-n", "2", bin];
+        cmd.extend(args(algo, two.to_str().unwrap(), "1", &extra));
+        let o = mpirun(&cmd);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("x 2 ranks"));
+        assert_eq!(learning_columns(&one), learning_columns(&two), "{algo}");
+        assert_eq!(final_weights(&one), final_weights(&two), "{algo}");
+        for d in [one, two] {
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
+    let d = tmp("mpi-mismatch");
+    let ds = d.to_str().unwrap();
+    let mut cmd = vec!["-n", "1", bin];
+    cmd.extend(args("es", ds, "1", &["--seed", "1"]));
+    cmd.extend([":", "-n", "1", bin]);
+    cmd.extend(args("es", ds, "1", &["--seed", "2"]));
+    let o = mpirun(&cmd);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("runs a different binary or config").count(),
+        2,
+        "every rank reports: {err}"
+    );
+    std::fs::remove_dir_all(d).ok();
+}

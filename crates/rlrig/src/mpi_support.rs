@@ -1,0 +1,103 @@
+//! MPI for `rlrig train es|ga`: when the binary is started by `mpirun` (and built with
+//! `--features mpi`), the ranks split each generation's members and gather fitness
+//! (see `rlrig_learn::evolution::Collective`). The same binary runs without MPI when
+//! not started by mpirun.
+
+use anyhow::{Result, bail};
+use rlrig_learn::evolution::Collective;
+
+/// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx).
+pub fn under_mpirun() -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+/// What identifies a run across ranks: its resolved config and this binary.
+pub fn fingerprint(config_json: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    config_json.hash(&mut h);
+    env!("CARGO_PKG_VERSION").hash(&mut h);
+    if let Ok(exe) = std::env::current_exe().and_then(std::fs::metadata) {
+        exe.len().hash(&mut h);
+    }
+    h.finish()
+}
+
+/// The ranks, while MPI is up.
+pub struct Mpi {
+    #[cfg(feature = "mpi")]
+    _universe: mpi::environment::Universe,
+    pub rank: usize,
+    pub size: usize,
+}
+
+#[cfg(feature = "mpi")]
+struct World {
+    rank: usize,
+    size: usize,
+}
+
+#[cfg(feature = "mpi")]
+impl Collective for World {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn allgather(&self, local: &[f64]) -> Vec<f64> {
+        use mpi::traits::Communicator;
+        use mpi::traits::CommunicatorCollectives;
+        // MPI_COMM_WORLD's handle: a plain constant while MPI is initialised (the
+        // Universe in `Mpi` keeps it so), so no communicator is stored across threads.
+        let world = mpi::topology::SimpleCommunicator::world();
+        debug_assert_eq!(world.size() as usize, self.size);
+        let mut out = vec![0.0f64; local.len() * self.size];
+        world.all_gather_into(local, &mut out[..]);
+        out
+    }
+}
+
+/// Starts MPI when launched by mpirun and checks that every rank runs the same binary
+/// and config; `None` when not under mpirun. The collective is returned separately so
+/// the caller can hand it to the trainer while `Mpi` keeps MPI alive.
+pub fn start(fingerprint: u64) -> Result<Option<(Mpi, Box<dyn Collective>)>> {
+    if !under_mpirun() {
+        return Ok(None);
+    }
+    #[cfg(not(feature = "mpi"))]
+    {
+        let _ = fingerprint;
+        bail!(
+            "started by mpirun, but this rlrig was built without MPI: rebuild with `cargo build --release -p rlrig --features mpi` (needs Open MPI and libclang)"
+        );
+    }
+    #[cfg(feature = "mpi")]
+    {
+        use mpi::traits::Communicator;
+        let Some(universe) = mpi::initialize() else {
+            bail!("MPI was already initialised");
+        };
+        let world = universe.world();
+        let (rank, size) = (world.rank() as usize, world.size() as usize);
+        let c = World { rank, size };
+        let all = c.allgather(&[f64::from_bits(fingerprint)]);
+        if let Some(k) = all.iter().position(|x| x.to_bits() != all[0].to_bits()) {
+            bail!(
+                "MPI rank {k} runs a different binary or config than rank 0 (fingerprints {:016x} and {:016x}); start every rank with the same rlrig and settings",
+                all[k].to_bits(),
+                all[0].to_bits()
+            );
+        }
+        Ok(Some((
+            Mpi {
+                _universe: universe,
+                rank,
+                size,
+            },
+            Box::new(c),
+        )))
+    }
+}
