@@ -94,6 +94,19 @@ impl RunDir {
         Ok(RunDir { path })
     }
 
+    /// An existing run directory, for reading: unlike [`RunDir::new`] it creates
+    /// nothing, so a mistyped path is an error, not a new empty run.
+    pub fn open(path: impl Into<PathBuf>) -> Result<RunDir, RunError> {
+        let path = path.into();
+        if !path.is_dir() {
+            return Err(RunError::Mismatch(format!(
+                "{}: no such run directory",
+                path.display()
+            )));
+        }
+        Ok(RunDir { path })
+    }
+
     pub fn has_checkpoint(&self) -> bool {
         self.path.join("checkpoints/latest").exists()
     }

@@ -208,7 +208,7 @@ pub fn train_ppo(
 pub fn load_agent(
     run_dir: &Path,
 ) -> Result<(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>), RunError> {
-    let ck = RunDir::new(run_dir)?.load_checkpoint()?;
+    let ck = RunDir::open(run_dir)?.load_checkpoint()?;
     let cfg = ck.meta.config;
     let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
@@ -239,7 +239,7 @@ pub fn eval_run(
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<EvalSummary, RunError> {
-    let algo = RunDir::new(run_dir)?.algo()?;
+    let algo = RunDir::open(run_dir)?.algo()?;
     if algo == "es" || algo == "ga" {
         let (cfg, policy, best) = load_evolution(run_dir)?;
         let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
@@ -339,7 +339,7 @@ pub fn record_episodes(
             out
         }
     }
-    let algo = RunDir::new(run_dir)?.algo()?;
+    let algo = RunDir::open(run_dir)?.algo()?;
     let (env, run_seed, policy) = if algo == "ppo" {
         let (cfg, agent, rms) = load_agent(run_dir)?;
         (cfg.env.clone(), cfg.seed, Policy::Ppo(cfg, agent, rms))
@@ -513,7 +513,7 @@ pub fn train_offpolicy(
 
 /// The config and networks of the newest checkpoint of a DDPG/TD3/SAC run.
 pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), RunError> {
-    let dir = RunDir::new(run_dir)?;
+    let dir = RunDir::open(run_dir)?;
     let algo = dir.algo()?;
     let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(&algo)?;
     let cfg = ck.meta.config;
@@ -666,7 +666,7 @@ pub fn load_alphazero(
 ) -> Result<(crate::alphazero::AzConfig, crate::alphazero::PolicyValue), RunError> {
     use crate::alphazero::{AzConfig, AzState, PolicyValue};
     use rlrig_env::games::{ConnectFour, Game};
-    let mut ck = RunDir::new(run_dir)?.load_tensors::<AzConfig, AzState>("alphazero")?;
+    let mut ck = RunDir::open(run_dir)?.load_tensors::<AzConfig, AzState>("alphazero")?;
     let cfg = ck.meta.config;
     cfg.validate()
         .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
@@ -871,7 +871,7 @@ pub fn load_evolution(
     RunError,
 > {
     use crate::evolution::{EvoConfig, EvoPolicy, EvoState};
-    let dir = RunDir::new(run_dir)?;
+    let dir = RunDir::open(run_dir)?;
     let algo = dir.algo()?;
     let mut ck = dir.load_tensors::<EvoConfig, EvoState>(&algo)?;
     let cfg = ck.meta.config;

@@ -903,8 +903,16 @@ fn exposition(
 #[derive(Args)]
 pub struct EvalArgs {
     /// Run directory of a `rlrig train` run.
-    #[arg(long)]
-    run: PathBuf,
+    #[arg(long, required_unless_present = "env", conflicts_with = "env")]
+    run: Option<PathBuf>,
+    /// Evaluate a baseline policy on this env instead of a run (with --policy).
+    #[arg(long, requires = "policy")]
+    env: Option<String>,
+    /// Baseline policy for --env: `random` (uniform over the action space) or
+    /// `heuristic` (where the reference has one). Prints return and length statistics,
+    /// to compare env statistics with the reference.
+    #[arg(long, requires = "env")]
+    policy: Option<String>,
     #[arg(long, default_value_t = 10)]
     episodes: usize,
     /// Seed of the evaluation episodes (default: the run's seed + 1000003).
@@ -926,7 +934,8 @@ pub struct EvalArgs {
 }
 
 fn eval_alphazero(a: &EvalArgs) -> Result<()> {
-    let (cfg, net) = rlrig_learn::trainer::load_alphazero(&a.run)?;
+    let run = a.run.clone().expect("checked by eval");
+    let (cfg, net) = rlrig_learn::trainer::load_alphazero(&run)?;
     if a.games == 0 {
         bail!("--games must be at least 1");
     }
@@ -967,14 +976,90 @@ fn eval_alphazero(a: &EvalArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn eval(a: EvalArgs) -> Result<()> {
-    if rlrig_learn::run::RunDir::new(&a.run)?.algo()? == "alphazero" {
-        return eval_alphazero(&a);
+/// Baseline statistics of `--policy` on `--env`.
+fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
+    let spec = rlrig_env::spec(env)?;
+    if policy != "random" {
+        if policy == "heuristic" {
+            bail!(
+                "--policy heuristic: {env} has no reference heuristic (Gymnasium has one for LunarLander, which rlrig does not have yet); use --policy random"
+            );
+        }
+        bail!("--policy {policy}: unknown baseline (known: random, heuristic)");
     }
+    let n = a.episodes;
+    let seed = a.seed.unwrap_or(0);
+    let mut venv = rlrig_env::make_sync(env, rlrig_env::VecConfig::new(n).seed(seed))?;
+    // Env k's actions come from the stream (seed, Policy, k): reproducible at any size.
+    let mut rngs: Vec<rlrig_env::Rng> = (0..n)
+        .map(|k| rlrig_env::Rng::stream(seed, rlrig_env::Purpose::Policy, k as u64))
+        .collect();
+    let (mut ret, mut len) = (vec![0.0f64; n], vec![0u64; n]);
+    let mut done = vec![false; n];
+    let (mut ai, mut af) = (vec![0i32; n], Vec::new());
+    while !done.iter().all(|&d| d) {
+        let buf = match &spec.action_space {
+            rlrig_env::Space::Discrete { n: k } => {
+                for (x, r) in ai.iter_mut().zip(&mut rngs) {
+                    *x = r.below(*k) as i32;
+                }
+                rlrig_env::ActionBuf::Discrete(&ai)
+            }
+            rlrig_env::Space::Box { low, high, .. } => {
+                af.clear();
+                for r in &mut rngs {
+                    for (l, h) in low.iter().zip(high) {
+                        af.push(r.uniform(f64::from(*l), f64::from(*h)) as f32);
+                    }
+                }
+                rlrig_env::ActionBuf::Continuous(&af)
+            }
+        };
+        venv.step(buf)?;
+        for k in 0..n {
+            if !done[k] {
+                ret[k] += venv.rewards()[k];
+                len[k] += 1;
+                done[k] = venv.terminated()[k] || venv.truncated()[k];
+            }
+        }
+    }
+    let stats = |v: &[f64]| {
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        (
+            m,
+            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt(),
+        )
+    };
+    let (mr, sr) = stats(&ret);
+    let (ml, sl) = stats(&len.iter().map(|&l| l as f64).collect::<Vec<_>>());
+    if a.json {
+        let j = serde_json::json!({
+            "env": env, "policy": policy, "episodes": n, "mean_return": mr, "std_return": sr,
+            "mean_length": ml, "std_length": sl, "seed": seed,
+        });
+        outln!("{j}");
+    } else {
+        outln!(
+            "{env}, {policy} policy, {n} episodes: return {mr:.2} ± {sr:.2}, length {ml:.1} ± {sl:.1}"
+        );
+    }
+    Ok(())
+}
+
+pub fn eval(a: EvalArgs) -> Result<()> {
     if a.episodes == 0 {
         bail!("--episodes must be at least 1");
     }
-    let s = eval_run(&a.run, a.episodes, a.seed)?;
+    let run = match (&a.run, &a.env, &a.policy) {
+        (_, Some(env), Some(policy)) => return eval_baseline(&a, env, policy),
+        (Some(run), _, _) => run.clone(),
+        _ => bail!("give --run DIR, or --env ID with --policy random|heuristic"),
+    };
+    if rlrig_learn::run::RunDir::open(&run)?.algo()? == "alphazero" {
+        return eval_alphazero(&a);
+    }
+    let s = eval_run(&run, a.episodes, a.seed)?;
     if a.json {
         outln!("{}", serde_json::to_string(&s)?);
     } else {
@@ -1075,7 +1160,7 @@ fn play_alphazero(a: &PlayArgs) -> Result<()> {
 }
 
 pub fn play(a: PlayArgs) -> Result<()> {
-    if rlrig_learn::run::RunDir::new(&a.run)?.algo()? == "alphazero" {
+    if rlrig_learn::run::RunDir::open(&a.run)?.algo()? == "alphazero" {
         return play_alphazero(&a);
     }
     let Some(gif) = a.gif.clone() else {

@@ -223,3 +223,42 @@ fn two_mpi_ranks_equal_one_process() {
     );
     std::fs::remove_dir_all(d).ok();
 }
+
+/// Baseline statistics without a run: a uniformly random CartPole policy lasts about
+/// 22 steps in Gymnasium 1.4 (measured there: 22.18, std 11.9, over 10,000 episodes);
+/// 400 episodes here must land within sampling error of that (std error ~0.6).
+#[test]
+fn random_baseline_matches_the_reference_statistics() {
+    let o = rlrig(&[
+        "eval",
+        "--env",
+        "CartPole-v1",
+        "--policy",
+        "random",
+        "--episodes",
+        "400",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = v["mean_length"].as_f64().unwrap();
+    assert!((m - 22.18).abs() < 2.0, "{v}");
+    assert_eq!(v["mean_return"], v["mean_length"]);
+    fails_with(
+        &["eval", "--env", "CartPole-v1", "--policy", "heuristic"],
+        None,
+        &["no reference heuristic"],
+    );
+    fails_with(
+        &["eval", "--env", "CartPole-v1", "--policy", "greedy"],
+        None,
+        &["unknown baseline"],
+    );
+    let missing = std::env::temp_dir().join("rlrig-no-such-run-dir");
+    fails_with(
+        &["eval", "--run", missing.to_str().unwrap()],
+        None,
+        &["no such run directory"],
+    );
+    assert!(!missing.exists(), "eval must not create the directory");
+}
