@@ -66,8 +66,12 @@ pub struct PpoConfig {
     pub clip_obs: f64,
     /// Clip normalised rewards to +-this.
     pub clip_reward: f64,
-    /// Adam epsilon.
+    /// Adam epsilon (RMSprop's too, when `optimizer = "rmsprop"`).
     pub adam_eps: f64,
+    /// "adam" (PPO) or "rmsprop" (A2C, as Stable-Baselines3).
+    pub optimizer: String,
+    /// RMSprop's square-average decay.
+    pub rmsprop_alpha: f64,
     /// Initial log standard deviation of the Gaussian policy (continuous actions).
     pub init_logstd: f64,
     /// Add gamma * V(final observation) to the reward of time-limit truncations.
@@ -102,6 +106,8 @@ impl Default for PpoConfig {
             clip_obs: 10.0,
             clip_reward: 10.0,
             adam_eps: 1e-5,
+            optimizer: "adam".into(),
+            rmsprop_alpha: 0.99,
             init_logstd: 0.0,
             bootstrap_truncated: true,
             checkpoint_every: 100_000,
@@ -157,6 +163,29 @@ impl PpoConfig {
         c
     }
 
+    /// A2C (Mnih et al. 2016, synchronous) as Stable-Baselines3's defaults: 8 envs x 5
+    /// steps, one gradient step per rollout on the whole batch (so PPO's ratio is 1 and
+    /// its clipping never acts: the loss is the plain policy gradient), n-step returns
+    /// (GAE lambda 1), no advantage normalisation, RMSprop (alpha 0.99, eps 1e-5), lr
+    /// 7e-4, entropy 0, gradient clip 0.5.
+    pub fn a2c_for_env(env: &str) -> PpoConfig {
+        let base = PpoConfig::for_env(env);
+        PpoConfig {
+            num_envs: 8,
+            num_steps: 5,
+            update_epochs: 1,
+            num_minibatches: 1,
+            clip_vloss: false,
+            norm_adv: false,
+            anneal_lr: false,
+            gae_lambda: 1.0,
+            learning_rate: 7e-4,
+            ent_coef: 0.0,
+            optimizer: "rmsprop".into(),
+            ..base
+        }
+    }
+
     pub fn batch_size(&self) -> usize {
         self.num_envs * self.num_steps
     }
@@ -198,6 +227,18 @@ impl PpoConfig {
                 "total_steps ({}) is less than one rollout (num_envs * num_steps = {})",
                 self.total_steps,
                 self.batch_size()
+            ));
+        }
+        if self.optimizer != "adam" && self.optimizer != "rmsprop" {
+            return Err(format!(
+                "optimizer must be \"adam\" or \"rmsprop\", got \"{}\"",
+                self.optimizer
+            ));
+        }
+        if !(0.0..1.0).contains(&self.rmsprop_alpha) {
+            return Err(format!(
+                "rmsprop_alpha must be in [0, 1), got {}",
+                self.rmsprop_alpha
             ));
         }
         for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
@@ -447,7 +488,11 @@ impl Ppo {
             agent.action_dim(),
         );
         Ok(Ppo {
-            adam: Adam::new(n, cfg.adam_eps),
+            adam: if cfg.optimizer == "rmsprop" {
+                Adam::rmsprop(n, cfg.rmsprop_alpha, cfg.adam_eps)
+            } else {
+                Adam::new(n, cfg.adam_eps)
+            },
             grads: vec![0.0; n],
             obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
             ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),

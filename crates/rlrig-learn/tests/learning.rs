@@ -121,3 +121,15 @@ fn pruning_ga_improves_cartpole() {
     let last = stats.last().unwrap().mean_fitness;
     assert!(last > first + 50.0, "mean fitness {first} -> {last}");
 }
+
+#[test]
+fn a2c_solves_cartpole_within_500k_steps() {
+    let mean = train_and_eval(PpoConfig::a2c_for_env("CartPole-v1"));
+    assert!(mean >= 475.0, "A2C CartPole-v1: {mean}");
+}
+
+#[test]
+fn a2c_solves_acrobot() {
+    let mean = train_and_eval(PpoConfig::a2c_for_env("Acrobot-v1"));
+    assert!(mean >= -100.0, "A2C Acrobot-v1: {mean}");
+}

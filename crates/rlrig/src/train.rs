@@ -18,6 +18,10 @@ pub enum TrainCommand {
     /// Deterministic: the same config gives bit-identical metrics.csv learning columns and
     /// weights whatever --threads is.
     Ppo(PpoArgs),
+    /// Advantage actor-critic, synchronous (Stable-Baselines3's defaults: 8 envs x 5
+    /// steps, RMSprop, n-step returns). Runs on PPO's machinery with one gradient step
+    /// per rollout; same run directory, checkpoints and determinism as ppo.
+    A2c(PpoArgs),
     /// Deep Deterministic Policy Gradient, continuous actions (CleanRL's defaults).
     ///
     /// Deterministic at any --threads; checkpoints hold the replay buffer, so a resumed
@@ -297,9 +301,14 @@ fn parse_value(raw: &str) -> toml::Value {
 }
 
 /// Defaults for the env, then the config file, then `--set`, then explicit flags.
-fn resolve_config(a: &PpoArgs) -> Result<PpoConfig> {
+fn resolve_config(a: &PpoArgs, a2c: bool) -> Result<PpoConfig> {
     let cfg: PpoConfig = resolve(a, "CartPole-v1", |env| {
-        toml::Table::try_from(PpoConfig::for_env(env)).context("default config")
+        let d = if a2c {
+            PpoConfig::a2c_for_env(env)
+        } else {
+            PpoConfig::for_env(env)
+        };
+        toml::Table::try_from(d).context("default config")
     })?;
     cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
     Ok(cfg)
@@ -561,13 +570,19 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
         TrainCommand::Ga(a) => return train_evolution_cli(a, Method::Ga),
         TrainCommand::Ppo(a) => (a, None),
+        TrainCommand::A2c(a) => {
+            return {
+                check_device(&a)?;
+                train_ppo_cli(a, true)
+            };
+        }
         TrainCommand::Ddpg(a) => (a, Some(Algo::Ddpg)),
         TrainCommand::Td3(a) => (a, Some(Algo::Td3)),
         TrainCommand::Sac(a) => (a, Some(Algo::Sac)),
     };
     check_device(&a)?;
     match algo {
-        None => train_ppo_cli(a),
+        None => train_ppo_cli(a, false),
         Some(algo) => train_offpolicy_cli(a, algo),
     }
 }
@@ -716,11 +731,12 @@ fn report_times(
     Ok(())
 }
 
-fn train_ppo_cli(a: PpoArgs) -> Result<()> {
-    let cfg = resolve_config(&a)?;
+fn train_ppo_cli(a: PpoArgs, a2c: bool) -> Result<()> {
+    let cfg = resolve_config(&a, a2c)?;
+    let label = if a2c { "a2c" } else { "ppo" };
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
-            "runs/{}-ppo-seed{}",
+            "runs/{}-{label}-seed{}",
             cfg.env.replace('/', "-"),
             cfg.seed
         ))
@@ -766,7 +782,7 @@ fn train_ppo_cli(a: PpoArgs) -> Result<()> {
     }
     let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
     outln!(
-        "{} ppo: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} {label}: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
         summary.config.env,
         summary.wall,
         steps as f64 / summary.wall,
