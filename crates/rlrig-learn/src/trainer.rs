@@ -85,6 +85,16 @@ pub struct TrainSummary {
     pub resumed_from: Option<u64>,
 }
 
+/// The run directory of a training run: created for a new run, required to exist for
+/// `--resume` (so a mistyped path is an error, not a new empty directory).
+fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
+    if opts.resume {
+        RunDir::open(&opts.run_dir)
+    } else {
+        RunDir::new(&opts.run_dir)
+    }
+}
+
 /// Evaluation seeds are far from training seeds so the episodes are new.
 pub const EVAL_SEED_OFFSET: u64 = 1_000_003;
 
@@ -94,7 +104,7 @@ pub fn train_ppo(
     opts: &TrainOptions,
     mut progress: impl FnMut(&Progress<'_>),
 ) -> Result<TrainSummary, RunError> {
-    let dir = RunDir::new(&opts.run_dir)?;
+    let dir = run_dir_for(opts)?;
     let mut resumed_from = None;
     let mut ppo;
     if opts.resume {
@@ -396,7 +406,7 @@ pub fn train_offpolicy(
     opts: &TrainOptions,
     mut progress: impl FnMut(&OffProgress<'_>),
 ) -> Result<OffTrainSummary, RunError> {
-    let dir = RunDir::new(&opts.run_dir)?;
+    let dir = run_dir_for(opts)?;
     let algo = cfg.algo.name();
     let mut resumed_from = None;
     let mut r = OffPolicy::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
@@ -566,7 +576,7 @@ pub fn train_alphazero(
     mut progress: impl FnMut(&crate::alphazero::AzStats, f64),
 ) -> Result<AzTrainSummary, RunError> {
     use crate::alphazero::{AlphaZero, AzConfig, AzState};
-    let dir = RunDir::new(&opts.run_dir)?;
+    let dir = run_dir_for(opts)?;
     let mut az = AlphaZero::new(cfg.clone()).map_err(RunError::Mismatch)?;
     let mut resumed_from = None;
     if opts.resume {
@@ -736,7 +746,7 @@ pub fn train_evolution(
 ) -> Result<EvoTrainSummary, RunError> {
     use crate::evolution::{EvoConfig, EvoState, Evolution};
     let writer = collective.as_ref().is_none_or(|c| c.rank() == 0);
-    let dir = RunDir::new(&opts.run_dir)?;
+    let dir = run_dir_for(opts)?;
     let algo = evo_algo(&cfg);
     let mut e = Evolution::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
     if let Some(c) = collective {

@@ -261,4 +261,19 @@ fn random_baseline_matches_the_reference_statistics() {
         &["no such run directory"],
     );
     assert!(!missing.exists(), "eval must not create the directory");
+    for algo in ["ppo", "sac", "es", "alphazero"] {
+        fails_with(
+            &[
+                "train",
+                algo,
+                "--resume",
+                "--run-dir",
+                missing.to_str().unwrap(),
+                "--quiet",
+            ],
+            None,
+            &["no such run directory"],
+        );
+    }
+    assert!(!missing.exists(), "--resume must not create the directory");
 }
