@@ -18,9 +18,10 @@ pub enum TrainCommand {
     /// Deterministic: the same config gives bit-identical metrics.csv learning columns and
     /// weights whatever --threads is.
     Ppo(PpoArgs),
-    /// Advantage actor-critic, synchronous (Stable-Baselines3's defaults: 8 envs x 5
-    /// steps, RMSprop, n-step returns). Runs on PPO's machinery with one gradient step
-    /// per rollout; same run directory, checkpoints and determinism as ppo.
+    /// Synchronous advantage actor-critic (Stable-Baselines3's defaults).
+    ///
+    /// 8 envs x 5 steps, RMSprop, n-step returns. Runs on PPO's machinery with one
+    /// gradient step per rollout; same run directory, checkpoints and determinism as ppo.
     A2c(PpoArgs),
     /// Deep Deterministic Policy Gradient, continuous actions (CleanRL's defaults).
     ///
@@ -44,14 +45,18 @@ pub enum TrainCommand {
     /// seed; checkpoints hold the network, Adam, the replay buffer and the games in
     /// flight, so a resumed run ends like an uninterrupted one.
     Alphazero(AzArgs),
-    /// OpenAI evolution strategies (mirrored sampling, centred ranks, Adam, weight decay).
+    /// OpenAI evolution strategies (mirrored sampling, centred ranks, Adam).
     ///
-    /// Members are evaluated in parallel on --threads; every draw is keyed by (seed,
-    /// generation, member), so results are bit-identical for any thread count.
+    /// Members are evaluated in parallel on --threads (and MPI ranks under `mpirun`,
+    /// built with `--features mpi`); every draw is keyed by (seed, generation, member),
+    /// so results are bit-identical for any thread or rank count.
     Es(EvoArgs),
-    /// Genetic algorithm (Such et al. 2017: truncation selection, Gaussian mutation,
-    /// elitism with re-evaluation); --prune evolves the connection mask of a fixed
-    /// network instead. Bit-identical for any thread count.
+    /// Genetic algorithm (Such et al. 2017); --prune evolves connection masks.
+    ///
+    /// Truncation selection, Gaussian mutation, elitism with re-evaluation; --prune
+    /// evolves the connection mask of a fixed network instead. Bit-identical for any
+    /// thread count and any number of MPI ranks (`mpirun -n K`, built with
+    /// `--features mpi`).
     Ga(EvoArgs),
 }
 
