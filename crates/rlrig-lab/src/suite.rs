@@ -21,7 +21,8 @@ pub struct Workload {
     pub stepping: Option<f64>,
     /// ... with a 64-64 policy forward pass on every batch.
     pub with_inference: Option<f64>,
-    /// ... inside PPO training (rollout + updates).
+    /// ... inside training (PPO: rollout + updates; sac/Pendulum-v1: env steps/s of the
+    /// whole preset run; alphazero/ConnectFour: self-play samples/s with training).
     pub with_training: Option<f64>,
     /// Workload-specific figures (e.g. final return).
     #[serde(default)]
@@ -122,12 +123,18 @@ pub fn run_suite(
             workloads.push(env_workload(id, 1024, threads, secs)?);
         }
     }
+    const TRAINING: [&str; 3] = [
+        "ppo/CartPole-v1",
+        "sac/Pendulum-v1",
+        "alphazero/ConnectFour",
+    ];
     if let Some(o) = only
         && workloads.is_empty()
-        && !"ppo/CartPole-v1".contains(o)
+        && !TRAINING.iter().any(|w| w.contains(o))
     {
         return Err(format!(
-            "--only '{o}' matches no workload (env/<id> or ppo/CartPole-v1)"
+            "--only '{o}' matches no workload (env/<id>, {})",
+            TRAINING.join(", ")
         ));
     }
     if !quick && wanted("ppo/CartPole-v1") {
@@ -150,6 +157,63 @@ pub fn run_suite(
             stepping: None,
             with_inference: None,
             with_training: Some(ppo.global_step as f64 / wall),
+            extra,
+        });
+    }
+    if !quick && wanted("sac/Pendulum-v1") {
+        use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
+        progress("sac/Pendulum-v1 (20k steps, the preset)");
+        let mut r = OffPolicy::new(OffPolicyConfig::for_env(Algo::Sac, "Pendulum-v1"), threads)?;
+        let t = Instant::now();
+        while !r.done() {
+            r.iterate();
+        }
+        let wall = t.elapsed().as_secs_f64();
+        let ret = r.evaluate(10, 7);
+        let mut extra = BTreeMap::new();
+        extra.insert("seconds".into(), wall);
+        extra.insert("updates_per_sec".into(), r.updates as f64 / r.times.learner);
+        extra.insert(
+            "final_return".into(),
+            ret.iter().sum::<f64>() / ret.len() as f64,
+        );
+        workloads.push(Workload {
+            name: "sac/Pendulum-v1".into(),
+            stepping: None,
+            with_inference: None,
+            with_training: Some(r.global_step as f64 / wall),
+            extra,
+        });
+    }
+    if wanted("alphazero/ConnectFour") {
+        use rlrig_learn::alphazero::{AlphaZero, AzConfig};
+        progress("alphazero/ConnectFour (64 games, 500 simulations)");
+        let cfg = AzConfig {
+            iterations: if quick { 1 } else { 3 },
+            games: 64,
+            moves_per_iteration: 4,
+            simulations: 500,
+            updates_per_iteration: 4,
+            eval_games: 0,
+            ..AzConfig::default()
+        };
+        let mut az = AlphaZero::new(cfg)?;
+        let t = Instant::now();
+        while !az.done() {
+            az.iterate();
+        }
+        let wall = t.elapsed().as_secs_f64();
+        let mut extra = BTreeMap::new();
+        extra.insert("seconds".into(), wall);
+        extra.insert(
+            "inference_share".into(),
+            az.times.inference / wall.max(1e-9),
+        );
+        workloads.push(Workload {
+            name: "alphazero/ConnectFour".into(),
+            stepping: None,
+            with_inference: None,
+            with_training: Some(az.samples as f64 / wall),
             extra,
         });
     }
