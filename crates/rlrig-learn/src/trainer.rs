@@ -95,6 +95,44 @@ fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
     }
 }
 
+/// For a checkpointed run of `algo`: with `--resume`, restores the newest checkpoint
+/// (its config must equal `cfg`) through `restore` and returns `progress(state)` (the
+/// step, iteration or generation it resumes from); without, refuses a directory that
+/// already holds a run.
+fn resume_tensors<C, S>(
+    dir: &RunDir,
+    opts: &TrainOptions,
+    algo: &str,
+    cfg: &C,
+    progress: impl Fn(&S) -> u64,
+    restore: impl FnOnce(S, &mut dyn FnMut(&str) -> Option<Vec<f32>>) -> Result<(), String>,
+) -> Result<Option<u64>, RunError>
+where
+    C: serde::de::DeserializeOwned + PartialEq,
+    S: serde::de::DeserializeOwned,
+{
+    if !opts.resume {
+        if dir.has_checkpoint() {
+            return Err(RunError::Mismatch(format!(
+                "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
+                opts.run_dir.display()
+            )));
+        }
+        return Ok(None);
+    }
+    let mut ck = dir.load_tensors::<C, S>(algo)?;
+    if ck.meta.config != *cfg {
+        return Err(RunError::Mismatch(format!(
+            "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
+            opts.run_dir.display()
+        )));
+    }
+    let from = progress(&ck.meta.state);
+    restore(ck.meta.state, &mut |name| ck.tensors.remove(name))
+        .map_err(|e| RunError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
+    Ok(Some(from))
+}
+
 /// Evaluation seeds are far from training seeds so the episodes are new.
 pub const EVAL_SEED_OFFSET: u64 = 1_000_003;
 
@@ -408,25 +446,15 @@ pub fn train_offpolicy(
 ) -> Result<OffTrainSummary, RunError> {
     let dir = run_dir_for(opts)?;
     let algo = cfg.algo.name();
-    let mut resumed_from = None;
     let mut r = OffPolicy::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
-    if opts.resume {
-        let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(algo)?;
-        if ck.meta.config != cfg {
-            return Err(RunError::Mismatch(format!(
-                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
-                opts.run_dir.display()
-            )));
-        }
-        resumed_from = Some(ck.meta.state.global_step);
-        r.restore(ck.meta.state, |name| ck.tensors.remove(name))
-            .map_err(|e| RunError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
-    } else if dir.has_checkpoint() {
-        return Err(RunError::Mismatch(format!(
-            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
-            opts.run_dir.display()
-        )));
-    }
+    let resumed_from = resume_tensors(
+        &dir,
+        opts,
+        algo,
+        &cfg,
+        |st: &OffPolicyState| st.global_step,
+        |st, get| r.restore(st, get),
+    )?;
     dir.write_config_of(algo, &r.cfg)?;
     let mut csv = MetricsCsv::open_with(&dir.path, OFFPOLICY_METRICS_HEADER, r.global_step)?;
     let mut tb = TensorBoard::create(&dir.path)?;
@@ -575,27 +603,17 @@ pub fn train_alphazero(
     opts: &TrainOptions,
     mut progress: impl FnMut(&crate::alphazero::AzStats, f64),
 ) -> Result<AzTrainSummary, RunError> {
-    use crate::alphazero::{AlphaZero, AzConfig, AzState};
+    use crate::alphazero::{AlphaZero, AzState};
     let dir = run_dir_for(opts)?;
     let mut az = AlphaZero::new(cfg.clone()).map_err(RunError::Mismatch)?;
-    let mut resumed_from = None;
-    if opts.resume {
-        let mut ck = dir.load_tensors::<AzConfig, AzState>("alphazero")?;
-        if ck.meta.config != cfg {
-            return Err(RunError::Mismatch(format!(
-                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
-                opts.run_dir.display()
-            )));
-        }
-        resumed_from = Some(ck.meta.state.iteration);
-        az.restore(ck.meta.state, |name| ck.tensors.remove(name))
-            .map_err(|e| RunError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
-    } else if dir.has_checkpoint() {
-        return Err(RunError::Mismatch(format!(
-            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
-            opts.run_dir.display()
-        )));
-    }
+    let resumed_from = resume_tensors(
+        &dir,
+        opts,
+        "alphazero",
+        &cfg,
+        |st: &AzState| st.iteration,
+        |st, get| az.restore(st, get),
+    )?;
     dir.write_config_of("alphazero", &az.cfg)?;
     let mut csv = MetricsCsv::open_with(&dir.path, AZ_METRICS_HEADER, az.iteration)?;
     let mut tb = TensorBoard::create(&dir.path)?;
@@ -744,7 +762,7 @@ pub fn train_evolution(
     collective: Option<Box<dyn crate::evolution::Collective>>,
     mut progress: impl FnMut(&crate::evolution::GenStats, f64),
 ) -> Result<EvoTrainSummary, RunError> {
-    use crate::evolution::{EvoConfig, EvoState, Evolution};
+    use crate::evolution::{EvoState, Evolution};
     let writer = collective.as_ref().is_none_or(|c| c.rank() == 0);
     let dir = run_dir_for(opts)?;
     let algo = evo_algo(&cfg);
@@ -752,24 +770,14 @@ pub fn train_evolution(
     if let Some(c) = collective {
         e.set_collective(c);
     }
-    let mut resumed_from = None;
-    if opts.resume {
-        let mut ck = dir.load_tensors::<EvoConfig, EvoState>(algo)?;
-        if ck.meta.config != cfg {
-            return Err(RunError::Mismatch(format!(
-                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
-                opts.run_dir.display()
-            )));
-        }
-        resumed_from = Some(ck.meta.state.generation);
-        e.restore(ck.meta.state, |name| ck.tensors.remove(name))
-            .map_err(|err| RunError::Mismatch(format!("{}: {err}", opts.run_dir.display())))?;
-    } else if dir.has_checkpoint() {
-        return Err(RunError::Mismatch(format!(
-            "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
-            opts.run_dir.display()
-        )));
-    }
+    let resumed_from = resume_tensors(
+        &dir,
+        opts,
+        algo,
+        &cfg,
+        |st: &EvoState| st.generation,
+        |st, get| e.restore(st, get),
+    )?;
     let (mut csv, mut tb) = if writer {
         dir.write_config_of(algo, &e.cfg)?;
         (

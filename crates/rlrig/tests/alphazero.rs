@@ -4,30 +4,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+const COLS: usize = rlrig_learn::trainer::AZ_DETERMINISTIC_COLUMNS;
 
-use common::{fails_with, rlrig, rlrig_in, tmp};
-
-fn learning_columns(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("metrics.csv"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            l.split(',')
-                .take(rlrig_learn::trainer::AZ_DETERMINISTIC_COLUMNS)
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .collect()
-}
-
-fn final_weights(dir: &Path) -> Vec<u8> {
-    let ck = dir.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
-}
+use common::{
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, rlrig_in, tmp,
+};
 
 /// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
 /// release here) must beat a random player in >= 95% of games and beat the depth-2
@@ -157,29 +138,13 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
         let o = rlrig(&small(d.to_str().unwrap()));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    assert_eq!(learning_columns(&a).len(), 7, "header + 6 iterations");
-    assert_eq!(learning_columns(&a), learning_columns(&b));
+    assert_eq!(learning_columns(&a, COLS).len(), 7, "header + 6 iterations");
+    assert_eq!(learning_columns(&a, COLS), learning_columns(&b, COLS));
     assert_eq!(final_weights(&a), final_weights(&b));
 
     let k = tmp("az-killed");
     let ks = k.to_str().unwrap().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(small(&ks))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let latest = k.join("checkpoints/latest");
-    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(latest.exists(), "no checkpoint before the kill");
+    kill_after_first_checkpoint(&small(&ks), &k);
     let o = rlrig(
         &small(&ks)
             .into_iter()
@@ -188,7 +153,7 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(final_weights(&a), final_weights(&k));
-    assert_eq!(learning_columns(&a), learning_columns(&k));
+    assert_eq!(learning_columns(&a, COLS), learning_columns(&k, COLS));
     for d in [a, b, k] {
         std::fs::remove_dir_all(d).ok();
     }

@@ -3,30 +3,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+const COLS: usize = rlrig_learn::trainer::EVO_DETERMINISTIC_COLUMNS;
 
-use common::{fails_with, rlrig, tmp};
-
-fn learning_columns(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("metrics.csv"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            l.split(',')
-                .take(rlrig_learn::trainer::EVO_DETERMINISTIC_COLUMNS)
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .collect()
-}
-
-fn final_weights(dir: &Path) -> Vec<u8> {
-    let ck = dir.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
-}
+use common::{
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+};
 
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![
@@ -69,13 +50,13 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         }
         assert_eq!(
-            learning_columns(&a).len(),
+            learning_columns(&a, COLS).len(),
             13,
             "{algo}: header + 12 generations"
         );
         assert_eq!(
-            learning_columns(&a),
-            learning_columns(&b),
+            learning_columns(&a, COLS),
+            learning_columns(&b, COLS),
             "{algo} {extra:?}"
         );
         assert_eq!(final_weights(&a), final_weights(&b), "{algo} {extra:?}");
@@ -113,27 +94,14 @@ fn a_killed_es_run_resumes_to_the_same_centre() {
     let o = rlrig(&args("es", full.to_str().unwrap(), "2", &[]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ks = killed.to_str().unwrap().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(args("es", &ks, "2", &[]))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let latest = killed.join("checkpoints/latest");
-    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(latest.exists(), "no checkpoint before the kill");
+    kill_after_first_checkpoint(&args("es", &ks, "2", &[]), &killed);
     let o = rlrig(&args("es", &ks, "1", &["--resume"]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(final_weights(&full), final_weights(&killed));
-    assert_eq!(learning_columns(&full), learning_columns(&killed));
+    assert_eq!(
+        learning_columns(&full, COLS),
+        learning_columns(&killed, COLS)
+    );
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
     }
@@ -184,10 +152,10 @@ fn evolution_bad_input_is_a_clear_error() {
 #[test]
 fn two_mpi_ranks_equal_one_process() {
     let mpirun = |extra: &[&str]| {
-        Command::new("mpirun")
+        std::process::Command::new("mpirun")
             .args(["--allow-run-as-root", "--oversubscribe"])
             .args(extra)
-            .stdin(Stdio::null())
+            .stdin(std::process::Stdio::null())
             .output()
             .expect("mpirun runs (scripts/test.sh installs Open MPI)")
     };
@@ -201,7 +169,11 @@ fn two_mpi_ranks_equal_one_process() {
         let o = mpirun(&cmd);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert!(String::from_utf8_lossy(&o.stdout).contains("x 2 ranks"));
-        assert_eq!(learning_columns(&one), learning_columns(&two), "{algo}");
+        assert_eq!(
+            learning_columns(&one, COLS),
+            learning_columns(&two, COLS),
+            "{algo}"
+        );
         assert_eq!(final_weights(&one), final_weights(&two), "{algo}");
         for d in [one, two] {
             std::fs::remove_dir_all(d).ok();

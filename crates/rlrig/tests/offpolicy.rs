@@ -3,11 +3,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+const COLS: usize = rlrig_learn::trainer::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
-use common::{fails_with, rlrig, tmp};
+use common::{
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+};
 
 /// A small, fast run: 3000 steps on 4 envs, tiny nets.
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -40,25 +40,6 @@ fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
     ]
 }
 
-fn learning_columns(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("metrics.csv"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            l.split(',')
-                .take(rlrig_learn::trainer::OFFPOLICY_DETERMINISTIC_COLUMNS)
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .collect()
-}
-
-fn final_weights(dir: &Path) -> Vec<u8> {
-    let ck = dir.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
-}
-
 #[test]
 fn same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     for algo in ["sac", "td3", "ddpg"] {
@@ -67,7 +48,7 @@ fn same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
             let o = rlrig(&args(algo, d.to_str().unwrap(), t));
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         }
-        let (ma, mb) = (learning_columns(&a), learning_columns(&b));
+        let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
         assert_eq!(ma.len(), 7, "{algo}: header + 6 rows");
         assert_eq!(ma, mb, "{algo}");
         assert_eq!(final_weights(&a), final_weights(&b), "{algo}");
@@ -116,23 +97,7 @@ fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
     let (full, killed) = (tmp("td3-full"), tmp("td3-killed"));
     let o = rlrig(&args("td3", full.to_str().unwrap(), "2"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(args("td3", killed.to_str().unwrap(), "2"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let latest = killed.join("checkpoints/latest");
-    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(latest.exists(), "no checkpoint was written before the kill");
+    kill_after_first_checkpoint(&args("td3", killed.to_str().unwrap(), "2"), &killed);
     let o = rlrig(
         &args("td3", killed.to_str().unwrap(), "1")
             .into_iter()
@@ -143,7 +108,10 @@ fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
     // The final checkpoint holds weights, targets, Adam moments and the replay buffer.
     assert_eq!(final_weights(&full), final_weights(&killed));
-    assert_eq!(learning_columns(&full), learning_columns(&killed));
+    assert_eq!(
+        learning_columns(&full, COLS),
+        learning_columns(&killed, COLS)
+    );
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
     }

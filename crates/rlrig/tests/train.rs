@@ -3,10 +3,13 @@
 
 mod common;
 
-use std::path::Path;
+const COLS: usize = rlrig_learn::run::DETERMINISTIC_COLUMNS;
+
 use std::process::{Command, Stdio};
 
-use common::{fails_with, rlrig, tmp};
+use common::{
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+};
 use std::time::{Duration, Instant};
 
 fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -29,26 +32,6 @@ fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
     ]
 }
 
-/// The deterministic columns of metrics.csv.
-fn learning_columns(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("metrics.csv"))
-        .unwrap()
-        .lines()
-        .map(|l| {
-            l.split(',')
-                .take(rlrig_learn::run::DETERMINISTIC_COLUMNS)
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .collect()
-}
-
-fn final_weights(dir: &Path) -> Vec<u8> {
-    let ck = dir.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
-}
-
 #[test]
 fn same_seed_gives_identical_metrics_and_weights_with_1_and_2_threads() {
     let (a, b) = (tmp("det1"), tmp("det2"));
@@ -56,7 +39,7 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_and_2_threads() {
         let o = rlrig(&train_args(d.to_str().unwrap(), t));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    let (ma, mb) = (learning_columns(&a), learning_columns(&b));
+    let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
     assert_eq!(ma.len(), 41, "header + 40 iterations");
     assert_eq!(ma, mb);
     assert_eq!(final_weights(&a), final_weights(&b));
@@ -93,24 +76,8 @@ fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
     let o = rlrig(&train_args(full.to_str().unwrap(), "2"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args(train_args(killed.to_str().unwrap(), "2"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    let latest = killed.join("checkpoints/latest");
-    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
-    assert!(latest.exists(), "no checkpoint was written before the kill");
-    let ckpt = std::fs::read_to_string(&latest).unwrap();
+    kill_after_first_checkpoint(&train_args(killed.to_str().unwrap(), "2"), &killed);
+    let ckpt = std::fs::read_to_string(killed.join("checkpoints/latest")).unwrap();
     // Resuming needs no settings but the run directory (--total-steps etc. must match).
     let o = rlrig(
         &train_args(killed.to_str().unwrap(), "1")
@@ -130,8 +97,8 @@ fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
         "resumed run ended elsewhere"
     );
     assert_eq!(
-        learning_columns(&full),
-        learning_columns(&killed),
+        learning_columns(&full, COLS),
+        learning_columns(&killed, COLS),
         "metrics.csv of the resumed run differs"
     );
     for d in [full, killed] {

@@ -4,8 +4,9 @@
 #![allow(dead_code)]
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs the `rlrig` binary with `stdin` as its standard input.
 pub fn rlrig_in(args: &[&str], stdin: Option<&str>) -> Output {
@@ -55,4 +56,42 @@ pub fn tmp(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// The first `n` columns of a run's metrics.csv (the deterministic ones).
+pub fn learning_columns(dir: &Path, n: usize) -> Vec<String> {
+    std::fs::read_to_string(dir.join("metrics.csv"))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').take(n).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+/// The bytes of the newest checkpoint's weights file.
+pub fn final_weights(dir: &Path) -> Vec<u8> {
+    let ck = dir.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
+}
+
+/// Starts `rlrig args` and SIGKILLs it as soon as `run_dir` holds a checkpoint (or
+/// when it exits first); asserts that a checkpoint exists afterwards.
+pub fn kill_after_first_checkpoint(args: &[&str], run_dir: &Path) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let latest = run_dir.join("checkpoints/latest");
+    while !latest.exists() && start.elapsed() < Duration::from_secs(60) {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(latest.exists(), "no checkpoint was written before the kill");
 }
