@@ -788,16 +788,7 @@ impl AlphaZero {
         st: AzState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), String> {
-        let mut take = |name: &str, len: usize| -> Result<Vec<f32>, String> {
-            let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
-            if v.len() != len {
-                return Err(format!(
-                    "tensor '{name}' has {} values, this config needs {len} (another network shape?)",
-                    v.len()
-                ));
-            }
-            Ok(v)
-        };
+        let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, String> {
             let w: Vec<u32> = v.into_iter().map(f32::to_bits).collect();
             w.chunks(ConnectFour::WORDS)

@@ -160,14 +160,8 @@ impl ReplayBuffer {
             ("buffer.terminated", &mut self.terminated, 1),
         ];
         for (name, dst, width) in fields {
-            let v = get(name).ok_or_else(|| format!("replay buffer: tensor '{name}' missing"))?;
-            if v.len() != len * width {
-                return Err(format!(
-                    "replay buffer: tensor '{name}' has {} values, expected {}",
-                    v.len(),
-                    len * width
-                ));
-            }
+            let v = crate::run::take_tensor(&mut get, name, len * width)
+                .map_err(|e| format!("replay buffer: {e}"))?;
             dst[..v.len()].copy_from_slice(&v);
         }
         self.pos = pos;

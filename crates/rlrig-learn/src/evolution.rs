@@ -581,16 +581,7 @@ impl Evolution {
         st: EvoState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), String> {
-        let mut take = |name: &str, len: usize| -> Result<Vec<f32>, String> {
-            let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
-            if v.len() != len {
-                return Err(format!(
-                    "tensor '{name}' has {} values, this config needs {len} (another env, network or population?)",
-                    v.len()
-                ));
-            }
-            Ok(v)
-        };
+        let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let n = self.theta.len();
         self.theta = take("theta", n)?;
         if self.cfg.method == Method::Es {

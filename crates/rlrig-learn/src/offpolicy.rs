@@ -959,16 +959,7 @@ impl OffPolicy {
         st: OffPolicyState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), String> {
-        let mut take = |name: &str, len: usize| -> Result<Vec<f32>, String> {
-            let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
-            if v.len() != len {
-                return Err(format!(
-                    "tensor '{name}' has {} values, this config needs {len} (another env or network shape?)",
-                    v.len()
-                ));
-            }
-            Ok(v)
-        };
+        let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let (na, nc) = (self.nets.actor_params.len(), self.nets.critic_params.len());
         let nat = self.actor_target.len();
         self.nets.actor_params = take("actor", na)?;
@@ -1047,6 +1038,28 @@ mod tests {
             hidden: vec![16, 16],
             log_every: 200,
             ..OffPolicyConfig::for_env(algo, "Pendulum-v1")
+        }
+    }
+
+    /// Each analytic derivative equals the central difference of `loss` (step 1e-3).
+    fn assert_matches_central_differences(
+        params: &[f32],
+        grads: &[f32],
+        loss: impl Fn(&[f32]) -> f64,
+    ) {
+        let h = 1e-3f32;
+        for i in 0..params.len() {
+            let mut p = params.to_vec();
+            p[i] += h;
+            let up = loss(&p);
+            p[i] -= 2.0 * h;
+            let down = loss(&p);
+            let fd = (up - down) / (2.0 * f64::from(h));
+            let an = f64::from(grads[i]);
+            assert!(
+                (fd - an).abs() < 5e-3 * (1.0 + an.abs()),
+                "param {i}: analytic {an} vs numeric {fd}"
+            );
         }
     }
 
@@ -1148,20 +1161,7 @@ mod tests {
         r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
         let grads = r.actor_grads.clone();
         r.nets.actor_params = before.clone();
-        let h = 1e-3f32;
-        for i in 0..before.len() {
-            let mut p = before.clone();
-            p[i] += h;
-            let up = loss(&r, &p);
-            p[i] -= 2.0 * h;
-            let down = loss(&r, &p);
-            let fd = (up - down) / (2.0 * f64::from(h));
-            let an = f64::from(grads[i]);
-            assert!(
-                (fd - an).abs() < 5e-3 * (1.0 + an.abs()),
-                "param {i}: analytic {an} vs numeric {fd}"
-            );
-        }
+        assert_matches_central_differences(&before, &grads, |p| loss(&r, p));
     }
 
     /// The deterministic actor's gradient through the critic (DDPG/TD3).
@@ -1191,20 +1191,7 @@ mod tests {
         let before = r.nets.actor_params.clone();
         r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
         let grads = r.actor_grads.clone();
-        let h = 1e-3f32;
-        for i in 0..before.len() {
-            let mut p = before.clone();
-            p[i] += h;
-            let up = loss(&r, &p);
-            p[i] -= 2.0 * h;
-            let down = loss(&r, &p);
-            let fd = (up - down) / (2.0 * f64::from(h));
-            let an = f64::from(grads[i]);
-            assert!(
-                (fd - an).abs() < 5e-3 * (1.0 + an.abs()),
-                "param {i}: analytic {an} vs numeric {fd}"
-            );
-        }
+        assert_matches_central_differences(&before, &grads, |p| loss(&r, p));
     }
 
     #[test]

@@ -377,6 +377,21 @@ pub struct StageTimes {
     pub learner: f64,
 }
 
+impl StageTimes {
+    /// The time spent per stage since the cumulative reading `before`.
+    pub fn since(&self, before: &StageTimes) -> StageTimes {
+        StageTimes {
+            env: self.env - before.env,
+            inference: self.inference - before.inference,
+            learner: self.learner - before.learner,
+        }
+    }
+
+    pub fn total(&self) -> f64 {
+        self.env + self.inference + self.learner
+    }
+}
+
 /// Everything besides the weights and Adam moments that a checkpoint must hold.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct PpoState {

@@ -334,6 +334,24 @@ pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
     })
 }
 
+/// Takes tensor `name` out of a loaded checkpoint (through `get`) and checks that it
+/// has the `len` values the current config needs: restoring any algorithm goes
+/// through here, so a checkpoint of another shape is one clear error.
+pub fn take_tensor(
+    get: &mut impl FnMut(&str) -> Option<Vec<f32>>,
+    name: &str,
+    len: usize,
+) -> Result<Vec<f32>, String> {
+    let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
+    if v.len() != len {
+        return Err(format!(
+            "tensor '{name}' has {} values, this config needs {len} (another env, network shape or population?)",
+            v.len()
+        ));
+    }
+    Ok(v)
+}
+
 /// Reads a weights file and checks its CRC32C against the JSON's.
 fn read_weights(wpath: &Path, crc: u32) -> Result<Vec<u8>, RunError> {
     let bytes = fs::read(wpath).map_err(io(wpath))?;

@@ -66,6 +66,30 @@ impl EvalSummary {
     }
 }
 
+/// Mean of the last ten finite values pushed (NaN before any): the progress display's
+/// recent return, which iterations without a finished episode leave unchanged.
+#[derive(Default)]
+struct RecentMean(std::collections::VecDeque<f64>);
+
+impl RecentMean {
+    fn push(&mut self, v: f64) {
+        if v.is_finite() {
+            if self.0.len() == 10 {
+                self.0.pop_front();
+            }
+            self.0.push_back(v);
+        }
+    }
+
+    fn mean(&self) -> f64 {
+        if self.0.is_empty() {
+            f64::NAN
+        } else {
+            self.0.iter().sum::<f64>() / self.0.len() as f64
+        }
+    }
+}
+
 /// What the progress display gets after each iteration.
 pub struct Progress<'a> {
     pub stats: &'a IterationStats,
@@ -173,7 +197,7 @@ pub fn train_ppo(
     let mut csv = MetricsCsv::open(&dir.path, ppo.iteration)?;
     let mut tb = TensorBoard::create(&dir.path)?;
     let start = Instant::now();
-    let mut recent: Vec<f64> = Vec::new();
+    let mut recent = RecentMean::default();
     let every = ppo.cfg.checkpoint_every;
     let mut last_ckpt = ppo.global_step;
     while !ppo.done() {
@@ -181,12 +205,8 @@ pub fn train_ppo(
         let before = ppo.times;
         let s = ppo.iterate();
         let wall = t0.elapsed().as_secs_f64();
-        let dt = StageTimes {
-            env: ppo.times.env - before.env,
-            inference: ppo.times.inference - before.inference,
-            learner: ppo.times.learner - before.learner,
-        };
-        let other = (wall - dt.env - dt.inference - dt.learner).max(0.0);
+        let dt = ppo.times.since(&before);
+        let other = (wall - dt.total()).max(0.0);
         let sps = ppo.cfg.batch_size() as f64 / wall;
         csv.push(metrics_row(&s, &dt, other, sps))?;
         tb.scalars(
@@ -207,12 +227,7 @@ pub fn train_ppo(
                 ("time/learner", dt.learner),
             ],
         )?;
-        if s.episode_return.is_finite() {
-            recent.push(s.episode_return);
-            if recent.len() > 10 {
-                recent.remove(0);
-            }
-        }
+        recent.push(s.episode_return);
         if every > 0 && ppo.global_step - last_ckpt >= every && !ppo.done() {
             dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;
             last_ckpt = ppo.global_step;
@@ -221,11 +236,7 @@ pub fn train_ppo(
             stats: &s,
             total_steps: ppo.cfg.num_iterations() * ppo.cfg.batch_size() as u64,
             steps_per_sec: sps,
-            recent_return: if recent.is_empty() {
-                f64::NAN
-            } else {
-                recent.iter().sum::<f64>() / recent.len() as f64
-            },
+            recent_return: recent.mean(),
             times: ppo.times,
         });
     }
@@ -459,7 +470,7 @@ pub fn train_offpolicy(
     let mut csv = MetricsCsv::open_with(&dir.path, OFFPOLICY_METRICS_HEADER, r.global_step)?;
     let mut tb = TensorBoard::create(&dir.path)?;
     let start = Instant::now();
-    let mut recent: Vec<f64> = Vec::new();
+    let mut recent = RecentMean::default();
     let every = r.cfg.checkpoint_every;
     let mut last_ckpt = r.global_step;
     while !r.done() {
@@ -467,12 +478,8 @@ pub fn train_offpolicy(
         let (before, step0) = (r.times, r.global_step);
         let s = r.iterate();
         let wall = t0.elapsed().as_secs_f64();
-        let dt = StageTimes {
-            env: r.times.env - before.env,
-            inference: r.times.inference - before.inference,
-            learner: r.times.learner - before.learner,
-        };
-        let other = (wall - dt.env - dt.inference - dt.learner).max(0.0);
+        let dt = r.times.since(&before);
+        let other = (wall - dt.total()).max(0.0);
         let sps = (r.global_step - step0) as f64 / wall;
         csv.push(format!(
             "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
@@ -507,12 +514,7 @@ pub fn train_offpolicy(
                 ("time/learner", dt.learner),
             ],
         )?;
-        if s.episode_return.is_finite() {
-            recent.push(s.episode_return);
-            if recent.len() > 10 {
-                recent.remove(0);
-            }
-        }
+        recent.push(s.episode_return);
         if every > 0 && r.global_step - last_ckpt >= every && !r.done() {
             offpolicy_checkpoint(&dir, &r)?;
             last_ckpt = r.global_step;
@@ -521,11 +523,7 @@ pub fn train_offpolicy(
             stats: &s,
             total_steps: r.cfg.total_steps,
             steps_per_sec: sps,
-            recent_return: if recent.is_empty() {
-                f64::NAN
-            } else {
-                recent.iter().sum::<f64>() / recent.len() as f64
-            },
+            recent_return: recent.mean(),
             times: r.times,
         });
     }
