@@ -39,6 +39,35 @@ pub fn write_chrome_trace(path: &Path, spans: &[crate::ppo::Span]) -> Result<(),
     write_atomic(path, out.as_bytes())
 }
 
+/// What kind of run a directory holds, from its newest checkpoint's `algo`: the one
+/// place that maps algorithm names to the code that reads them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunKind {
+    /// ppo (and a2c, which trains on PPO's machinery).
+    Ppo,
+    /// ddpg, td3, sac.
+    OffPolicy,
+    /// es, ga.
+    Evolution,
+    AlphaZero,
+}
+
+impl RunKind {
+    pub fn of(run_dir: &Path) -> Result<RunKind, RunError> {
+        let algo = RunDir::open(run_dir)?.algo()?;
+        match algo.as_str() {
+            "ppo" => Ok(RunKind::Ppo),
+            "ddpg" | "td3" | "sac" => Ok(RunKind::OffPolicy),
+            "es" | "ga" => Ok(RunKind::Evolution),
+            "alphazero" => Ok(RunKind::AlphaZero),
+            other => Err(RunError::Mismatch(format!(
+                "{}: a '{other}' run, which this rlrig does not know",
+                run_dir.display()
+            ))),
+        }
+    }
+}
+
 /// Summary statistics of evaluation returns.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EvalSummary {
@@ -298,18 +327,26 @@ pub fn eval_run(
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<EvalSummary, RunError> {
-    let algo = RunDir::open(run_dir)?.algo()?;
-    if algo == "es" || algo == "ga" {
-        let (cfg, policy, best) = load_evolution(run_dir)?;
-        let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-        let returns = evo_returns(&policy, &cfg.env, &best, episodes.max(1), seed);
-        return Ok(EvalSummary::of(&returns, seed));
-    }
-    if algo != "ppo" {
-        let (cfg, nets) = load_offpolicy(run_dir)?;
-        let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-        let returns = crate::offpolicy::evaluate(&nets, &cfg.env, episodes.max(1), seed);
-        return Ok(EvalSummary::of(&returns, seed));
+    match RunKind::of(run_dir)? {
+        RunKind::Evolution => {
+            let (cfg, policy, best) = load_evolution(run_dir)?;
+            let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+            let returns = evo_returns(&policy, &cfg.env, &best, episodes.max(1), seed);
+            return Ok(EvalSummary::of(&returns, seed));
+        }
+        RunKind::OffPolicy => {
+            let (cfg, nets) = load_offpolicy(run_dir)?;
+            let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+            let returns = crate::offpolicy::evaluate(&nets, &cfg.env, episodes.max(1), seed);
+            return Ok(EvalSummary::of(&returns, seed));
+        }
+        RunKind::AlphaZero => {
+            return Err(RunError::Mismatch(format!(
+                "{}: an AlphaZero run is evaluated in games: rlrig eval --run DIR --opponent random|solver:D|run:DIR",
+                run_dir.display()
+            )));
+        }
+        RunKind::Ppo => {}
     }
     let (cfg, agent, obs_rms) = load_agent(run_dir)?;
     let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
@@ -398,16 +435,25 @@ pub fn record_episodes(
             out
         }
     }
-    let algo = RunDir::open(run_dir)?.algo()?;
-    let (env, run_seed, policy) = if algo == "ppo" {
-        let (cfg, agent, rms) = load_agent(run_dir)?;
-        (cfg.env.clone(), cfg.seed, Policy::Ppo(cfg, agent, rms))
-    } else if algo == "es" || algo == "ga" {
-        let (cfg, p, best) = load_evolution(run_dir)?;
-        (cfg.env, cfg.seed, Policy::Evo(p, best))
-    } else {
-        let (cfg, nets) = load_offpolicy(run_dir)?;
-        (cfg.env, cfg.seed, Policy::Off(nets))
+    let (env, run_seed, policy) = match RunKind::of(run_dir)? {
+        RunKind::Ppo => {
+            let (cfg, agent, rms) = load_agent(run_dir)?;
+            (cfg.env.clone(), cfg.seed, Policy::Ppo(cfg, agent, rms))
+        }
+        RunKind::Evolution => {
+            let (cfg, p, best) = load_evolution(run_dir)?;
+            (cfg.env, cfg.seed, Policy::Evo(p, best))
+        }
+        RunKind::OffPolicy => {
+            let (cfg, nets) = load_offpolicy(run_dir)?;
+            (cfg.env, cfg.seed, Policy::Off(nets))
+        }
+        RunKind::AlphaZero => {
+            return Err(RunError::Mismatch(format!(
+                "{}: AlphaZero runs are played in the terminal: rlrig play --run DIR",
+                run_dir.display()
+            )));
+        }
     };
     let v = V {
         policy: &policy,

@@ -9,7 +9,7 @@ use rlrig_learn::alphazero::{AzConfig, Opponent, play_match};
 use rlrig_learn::evolution::{EvoConfig, Method};
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
-use rlrig_learn::trainer::{TrainOptions, eval_run, train_offpolicy, train_ppo};
+use rlrig_learn::trainer::{RunKind, TrainOptions, eval_run, train_offpolicy, train_ppo};
 
 #[derive(Subcommand)]
 pub enum TrainCommand {
@@ -1077,7 +1077,7 @@ pub fn eval(a: EvalArgs) -> Result<()> {
         (Some(run), _, _) => run.clone(),
         _ => bail!("give --run DIR, or --env ID with --policy random|heuristic"),
     };
-    if rlrig_learn::run::RunDir::open(&run)?.algo()? == "alphazero" {
+    if RunKind::of(&run)? == RunKind::AlphaZero {
         return eval_alphazero(&a);
     }
     let s = eval_run(&run, a.episodes, a.seed)?;
@@ -1181,7 +1181,7 @@ fn play_alphazero(a: &PlayArgs) -> Result<()> {
 }
 
 pub fn play(a: PlayArgs) -> Result<()> {
-    if rlrig_learn::run::RunDir::open(&a.run)?.algo()? == "alphazero" {
+    if RunKind::of(&a.run)? == RunKind::AlphaZero {
         return play_alphazero(&a);
     }
     let Some(gif) = a.gif.clone() else {
