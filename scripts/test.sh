@@ -5,6 +5,9 @@
 # The MPI tests (`rlrig train es|ga` under `mpirun -n 2`) need Open MPI and libclang;
 # on Debian/Ubuntu they are installed here when missing (as root or with password-less
 # sudo). RLRIG_SKIP_MPI=1 skips them where that is impossible.
+#
+# The Burn tests (`--device burn-cpu|wgpu`) need a Vulkan driver: Mesa's software
+# Vulkan is installed the same way when none is present. RLRIG_SKIP_BURN=1 skips them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec </dev/null
@@ -13,6 +16,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust from https://rustup.rs first" >&2
   exit 1
 fi
+
+vulkan_ready() {
+  compgen -G "/usr/share/vulkan/icd.d/lvp_icd*.json" >/dev/null \
+    || compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null
+}
 
 mpi_ready() {
   command -v mpirun >/dev/null 2>&1 \
@@ -31,9 +39,29 @@ if [ "${RLRIG_SKIP_MPI:-0}" != 1 ] && ! mpi_ready; then
 fi
 
 # Release profile: the learning tests train real agents and would crawl in debug.
-cargo test --workspace --release --locked
+# rlrig-burn is left to its own (dev-profile) build below.
+cargo test --workspace --exclude rlrig-burn --release --locked
 
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
   # The same binary with MPI, and its tests under mpirun (tests/evolution.rs).
   cargo test --release --locked -p rlrig --features mpi --test evolution
+fi
+
+if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
+  # Burn devices (`--device burn-cpu|wgpu`): Burn's parity with the native path and
+  # the binary's Burn tests. Without a GPU, wgpu runs on Mesa's software Vulkan
+  # (lavapipe), installed here when no Vulkan driver is present. Dev profile with
+  # optimised dependencies: a release build of Burn + wgpu would double CI's time.
+  if ! vulkan_ready; then
+    echo "[test] installing Mesa's Vulkan drivers for the wgpu tests (apt-get)" >&2
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+    if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+          $SUDO apt-get install -y -q mesa-vulkan-drivers libvulkan1 >/dev/null; }; then
+      echo "[test] could not install mesa-vulkan-drivers libvulkan1; install them, or set RLRIG_SKIP_BURN=1 to skip the Burn tests" >&2
+      exit 1
+    fi
+  fi
+  export RLRIG_REQUIRE_WGPU=1
+  cargo test --locked -p rlrig-burn
+  cargo test --locked -p rlrig --features burn --test burn
 fi

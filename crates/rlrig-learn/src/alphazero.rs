@@ -22,6 +22,7 @@ use rlrig_env::games::{ConnectFour, Game, Outcome, Solver};
 use rlrig_env::{Purpose, Rng};
 use serde::{Deserialize, Serialize};
 
+use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
 use crate::mcts::{BatchedMcts, Evaluator, MctsConfig};
 use crate::nn::{Activation, Mlp, MlpCache};
 use crate::optim::Adam;
@@ -190,6 +191,15 @@ impl PolicyValue {
         }
     }
 
+    /// The network for a [`NetBackend`].
+    pub fn layout(&self) -> NetLayout {
+        NetLayout {
+            nets: vec![self.mlp.clone()],
+            free: self.params.len()..self.params.len(),
+            total: self.params.len(),
+        }
+    }
+
     /// An [`Evaluator`] over these weights.
     pub fn evaluator(&self) -> NetEval<'_> {
         NetEval {
@@ -346,9 +356,11 @@ pub struct AzState {
 /// An AlphaZero run on Connect Four.
 pub struct AlphaZero {
     pub cfg: AzConfig,
+    /// The network's host copy, synced after every iteration's updates (evaluation
+    /// games and checkpoints read it).
     pub net: PolicyValue,
-    adam: Adam,
-    grads: Vec<f32>,
+    /// Where self-play inference and training run (`--device`).
+    backend: Box<dyn NetBackend>,
     buffer: GameBuffer<ConnectFour>,
     slots: Vec<Slot<ConnectFour>>,
     mcts: BatchedMcts<ConnectFour>,
@@ -358,8 +370,8 @@ pub struct AlphaZero {
     pub samples: u64,
     games_finished: u64,
     pub times: AzTimes,
-    cache: MlpCache,
     obs: Vec<f32>,
+    out: Vec<f32>,
     dout: Vec<f32>,
 }
 
@@ -543,9 +555,10 @@ impl AlphaZero {
             &mut rng,
         );
         let n = net.params.len();
+        let mut adam = Adam::new(n, 1e-8);
+        adam.weight_decay = cfg.weight_decay;
         Ok(AlphaZero {
-            adam: Adam::new(n, 1e-8),
-            grads: vec![0.0; n],
+            backend: Box::new(Native::new(&net.layout(), &net.params, adam)),
             buffer: GameBuffer::new(cfg.buffer_size),
             slots: (0..cfg.games)
                 .map(|_| Slot {
@@ -560,8 +573,8 @@ impl AlphaZero {
             samples: 0,
             games_finished: 0,
             times: AzTimes::default(),
-            cache: MlpCache::default(),
             obs: Vec::new(),
+            out: Vec::new(),
             dout: Vec::new(),
             net,
             cfg,
@@ -570,6 +583,21 @@ impl AlphaZero {
 
     pub fn done(&self) -> bool {
         self.iteration >= self.cfg.iterations
+    }
+
+    /// Moves self-play inference and training to the backend `maker` builds.
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+        self.backend = maker(
+            &self.net.layout(),
+            &self.backend.params(),
+            self.backend.optimizer(),
+        )?;
+        Ok(())
+    }
+
+    /// What runs the network.
+    pub fn device(&self) -> String {
+        self.backend.device()
     }
 
     /// One lock-step move in every self-play game.
@@ -587,7 +615,10 @@ impl AlphaZero {
             .collect();
         let t0 = std::time::Instant::now();
         let mut eval = TimedEval {
-            inner: self.net.evaluator(),
+            inner: BackendEval {
+                backend: &mut *self.backend,
+                actions: ConnectFour::ACTIONS,
+            },
             seconds: 0.0,
         };
         self.mcts.search(&roots, &mut rngs, true, &mut eval);
@@ -638,10 +669,10 @@ impl AlphaZero {
             self.buffer.states[i].observe(&mut self.obs[r * d..(r + 1) * d]);
             picks.push(i);
         }
-        let out = self
-            .net
-            .mlp
-            .forward(&self.net.params, &self.obs, b, &mut self.cache);
+        self.out.clear();
+        self.out
+            .extend_from_slice(self.backend.forward_train(0, &self.obs, b));
+        let out = &self.out;
         self.dout.resize(b * (a + 1), 0.0);
         let inv = 1.0 / b as f32;
         let (mut pl, mut vl) = (0.0f64, 0.0f64);
@@ -660,19 +691,9 @@ impl AlphaZero {
             vl += f64::from((v - z) * (v - z) * inv);
             self.dout[r * (a + 1) + a] = 2.0 * (v - z) * (1.0 - v * v) * inv;
         }
-        self.grads.fill(0.0);
-        self.net.mlp.backward(
-            &self.net.params,
-            &mut self.grads,
-            &self.dout,
-            &mut self.cache,
-        );
-        let wd = self.cfg.weight_decay as f32;
-        for (g, p) in self.grads.iter_mut().zip(&self.net.params) {
-            *g += wd * p;
-        }
-        self.adam
-            .step(&mut self.net.params, &self.grads, self.cfg.learning_rate);
+        self.backend.backward(0, &self.dout);
+        // No clipping; the L2 penalty is the optimiser's weight decay.
+        self.backend.step(self.cfg.learning_rate, f64::INFINITY);
         self.updates += 1;
         (pl, vl)
     }
@@ -691,6 +712,7 @@ impl AlphaZero {
                 vl += v;
                 n += 1;
             }
+            self.net.params = self.backend.params();
         }
         self.times.learner += t0.elapsed().as_secs_f64();
         self.iteration += 1;
@@ -757,10 +779,11 @@ impl AlphaZero {
             .flat_map(|s| s.history.iter().flat_map(|h| h.1.iter().copied()))
             .collect();
         slot_states.shrink_to_fit();
+        let opt = self.backend.optimizer();
         let tensors = vec![
             ("params", self.net.params.clone()),
-            ("adam_m", self.adam.m.clone()),
-            ("adam_v", self.adam.v.clone()),
+            ("adam_m", opt.m.clone()),
+            ("adam_v", opt.v.clone()),
             ("buffer.states", words(&mut self.buffer.states.iter())),
             ("buffer.policies", self.buffer.policies.clone()),
             ("buffer.outcomes", self.buffer.outcomes.clone()),
@@ -774,7 +797,11 @@ impl AlphaZero {
             updates: self.updates,
             samples: self.samples,
             games_finished: self.games_finished,
-            adam: self.adam.clone(),
+            adam: OptimState {
+                m: Vec::new(),
+                v: Vec::new(),
+                ..opt.clone()
+            },
             buffer_pos: self.buffer.pos,
             buffer_len: self.buffer.len(),
             history_lens: self.slots.iter().map(|s| s.history.len()).collect(),
@@ -809,6 +836,8 @@ impl AlphaZero {
         let mut adam = st.adam.clone();
         adam.m = take("adam_m", n)?;
         adam.v = take("adam_v", n)?;
+        // Checkpoints from before the penalty moved into the optimiser lack it.
+        adam.weight_decay = self.cfg.weight_decay;
         let bl = st.buffer_len;
         let states = decode(take("buffer.states", bl * words)?, "buffer.states")?;
         let policies = take("buffer.policies", bl * a)?;
@@ -819,7 +848,8 @@ impl AlphaZero {
             "slots.history_states",
         )?;
         let hp = take("slots.history_policies", hist * a)?;
-        self.adam = adam;
+        self.backend.set_params(&self.net.params);
+        self.backend.set_optimizer(adam);
         self.buffer.states = states;
         self.buffer.policies = policies;
         self.buffer.outcomes = outcomes;
@@ -842,6 +872,24 @@ impl AlphaZero {
 }
 
 /// Times the evaluator calls inside a search.
+/// Search inference through the run's backend (same results as [`NetEval`] on the
+/// native path; on a Burn device the leaves of all games go to it in one call).
+struct BackendEval<'a> {
+    backend: &'a mut dyn NetBackend,
+    actions: usize,
+}
+
+impl Evaluator for BackendEval<'_> {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
+        let a = self.actions;
+        let out = self.backend.forward(0, obs, n);
+        for r in 0..n {
+            logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
+            values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
+        }
+    }
+}
+
 struct TimedEval<E> {
     inner: E,
     seconds: f64,

@@ -8,6 +8,7 @@
 #![allow(clippy::needless_range_loop)]
 
 pub mod alphazero;
+pub mod backend;
 pub mod buffer;
 pub mod evolution;
 pub mod mcts;

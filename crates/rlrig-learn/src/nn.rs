@@ -308,13 +308,15 @@ pub enum Activation {
     Identity,
 }
 
+/// One layer's place in the flat parameter vector: `fan_in x fan_out` weights
+/// (row-major, `y = x W + b`) at `w`, `fan_out` biases at `b`.
 #[derive(Clone, Debug, PartialEq)]
-struct Layer {
-    w: usize,
-    b: usize,
-    fan_in: usize,
-    fan_out: usize,
-    act: Activation,
+pub struct Layer {
+    pub w: usize,
+    pub b: usize,
+    pub fan_in: usize,
+    pub fan_out: usize,
+    pub act: Activation,
 }
 
 /// Activations kept from the forward pass for the backward pass; reused across calls.
@@ -365,6 +367,11 @@ impl Mlp {
             })
             .collect();
         Mlp { layers }
+    }
+
+    /// The layers, input first (for backends that run the same network elsewhere).
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
     }
 
     pub fn num_params(&self) -> usize {

@@ -11,6 +11,10 @@ pub struct Adam {
     pub beta1: f64,
     pub beta2: f64,
     pub eps: f64,
+    /// L2 penalty added to the gradient before the update (PyTorch's `weight_decay`,
+    /// not AdamW's decoupled decay). AlphaZero uses it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub weight_decay: f64,
     /// Steps taken (for bias correction).
     pub t: u64,
     #[serde(skip)]
@@ -26,6 +30,7 @@ impl Adam {
             beta1: 0.9,
             beta2: 0.999,
             eps,
+            weight_decay: 0.0,
             t: 0,
             m: vec![0.0; num_params],
             v: vec![0.0; num_params],
@@ -45,9 +50,11 @@ impl Adam {
         assert_eq!(params.len(), self.m.len());
         assert_eq!(grads.len(), self.m.len());
         self.t += 1;
+        let wd = self.weight_decay as f32;
         if let Some(alpha) = self.rmsprop_alpha {
             let (a, lr, eps) = (alpha as f32, lr as f32, self.eps as f32);
             for ((p, g), v) in params.iter_mut().zip(grads).zip(&mut self.v) {
+                let g = *g + wd * *p;
                 *v = a * *v + (1.0 - a) * g * g;
                 *p -= lr * g / (v.sqrt() + eps);
             }
@@ -66,11 +73,16 @@ impl Adam {
             .zip(&mut self.m)
             .zip(&mut self.v)
         {
+            let g = *g + wd * *p;
             *m = b1 * *m + (1.0 - b1) * g;
             *v = b2 * *v + (1.0 - b2) * g * g;
             *p -= step * *m / (v.sqrt() / sqrt_bc2 + eps);
         }
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// Scales `grads` so that their global L2 norm is at most `max_norm`; returns the norm

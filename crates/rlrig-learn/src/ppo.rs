@@ -13,9 +13,10 @@
 use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
 
+use crate::backend::{BackendMaker, Native, NetBackend, NetLayout};
 use crate::nn::{Mlp, MlpCache, normal};
 use crate::normalize::RunningMeanStd;
-use crate::optim::{Adam, clip_grad_norm};
+use crate::optim::Adam;
 
 /// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
 /// the continuous-control defaults and per-env presets.
@@ -275,6 +276,11 @@ pub enum Head {
     },
 }
 
+/// Index of the critic in the agent's [`NetLayout`].
+pub const CRITIC: usize = 0;
+/// Index of the actor in the agent's [`NetLayout`].
+pub const ACTOR: usize = 1;
+
 /// Actor and critic MLPs in one flat parameter buffer: `[critic | actor | logstd]`.
 #[derive(Clone, Debug)]
 pub struct Agent {
@@ -336,19 +342,25 @@ impl Agent {
         }
     }
 
+    /// The networks ([`CRITIC`], [`ACTOR`]) and the log-std for a [`NetBackend`].
+    pub fn layout(&self) -> NetLayout {
+        let free = match &self.head {
+            Head::Gaussian { logstd, dim, .. } => *logstd..*logstd + *dim,
+            Head::Categorical { .. } => self.params.len()..self.params.len(),
+        };
+        NetLayout {
+            nets: vec![self.critic.clone(), self.actor.clone()],
+            free,
+            total: self.params.len(),
+        }
+    }
+
     pub fn action_dim(&self) -> usize {
         match &self.head {
             Head::Categorical { .. } => 1,
             Head::Gaussian { dim, .. } => *dim,
         }
     }
-}
-
-/// Scratch buffers for the agent's forward and backward passes.
-#[derive(Default)]
-struct Scratch {
-    actor: MlpCache,
-    critic: MlpCache,
 }
 
 /// Metrics of one iteration (one rollout and its update).
@@ -415,8 +427,9 @@ pub struct Ppo {
     pub cfg: PpoConfig,
     pub agent: Agent,
     env: Box<dyn VecEnvDyn>,
-    adam: Adam,
-    grads: Vec<f32>,
+    /// Where the critic (net 0) and actor (net 1) run; `agent.params` mirrors its
+    /// parameters after every update.
+    backend: Box<dyn NetBackend>,
     obs_rms: Option<RunningMeanStd>,
     ret_rms: Option<RunningMeanStd>,
     discounted: Vec<f64>,
@@ -427,7 +440,6 @@ pub struct Ppo {
     pub global_step: u64,
     pub times: StageTimes,
     trace: Option<(std::time::Instant, Vec<Span>)>,
-    scratch: Scratch,
     // Rollout storage, [num_steps x num_envs (x dim)], allocated once.
     obs: Vec<f32>,
     actions: Vec<f32>,
@@ -502,13 +514,13 @@ impl Ppo {
             spec.obs_dim,
             agent.action_dim(),
         );
+        let opt = if cfg.optimizer == "rmsprop" {
+            Adam::rmsprop(n, cfg.rmsprop_alpha, cfg.adam_eps)
+        } else {
+            Adam::new(n, cfg.adam_eps)
+        };
         Ok(Ppo {
-            adam: if cfg.optimizer == "rmsprop" {
-                Adam::rmsprop(n, cfg.rmsprop_alpha, cfg.adam_eps)
-            } else {
-                Adam::new(n, cfg.adam_eps)
-            },
-            grads: vec![0.0; n],
+            backend: Box::new(Native::new(&agent.layout(), &agent.params, opt)),
             obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
             ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
             discounted: vec![0.0; e],
@@ -519,7 +531,6 @@ impl Ppo {
             global_step: 0,
             times: StageTimes::default(),
             trace: None,
-            scratch: Scratch::default(),
             obs: vec![0.0; t * e * d],
             actions: vec![0.0; t * e * a],
             logprobs: vec![0.0; t * e],
@@ -566,7 +577,7 @@ impl Ppo {
         PpoState {
             iteration: self.iteration,
             global_step: self.global_step,
-            adam: self.adam.clone(),
+            adam: self.backend.optimizer(),
             obs_rms: self.obs_rms.clone(),
             ret_rms: self.ret_rms.clone(),
             discounted: self.discounted.clone(),
@@ -577,8 +588,27 @@ impl Ppo {
         }
     }
 
-    pub fn adam_moments(&self) -> (&[f32], &[f32]) {
-        (&self.adam.m, &self.adam.v)
+    /// The optimiser's first and second moments, in the parameters' flat order.
+    pub fn adam_moments(&self) -> (Vec<f32>, Vec<f32>) {
+        let o = self.backend.optimizer();
+        (o.m, o.v)
+    }
+
+    /// Moves the networks to the backend `maker` builds (a `--device`), with the current
+    /// parameters and optimiser state.
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+        let b = maker(
+            &self.agent.layout(),
+            &self.backend.params(),
+            self.backend.optimizer(),
+        )?;
+        self.backend = b;
+        Ok(())
+    }
+
+    /// What runs the networks (`cpu`, `burn-cpu`, `wgpu: ...`).
+    pub fn device(&self) -> String {
+        self.backend.device()
     }
 
     /// Continues from a checkpoint. On error nothing changed.
@@ -609,8 +639,9 @@ impl Ppo {
             ));
         }
         self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.backend.set_params(&params);
+        self.backend.set_optimizer(Adam { m, v, ..st.adam });
         self.agent.params = params;
-        self.adam = Adam { m, v, ..st.adam };
         self.obs_rms = st.obs_rms;
         self.ret_rms = st.ret_rms;
         self.discounted = st.discounted;
@@ -669,15 +700,9 @@ impl Ppo {
             for k in 0..e {
                 self.dones[t * e + k] = f32::from(u8::from(self.next_done[k]));
             }
-            let values =
-                self.agent
-                    .critic
-                    .forward(&self.agent.params, obs_t, e, &mut self.scratch.critic);
+            let values = self.backend.forward(CRITIC, obs_t, e);
             self.values[t * e..(t + 1) * e].copy_from_slice(values);
-            let out =
-                self.agent
-                    .actor
-                    .forward(&self.agent.params, obs_t, e, &mut self.scratch.actor);
+            let out = self.backend.forward(ACTOR, obs_t, e);
             match &self.agent.head {
                 Head::Categorical { n } => {
                     for k in 0..e {
@@ -777,12 +802,7 @@ impl Ppo {
                 if let Some(rms) = &self.obs_rms {
                     rms.normalize(&mut final_obs, cfg.clip_obs);
                 }
-                let v = self.agent.critic.forward(
-                    &self.agent.params,
-                    &final_obs,
-                    trunc_envs.len(),
-                    &mut self.scratch.critic,
-                );
+                let v = self.backend.forward(CRITIC, &final_obs, trunc_envs.len());
                 for (j, &k) in trunc_envs.iter().enumerate() {
                     self.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
                 }
@@ -796,11 +816,7 @@ impl Ppo {
         // GAE over the rollout, bootstrapped from the value of the next observation.
         let mut next_obs = vec![0.0f32; e * d];
         self.current_obs(&mut next_obs);
-        let next_value = self
-            .agent
-            .critic
-            .forward(&self.agent.params, &next_obs, e, &mut self.scratch.critic)
-            .to_vec();
+        let next_value = self.backend.forward(CRITIC, &next_obs, e).to_vec();
         let (g, l) = (cfg.gamma as f32, cfg.gae_lambda as f32);
         let mut last = vec![0.0f32; e];
         for t in (0..t_max).rev() {
@@ -876,6 +892,9 @@ impl Ppo {
                 0
             }
         ];
+        let mut ls = vec![0.0f32; d_logstd.len()];
+        let mut out = vec![0.0f32; mb * out_dim];
+        let mut newv = vec![0.0f32; mb];
         let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for epoch in 0..cfg.update_epochs {
@@ -907,15 +926,11 @@ impl Ppo {
                         *a = ((f64::from(*a) - m) / (s + 1e-8)) as f32;
                     }
                 }
-                let params = &self.agent.params;
-                let out = self
-                    .agent
-                    .actor
-                    .forward(params, &mb_obs, mb, &mut self.scratch.actor);
-                let newv = self
-                    .agent
-                    .critic
-                    .forward(params, &mb_obs, mb, &mut self.scratch.critic);
+                // Copies of a few floats per row: the loss head runs on the host,
+                // wherever the networks do.
+                out.copy_from_slice(self.backend.forward_train(ACTOR, &mb_obs, mb));
+                newv.copy_from_slice(self.backend.forward_train(CRITIC, &mb_obs, mb));
+                ls.copy_from_slice(self.backend.free_params());
                 let inv = 1.0 / mb as f32;
                 let (mut pg, mut ent, mut kl, mut cf, mut vl) =
                     (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
@@ -931,8 +946,7 @@ impl Ppo {
                             let h: f32 = -logp_row.iter().map(|lp| lp.exp() * lp).sum::<f32>();
                             (logp_row[a], h)
                         }
-                        Head::Gaussian { dim, logstd, .. } => {
-                            let ls = &params[*logstd..*logstd + *dim];
+                        Head::Gaussian { dim, .. } => {
                             let mut lp = 0.0f32;
                             let mut h = 0.0f32;
                             for j in 0..*dim {
@@ -973,8 +987,7 @@ impl Ppo {
                                     g_lp * (onehot - p) + ec * inv * p * (logp_row[j] + entropy);
                             }
                         }
-                        Head::Gaussian { dim, logstd, .. } => {
-                            let ls = &params[*logstd..*logstd + *dim];
+                        Head::Gaussian { dim, .. } => {
                             for j in 0..*dim {
                                 let sd = ls[j].exp();
                                 let z = (self.actions[i * adim + j] - out[r * dim + j]) / sd;
@@ -1005,21 +1018,12 @@ impl Ppo {
                         d_val[r] = vf * (v - ret) * inv;
                     }
                 }
-                self.grads.fill(0.0);
-                self.agent
-                    .actor
-                    .backward(params, &mut self.grads, &d_out, &mut self.scratch.actor);
-                self.agent.critic.backward(
-                    params,
-                    &mut self.grads,
-                    &d_val,
-                    &mut self.scratch.critic,
-                );
-                if let Head::Gaussian { logstd, dim, .. } = &self.agent.head {
-                    self.grads[*logstd..*logstd + *dim].copy_from_slice(&d_logstd);
+                self.backend.backward(ACTOR, &d_out);
+                self.backend.backward(CRITIC, &d_val);
+                if !d_logstd.is_empty() {
+                    self.backend.add_free_grad(&d_logstd);
                 }
-                clip_grad_norm(&mut self.grads, cfg.max_grad_norm);
-                self.adam.step(&mut self.agent.params, &self.grads, lr);
+                self.backend.step(lr, cfg.max_grad_norm);
                 let m = mb as f64;
                 n_mb += 1.0;
                 pg_sum += pg / m;
@@ -1029,6 +1033,7 @@ impl Ppo {
                 cf_sum += cf / m;
             }
         }
+        self.agent.params = self.backend.params();
         stats.policy_loss = pg_sum / n_mb;
         stats.value_loss = v_sum / n_mb;
         stats.entropy = ent_sum / n_mb;

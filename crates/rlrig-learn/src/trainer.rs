@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use crate::backend::BackendMaker;
 use crate::offpolicy::{ChunkStats, Nets, OffPolicy, OffPolicyConfig, OffPolicyState};
 use crate::ppo::{Agent, IterationStats, Ppo, PpoConfig, StageTimes, evaluate};
 use crate::run::{MetricsCsv, RunDir, RunError, TensorBoard, metrics_row, write_atomic};
@@ -17,6 +18,9 @@ pub struct TrainOptions {
     pub eval_episodes: usize,
     /// Write a Chrome/Perfetto trace of every stage here.
     pub trace: Option<PathBuf>,
+    /// Where the networks run (`--device`); `None` is the native CPU path. PPO, A2C
+    /// and AlphaZero take another device; the off-policy algorithms and evolution not yet.
+    pub device: Option<BackendMaker>,
 }
 
 /// Writes `spans` as a Chrome trace (`chrome://tracing`, ui.perfetto.dev), atomically.
@@ -132,6 +136,8 @@ pub struct Progress<'a> {
 
 pub struct TrainSummary {
     pub config: PpoConfig,
+    /// What ran the networks (`cpu`, `burn-cpu (flex)`, `wgpu ...`).
+    pub device: String,
     pub eval: EvalSummary,
     pub times: StageTimes,
     pub wall: f64,
@@ -219,6 +225,9 @@ pub fn train_ppo(
         }
         ppo = Ppo::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
     }
+    if let Some(maker) = &opts.device {
+        ppo.set_backend(maker).map_err(RunError::Mismatch)?;
+    }
     if opts.trace.is_some() {
         ppo.enable_trace();
     }
@@ -258,7 +267,8 @@ pub fn train_ppo(
         )?;
         recent.push(s.episode_return);
         if every > 0 && ppo.global_step - last_ckpt >= every && !ppo.done() {
-            dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;
+            let (m, v) = ppo.adam_moments();
+            dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, (&m, &v))?;
             last_ckpt = ppo.global_step;
         }
         progress(&Progress {
@@ -269,7 +279,8 @@ pub fn train_ppo(
             times: ppo.times,
         });
     }
-    dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, ppo.adam_moments())?;
+    let (m, v) = ppo.adam_moments();
+    dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, (&m, &v))?;
     let seed = ppo.cfg.seed + EVAL_SEED_OFFSET;
     let wall = start.elapsed().as_secs_f64();
     if let Some(path) = &opts.trace {
@@ -284,6 +295,7 @@ pub fn train_ppo(
     )?;
     Ok(TrainSummary {
         config: ppo.cfg.clone(),
+        device: ppo.device(),
         eval,
         times: ppo.times,
         wall,
@@ -627,6 +639,7 @@ pub const AZ_DETERMINISTIC_COLUMNS: usize = 8;
 
 pub struct AzTrainSummary {
     pub config: crate::alphazero::AzConfig,
+    pub device: String,
     pub last: crate::alphazero::AzStats,
     pub times: crate::alphazero::AzTimes,
     pub wall: f64,
@@ -658,6 +671,9 @@ pub fn train_alphazero(
         |st: &AzState| st.iteration,
         |st, get| az.restore(st, get),
     )?;
+    if let Some(maker) = &opts.device {
+        az.set_backend(maker).map_err(RunError::Mismatch)?;
+    }
     dir.write_config_of("alphazero", &az.cfg)?;
     let mut csv = MetricsCsv::open_with(&dir.path, AZ_METRICS_HEADER, az.iteration)?;
     let mut tb = TensorBoard::create(&dir.path)?;
@@ -724,6 +740,7 @@ pub fn train_alphazero(
     )?;
     Ok(AzTrainSummary {
         config: az.cfg.clone(),
+        device: az.device(),
         last,
         times: az.times,
         wall: start.elapsed().as_secs_f64(),

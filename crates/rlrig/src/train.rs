@@ -6,6 +6,7 @@ use crate::default_threads;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use rlrig_learn::alphazero::{AzConfig, Opponent, play_match};
+use rlrig_learn::backend::BackendMaker;
 use rlrig_learn::evolution::{EvoConfig, Method};
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
@@ -152,6 +153,7 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: None,
+        device: None,
     };
     let fp = crate::mpi_support::fingerprint(&serde_json::to_string(&cfg)?);
     let mpi = crate::mpi_support::start(fp)?;
@@ -228,7 +230,8 @@ pub struct AzArgs {
     /// Concurrent self-play games (the batch of every network call).
     #[arg(long)]
     games: Option<usize>,
-    /// Where the network runs: `cpu` (the native path).
+    /// Where the network runs: `cpu` (the native path), `burn-cpu` or `wgpu` (any
+    /// Vulkan/Metal/DX12 GPU; needs a build with `--features burn`).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// TOML file with any hyperparameters (see a run's config.toml for every key).
@@ -265,8 +268,9 @@ pub struct PpoArgs {
     /// Worker threads for env stepping (results do not depend on it).
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
-    /// Where the networks run: `cpu` (the native path). Burn devices (`burn-cpu`,
-    /// `wgpu`) are not in this build yet.
+    /// Where the networks run: `cpu` (the native path, fastest for small networks),
+    /// `burn-cpu` (Burn's CPU backend) or `wgpu` (any Vulkan/Metal/DX12 GPU through
+    /// Burn). Burn devices need a build with `--features burn` and run PPO and A2C.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// TOML file with any hyperparameters (see a run's config.toml for every key).
@@ -492,14 +496,7 @@ fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
 }
 
 fn train_alphazero_cli(a: AzArgs) -> Result<()> {
-    match a.device.as_str() {
-        "cpu" => {}
-        "burn-cpu" | "wgpu" | "vulkan" => bail!(
-            "--device {}: this build has no Burn backend; only `cpu` (the native path) is available",
-            a.device
-        ),
-        other => bail!("--device {other}: unknown device (known: cpu, burn-cpu, wgpu)"),
-    }
+    let device = device_maker(&a.device)?;
     let cfg = resolve_alphazero(&a)?;
     let run_dir = a
         .run_dir
@@ -511,6 +508,7 @@ fn train_alphazero_cli(a: AzArgs) -> Result<()> {
         resume: a.resume,
         eval_episodes: 0,
         trace: None,
+        device,
     };
     let bar = progress_bar(a.quiet, cfg.iterations);
     let depth = cfg.eval_depth;
@@ -532,8 +530,9 @@ fn train_alphazero_cli(a: AzArgs) -> Result<()> {
     let t = summary.times;
     let s = &summary.last;
     outln!(
-        "{} alphazero: {} iterations, {} self-play samples in {:.2} s ({:.0} samples/s, {} simulations, {} games in lock-step)",
+        "{} alphazero on {}: {} iterations, {} self-play samples in {:.2} s ({:.0} samples/s, {} simulations, {} games in lock-step)",
         summary.config.env,
+        summary.device,
         summary.config.iterations,
         summary.samples,
         summary.wall,
@@ -575,34 +574,56 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
         TrainCommand::Ga(a) => return train_evolution_cli(a, Method::Ga),
         TrainCommand::Ppo(a) => (a, None),
-        TrainCommand::A2c(a) => {
-            return {
-                check_device(&a)?;
-                train_ppo_cli(a, true)
-            };
-        }
-        TrainCommand::Ddpg(a) => (a, Some(Algo::Ddpg)),
-        TrainCommand::Td3(a) => (a, Some(Algo::Td3)),
-        TrainCommand::Sac(a) => (a, Some(Algo::Sac)),
+        TrainCommand::A2c(a) => (a, Some(None)),
+        TrainCommand::Ddpg(a) => (a, Some(Some(Algo::Ddpg))),
+        TrainCommand::Td3(a) => (a, Some(Some(Algo::Td3))),
+        TrainCommand::Sac(a) => (a, Some(Some(Algo::Sac))),
     };
-    check_device(&a)?;
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
     match algo {
         None => train_ppo_cli(a, false),
-        Some(algo) => train_offpolicy_cli(a, algo),
+        Some(None) => train_ppo_cli(a, true),
+        Some(Some(algo)) => {
+            native_only(&a.device, algo.name())?;
+            train_offpolicy_cli(a, algo)
+        }
     }
 }
 
-fn check_device(a: &PpoArgs) -> Result<()> {
-    match a.device.as_str() {
-        "cpu" => {}
-        "burn-cpu" | "wgpu" | "vulkan" => bail!(
-            "--device {}: this build has no Burn backend; only `cpu` (the native path) is available",
-            a.device
-        ),
+/// `--device` to where PPO/A2C's networks run: `None` is the native CPU path.
+fn device_maker(device: &str) -> Result<Option<BackendMaker>> {
+    match device {
+        "cpu" => Ok(None),
+        "burn-cpu" | "wgpu" | "vulkan" => burn_maker(device),
         other => bail!("--device {other}: unknown device (known: cpu, burn-cpu, wgpu)"),
     }
-    if a.threads == 0 {
-        bail!("--threads must be at least 1");
+}
+
+#[cfg(feature = "burn")]
+fn burn_maker(device: &str) -> Result<Option<BackendMaker>> {
+    let kind = rlrig_burn::Kind::parse(device).expect("device_maker passes Burn names only");
+    rlrig_burn::maker(kind)
+        .map(Some)
+        .map_err(anyhow::Error::msg)
+}
+
+#[cfg(not(feature = "burn"))]
+fn burn_maker(device: &str) -> Result<Option<BackendMaker>> {
+    bail!(
+        "--device {device}: this build has no Burn backend; build with `--features burn` \
+         (cargo build --release --features burn), or use --device cpu (the native path)"
+    )
+}
+
+/// Algorithms whose networks run on the native CPU path only, so far.
+fn native_only(device: &str, algo: &str) -> Result<()> {
+    device_maker(device)?;
+    if device != "cpu" {
+        bail!(
+            "--device {device}: {algo} runs on the native CPU path only so far (--device cpu); PPO, A2C and AlphaZero run on Burn devices"
+        );
     }
     Ok(())
 }
@@ -643,6 +664,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: None,
+        device: None,
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
     let gpu = rlrig_lab::probe::GpuSampler::start(
@@ -752,6 +774,7 @@ fn train_ppo_cli(a: PpoArgs, a2c: bool) -> Result<()> {
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: a.trace.clone(),
+        device: device_maker(&a.device)?,
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
     let gpu = rlrig_lab::probe::GpuSampler::start(
@@ -787,8 +810,9 @@ fn train_ppo_cli(a: PpoArgs, a2c: bool) -> Result<()> {
     }
     let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
     outln!(
-        "{} {label}: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} {label} on {}: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
         summary.config.env,
+        summary.device,
         summary.wall,
         steps as f64 / summary.wall,
         summary.eval.episodes,

@@ -1,0 +1,201 @@
+//! The native path and Burn compute the same thing: outputs, gradients (native:
+//! hand-written backward; Burn: autodiff), clipped Adam/RMSprop steps, and whole PPO
+//! iterations. On `flex` always; on `wgpu` where an adapter exists, which CI makes
+//! sure of (it installs Mesa's software Vulkan and sets RLRIG_REQUIRE_WGPU=1).
+
+use rlrig_burn::{Kind, maker};
+use rlrig_env::{Purpose, Rng};
+use rlrig_learn::backend::{BackendMaker, Native, NetBackend, NetLayout};
+use rlrig_learn::nn::{Activation, Mlp};
+use rlrig_learn::optim::Adam;
+use rlrig_learn::ppo::{Ppo, PpoConfig};
+
+/// The Burn devices to check: flex always; wgpu when present (required under CI).
+fn devices() -> Vec<(Kind, BackendMaker)> {
+    let mut out = vec![(Kind::Cpu, maker(Kind::Cpu).expect("flex is always there"))];
+    match maker(Kind::Wgpu) {
+        Ok(m) => out.push((Kind::Wgpu, m)),
+        Err(e) if std::env::var("RLRIG_REQUIRE_WGPU").as_deref() == Ok("1") => {
+            panic!("RLRIG_REQUIRE_WGPU=1 but {e}")
+        }
+        Err(e) => eprintln!("skipping wgpu: {e}"),
+    }
+    out
+}
+
+/// PPO's shape with a Gaussian head: critic 3-64-64-1, actor 3-64-64-2, 2 log-stds.
+fn layout(act: Activation) -> NetLayout {
+    let critic = Mlp::with_activation(&[3, 64, 64, 1], 0, act);
+    let actor = Mlp::with_activation(&[3, 64, 64, 2], critic.end(), act);
+    let end = actor.end();
+    NetLayout {
+        nets: vec![critic, actor],
+        free: end..end + 2,
+        total: end + 2,
+    }
+}
+
+fn uniform(n: usize, scale: f64, rng: &mut Rng) -> Vec<f32> {
+    (0..n).map(|_| rng.uniform(-scale, scale) as f32).collect()
+}
+
+fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let err = (x - y).abs() / (1.0 + x.abs().max(y.abs()));
+        assert!(
+            err <= tol,
+            "{what}[{i}]: native {x} vs burn {y} (rel err {err:e})"
+        );
+    }
+}
+
+/// Runs the same forward/backward/step sequence on both backends and compares each stage.
+fn check_step(kind: Kind, mk: &BackendMaker, act: Activation, opt: Adam, max_norm: f64) {
+    let lay = layout(act);
+    let mut rng = Rng::stream(7, Purpose::User, kind as u64);
+    let params = uniform(lay.total, 0.3, &mut rng);
+    let mut native = Native::new(&lay, &params, opt.clone());
+    let mut burn = mk(&lay, &params, opt).expect("backend");
+    let rows = 37;
+    for step in 0..3 {
+        let x = uniform(rows * 3, 2.0, &mut rng);
+        for net in [1, 0] {
+            let a = native.forward_train(net, &x, rows).to_vec();
+            let b = burn.forward_train(net, &x, rows).to_vec();
+            assert_close(
+                &format!("{kind:?} step {step} net {net} output"),
+                &a,
+                &b,
+                1e-5,
+            );
+        }
+        for net in [1, 0] {
+            let out = lay.nets[net].output_dim();
+            let dout = uniform(rows * out, 1.0, &mut rng);
+            native.backward(net, &dout);
+            burn.backward(net, &dout);
+        }
+        let dfree = uniform(2, 1.0, &mut rng);
+        native.add_free_grad(&dfree);
+        burn.add_free_grad(&dfree);
+        assert_close(
+            &format!("{kind:?} step {step} gradient"),
+            &native.grads(),
+            &burn.grads(),
+            1e-4,
+        );
+        let (na, nb) = (native.step(1e-2, max_norm), burn.step(1e-2, max_norm));
+        assert!(
+            (na - nb).abs() <= 1e-4 * (1.0 + na),
+            "{kind:?} gradient norm: native {na} vs burn {nb}"
+        );
+        assert_close(
+            &format!("{kind:?} step {step} parameters"),
+            &native.params(),
+            &burn.params(),
+            1e-4,
+        );
+        assert_close(
+            &format!("{kind:?} step {step} free parameters"),
+            native.free_params(),
+            &burn.free_params().to_vec(),
+            1e-4,
+        );
+        // Inference sees the stepped parameters.
+        let a = native.forward(0, &x, rows).to_vec();
+        let b = burn.forward(0, &x, rows).to_vec();
+        assert_close(&format!("{kind:?} step {step} inference"), &a, &b, 1e-4);
+    }
+    let (on, ob) = (native.optimizer(), burn.optimizer());
+    assert_eq!(on.t, ob.t, "{kind:?} optimiser step count");
+    assert_close(&format!("{kind:?} second moments"), &on.v, &ob.v, 1e-4);
+}
+
+#[test]
+fn native_and_burn_agree_on_outputs_gradients_and_adam_steps() {
+    for (kind, mk) in devices() {
+        let n = layout(Activation::Tanh).total;
+        // Clipping active (tiny max norm) and inactive; tanh and ReLU networks.
+        check_step(kind, &mk, Activation::Tanh, Adam::new(n, 1e-5), 0.5);
+        check_step(kind, &mk, Activation::Relu, Adam::new(n, 1e-8), 1e9);
+        check_step(
+            kind,
+            &mk,
+            Activation::Tanh,
+            Adam::rmsprop(n, 0.99, 1e-5),
+            0.5,
+        );
+    }
+}
+
+#[test]
+fn optimizer_state_and_parameters_round_trip() {
+    for (kind, mk) in devices() {
+        let lay = layout(Activation::Tanh);
+        let mut rng = Rng::stream(3, Purpose::User, 0);
+        let params = uniform(lay.total, 0.3, &mut rng);
+        let mut opt = Adam::new(lay.total, 1e-5);
+        opt.t = 5;
+        opt.m = uniform(lay.total, 0.1, &mut rng);
+        opt.v = uniform(lay.total, 0.1, &mut rng)
+            .iter()
+            .map(|v| v.abs())
+            .collect();
+        let mut b = mk(&lay, &params, opt.clone()).expect("backend");
+        assert_eq!(b.params(), params, "{kind:?}");
+        assert_eq!(b.optimizer(), opt, "{kind:?}");
+        let p2 = uniform(lay.total, 0.3, &mut rng);
+        b.set_params(&p2);
+        assert_eq!(b.params(), p2, "{kind:?}");
+        assert_eq!(b.free_params(), &p2[lay.free.clone()], "{kind:?}");
+    }
+}
+
+#[test]
+fn a_layout_that_does_not_tile_its_parameters_is_refused() {
+    let mut lay = layout(Activation::Tanh);
+    lay.total += 3;
+    let params = vec![0.0; lay.total];
+    let err = match maker(Kind::Cpu).unwrap()(&lay, &params, Adam::new(lay.total, 1e-5)) {
+        Ok(_) => panic!("a bad layout was accepted"),
+        Err(e) => e,
+    };
+    assert!(err.contains("covers"), "{err}");
+}
+
+/// A whole PPO iteration (rollout with sampled actions, GAE, 4 epochs x 4 minibatches)
+/// gives the same losses and weights on native and Burn, discrete and continuous.
+#[test]
+fn ppo_iterations_match_between_native_and_burn() {
+    for (kind, mk) in devices() {
+        for env in ["CartPole-v1", "Pendulum-v1"] {
+            let mut cfg = PpoConfig::for_env(env);
+            cfg.total_steps = 100_000;
+            cfg.num_envs = 4;
+            cfg.num_steps = 64;
+            let mut native = Ppo::new(cfg.clone(), 1).unwrap();
+            let mut burn = Ppo::new(cfg, 1).unwrap();
+            burn.set_backend(&mk).unwrap();
+            assert_eq!(native.device(), "cpu");
+            assert_ne!(burn.device(), "cpu");
+            for it in 0..2 {
+                let (a, b) = (native.iterate(), burn.iterate());
+                let what = format!("{kind:?} {env} iteration {it}");
+                assert_eq!(a.episodes, b.episodes, "{what}: rollouts diverged");
+                for (name, x, y) in [
+                    ("policy_loss", a.policy_loss, b.policy_loss),
+                    ("value_loss", a.value_loss, b.value_loss),
+                    ("entropy", a.entropy, b.entropy),
+                    ("approx_kl", a.approx_kl, b.approx_kl),
+                ] {
+                    assert!(
+                        (x - y).abs() <= 1e-4 * (1.0 + x.abs()),
+                        "{what}: {name} native {x} vs burn {y}"
+                    );
+                }
+                assert_close(&what, &native.agent.params, &burn.agent.params, 1e-4);
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The learning interface the algorithms are written against, and its native CPU
+//! implementation.
+//!
+//! A [`NetBackend`] owns a set of MLPs that share one flat parameter vector (the layout
+//! of [`Mlp`]: each layer's `fan_in x fan_out` weights row-major, then its bias), a range
+//! of free parameters outside any network (PPO's Gaussian log-std), their gradients and
+//! the optimiser. An algorithm computes its loss head on the host from the networks'
+//! outputs (a few floats per sample for RL's heads) and hands back d loss / d output;
+//! the backend does the rest where the parameters live. That keeps per-call traffic to
+//! inputs, outputs and output gradients: the parameters never leave a GPU device during
+//! training.
+//!
+//! [`Native`] is the default: the fused, allocation-free path of [`crate::nn`]. The
+//! Burn implementation (CPU reference and wgpu GPUs) is the `rlrig-burn` crate, which
+//! only builds where asked for, so a CPU-only build never compiles Burn.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use crate::nn::{Mlp, MlpCache};
+use crate::optim::{Adam, clip_grad_norm};
+
+/// The networks and free parameters of one learner, inside one flat parameter vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetLayout {
+    pub nets: Vec<Mlp>,
+    /// Parameters trained with the networks but not part of any (PPO's log-std).
+    pub free: Range<usize>,
+    /// Length of the flat parameter vector.
+    pub total: usize,
+}
+
+impl NetLayout {
+    /// Checks that the networks and the free range tile `0..total` without overlap.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut spans: Vec<Range<usize>> = self
+            .nets
+            .iter()
+            .map(|n| n.end() - n.num_params()..n.end())
+            .collect();
+        if !self.free.is_empty() {
+            spans.push(self.free.clone());
+        }
+        spans.sort_by_key(|r| r.start);
+        let mut at = 0;
+        for r in &spans {
+            if r.start != at {
+                return Err(format!(
+                    "parameter layout has a gap or overlap at index {at} (next range {r:?})"
+                ));
+            }
+            at = r.end;
+        }
+        if at != self.total {
+            return Err(format!(
+                "parameter layout covers {at} parameters, total is {}",
+                self.total
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The optimiser a backend runs: [`Adam`] carries its kind (Adam or RMSprop),
+/// hyperparameters, step count and moments.
+pub type OptimState = Adam;
+
+/// Where a learner's networks run. See the module docs.
+pub trait NetBackend: Send {
+    /// What runs the networks, for logs and errors (e.g. `cpu`, `burn-cpu`, `wgpu: llvmpipe`).
+    fn device(&self) -> String;
+
+    /// Inference: network `net` on `rows` rows of `x`; returns `rows x out`. No state is
+    /// kept for a backward pass.
+    fn forward(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32];
+
+    /// As [`NetBackend::forward`], keeping what [`NetBackend::backward`] needs for this
+    /// network (one pending pass per network).
+    fn forward_train(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32];
+
+    /// Given d loss / d output of the last `forward_train` of `net`, adds the gradients
+    /// of its parameters into the backend's gradient accumulator.
+    fn backward(&mut self, net: usize, dout: &[f32]);
+
+    /// Adds `g` (one entry per free parameter) to the free parameters' gradient.
+    fn add_free_grad(&mut self, g: &[f32]);
+
+    /// The free parameters' current values.
+    fn free_params(&mut self) -> &[f32];
+
+    /// The accumulated gradient (networks and free parameters), in the flat order.
+    fn grads(&self) -> Vec<f32>;
+
+    /// Clips the accumulated gradient to global L2 norm `max_grad_norm` (as
+    /// `torch.nn.utils.clip_grad_norm_`), takes one optimiser step with learning rate
+    /// `lr` and zeroes the accumulator. Returns the norm before clipping.
+    fn step(&mut self, lr: f64, max_grad_norm: f64) -> f64;
+
+    /// All parameters, in the layout's flat order (copied to the host).
+    fn params(&self) -> Vec<f32>;
+
+    /// Replaces all parameters (same length as [`NetBackend::params`]).
+    fn set_params(&mut self, params: &[f32]);
+
+    /// The optimiser's state with its moments in the flat order.
+    fn optimizer(&self) -> OptimState;
+
+    /// Replaces the optimiser's state (moments of the layout's length).
+    fn set_optimizer(&mut self, state: OptimState);
+}
+
+/// Builds a backend for a layout, its initial parameters and optimiser; what
+/// `--device` chooses. `None` in the trainers means [`Native`].
+pub type BackendMaker = Arc<
+    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, String> + Send + Sync,
+>;
+
+/// The native CPU path: [`Mlp`] over a host parameter vector, [`Adam`] in place.
+pub struct Native {
+    layout: NetLayout,
+    params: Vec<f32>,
+    grads: Vec<f32>,
+    opt: Adam,
+    caches: Vec<MlpCache>,
+}
+
+impl Native {
+    pub fn new(layout: &NetLayout, params: &[f32], opt: Adam) -> Native {
+        assert_eq!(params.len(), layout.total, "Native::new: parameter count");
+        assert_eq!(opt.m.len(), layout.total, "Native::new: optimiser size");
+        Native {
+            layout: layout.clone(),
+            params: params.to_vec(),
+            grads: vec![0.0; layout.total],
+            opt,
+            caches: vec![MlpCache::default(); layout.nets.len()],
+        }
+    }
+
+    /// The [`BackendMaker`] for the native path.
+    pub fn maker() -> BackendMaker {
+        Arc::new(|layout, params, opt| Ok(Box::new(Native::new(layout, params, opt))))
+    }
+}
+
+impl NetBackend for Native {
+    fn device(&self) -> String {
+        "cpu".into()
+    }
+
+    fn forward(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        self.layout.nets[net].forward(&self.params, x, rows, &mut self.caches[net])
+    }
+
+    fn forward_train(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        // The native forward always keeps its activations.
+        self.forward(net, x, rows)
+    }
+
+    fn backward(&mut self, net: usize, dout: &[f32]) {
+        self.layout.nets[net].backward(&self.params, &mut self.grads, dout, &mut self.caches[net]);
+    }
+
+    fn add_free_grad(&mut self, g: &[f32]) {
+        for (a, b) in self.grads[self.layout.free.clone()].iter_mut().zip(g) {
+            *a += b;
+        }
+    }
+
+    fn free_params(&mut self) -> &[f32] {
+        &self.params[self.layout.free.clone()]
+    }
+
+    fn grads(&self) -> Vec<f32> {
+        self.grads.clone()
+    }
+
+    fn step(&mut self, lr: f64, max_grad_norm: f64) -> f64 {
+        let norm = clip_grad_norm(&mut self.grads, max_grad_norm);
+        self.opt.step(&mut self.params, &self.grads, lr);
+        self.grads.fill(0.0);
+        norm
+    }
+
+    fn params(&self) -> Vec<f32> {
+        self.params.clone()
+    }
+
+    fn set_params(&mut self, params: &[f32]) {
+        assert_eq!(
+            params.len(),
+            self.params.len(),
+            "set_params: parameter count"
+        );
+        self.params.copy_from_slice(params);
+    }
+
+    fn optimizer(&self) -> OptimState {
+        self.opt.clone()
+    }
+
+    fn set_optimizer(&mut self, state: OptimState) {
+        assert_eq!(state.m.len(), self.params.len(), "set_optimizer: size");
+        self.opt = state;
+    }
+}

@@ -1,0 +1,149 @@
+//! `--device burn-cpu|wgpu` end to end, in a build with `--features burn`. CI runs the
+//! wgpu tests on Mesa's software Vulkan (lavapipe), which checks correctness, not speed.
+#![cfg(feature = "burn")]
+
+mod common;
+
+use common::{fails_with, final_weights, kill_after_first_checkpoint, rlrig, tmp};
+
+fn ppo_args<'a>(dir: &'a str, device: &'a str, steps: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--device",
+        device,
+        "--num-envs",
+        "8",
+        "--total-steps",
+        steps,
+        "--set",
+        "checkpoint_every=4096",
+        "--threads",
+        "1",
+        "--run-dir",
+        dir,
+        "--quiet",
+        "--eval-episodes",
+        "10",
+    ]
+}
+
+fn eval_return(dir: &std::path::Path) -> f64 {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("eval.json")).unwrap()).unwrap();
+    v["mean_return"].as_f64().unwrap()
+}
+
+/// Whether this machine has a wgpu adapter; CI (RLRIG_REQUIRE_WGPU=1) insists on one.
+fn wgpu_here() -> bool {
+    match rlrig_burn::open(rlrig_burn::Kind::Wgpu) {
+        Ok(_) => true,
+        Err(e) if std::env::var("RLRIG_REQUIRE_WGPU").as_deref() == Ok("1") => {
+            panic!("RLRIG_REQUIRE_WGPU=1 but {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            false
+        }
+    }
+}
+
+#[test]
+fn ppo_on_wgpu_learns_like_the_cpu_run() {
+    if !wgpu_here() {
+        return;
+    }
+    let (cpu, gpu) = (tmp("burn-cpu-ref"), tmp("burn-wgpu"));
+    for (d, dev) in [(&cpu, "cpu"), (&gpu, "wgpu")] {
+        let o = rlrig(&ppo_args(d.to_str().unwrap(), dev, "40960"));
+        assert!(
+            o.status.success(),
+            "{dev}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let (a, b) = (eval_return(&cpu), eval_return(&gpu));
+    // Random play scores ~22; both runs must have learned, and to a similar level.
+    assert!(a >= 150.0, "cpu run reached {a}");
+    assert!(
+        b >= 150.0 && b >= 0.6 * a,
+        "wgpu run reached {b}, cpu run {a}"
+    );
+    for d in [cpu, gpu] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn a_burn_cpu_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
+    let (full, killed) = (tmp("burn-full"), tmp("burn-killed"));
+    let steps = "12288";
+    let o = rlrig(&ppo_args(full.to_str().unwrap(), "burn-cpu", steps));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    kill_after_first_checkpoint(
+        &ppo_args(killed.to_str().unwrap(), "burn-cpu", steps),
+        &killed,
+    );
+    let mut args = ppo_args(killed.to_str().unwrap(), "burn-cpu", steps);
+    args.push("--resume");
+    let o = rlrig(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(final_weights(&full), final_weights(&killed));
+    for d in [full, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// The default AlphaZero run on a Burn device: self-play inference and training go
+/// through Burn, and the agent still learns to beat random play.
+#[test]
+fn alphazero_on_burn_cpu_beats_random_play() {
+    let d = tmp("burn-az");
+    let ds = d.to_str().unwrap();
+    let o = rlrig(&[
+        "train",
+        "alphazero",
+        "--device",
+        "burn-cpu",
+        "--run-dir",
+        ds,
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("alphazero on burn-cpu"), "{out}");
+    let ev: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
+    assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.9, "{ev}");
+    std::fs::remove_dir_all(d).ok();
+}
+
+#[test]
+fn algorithms_not_yet_on_burn_say_so() {
+    let d = tmp("burn-refused");
+    let ds = d.to_str().unwrap();
+    for algo in ["sac", "td3", "ddpg"] {
+        fails_with(
+            &[
+                "train",
+                algo,
+                "--env",
+                "Pendulum-v1",
+                "--device",
+                "burn-cpu",
+                "--run-dir",
+                ds,
+            ],
+            None,
+            &["--device burn-cpu", "native CPU path only"],
+        );
+    }
+    fails_with(
+        &["train", "ppo", "--device", "tpu", "--run-dir", ds],
+        None,
+        &["unknown device"],
+    );
+    std::fs::remove_dir_all(d).ok();
+}
