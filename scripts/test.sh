@@ -61,7 +61,7 @@ if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
       exit 1
     fi
   fi
-  export RLRIG_REQUIRE_WGPU=1
-  cargo test --locked -p rlrig-burn
-  cargo test --locked -p rlrig --features burn --test burn
+  # One build for both test files: Burn + wgpu compile once.
+  RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
+    cargo test --locked -p rlrig --features burn --test burn_parity --test burn
 fi

@@ -2,6 +2,10 @@
 //! hand-written backward; Burn: autodiff), clipped Adam/RMSprop steps, and whole PPO
 //! iterations. On `flex` always; on `wgpu` where an adapter exists, which CI makes
 //! sure of (it installs Mesa's software Vulkan and sets RLRIG_REQUIRE_WGPU=1).
+//!
+//! These test `rlrig-burn` but live with the binary's Burn tests so that CI builds Burn
+//! once, with one feature set (a second build of Burn + wgpu costs ~15 minutes).
+#![cfg(feature = "burn")]
 
 use rlrig_burn::{Kind, maker};
 use rlrig_env::{Purpose, Rng};
