@@ -44,6 +44,17 @@ impl Kind {
     }
 }
 
+/// The wgpu adapters of this machine, by the name each gives itself.
+pub fn wgpu_adapters() -> Vec<String> {
+    Device::enumerate(DeviceType::Wgpu)
+        .iter()
+        .map(|d| {
+            d.identity()
+                .map_or_else(|| "unnamed adapter".into(), |i| i.name)
+        })
+        .collect()
+}
+
 /// Opens a device of `kind`, or says why there is none (no wgpu adapter).
 pub fn open(kind: Kind) -> Result<(Device, String), String> {
     match kind {
@@ -58,10 +69,11 @@ pub fn open(kind: Kind) -> Result<(Device, String), String> {
                         .into(),
                 );
             }
-            Ok((
-                Device::wgpu(DeviceKind::DefaultDevice),
-                format!("wgpu ({} adapter(s))", found.len()),
-            ))
+            let device = Device::wgpu(DeviceKind::DefaultDevice);
+            let name = device
+                .identity()
+                .map_or_else(|| "default adapter".into(), |i| i.name);
+            Ok((device, format!("wgpu: {name}")))
         }
     }
 }

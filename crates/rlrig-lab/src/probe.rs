@@ -102,7 +102,7 @@ pub struct Probe {
     pub os: Os,
     pub nvidia: Found<NvidiaGpu>,
     pub amd: Found<AmdGpu>,
-    /// GPU adapters a wgpu build could use; this build has no GPU backend.
+    /// wgpu adapters (`--device wgpu`); filled in by builds with the Burn feature.
     pub wgpu: Found<String>,
 }
 
@@ -478,8 +478,13 @@ impl Probe {
                 }
             }
         }
-        if let Found::Absent { reason } = &self.wgpu {
-            s += &format!("wgpu     none: {reason}\n");
+        match &self.wgpu {
+            Found::Absent { reason } => s += &format!("wgpu     none: {reason}\n"),
+            Found::Present { devices } => {
+                for name in devices {
+                    s += &format!("wgpu     {name} (--device wgpu)\n");
+                }
+            }
         }
         s
     }

@@ -12,7 +12,19 @@ pub struct ProbeArgs {
 }
 
 pub fn run(a: ProbeArgs) -> Result<()> {
-    let p = probe(&Roots::default());
+    #[allow(unused_mut)]
+    let mut p = probe(&Roots::default());
+    #[cfg(feature = "burn")]
+    {
+        let names = rlrig_burn::wgpu_adapters();
+        p.wgpu = if names.is_empty() {
+            rlrig_lab::probe::Found::Absent {
+                reason: "no Vulkan, Metal or DX12 adapter found".into(),
+            }
+        } else {
+            rlrig_lab::probe::Found::Present { devices: names }
+        };
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&p)?);
     } else {

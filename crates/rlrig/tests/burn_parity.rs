@@ -103,7 +103,7 @@ fn check_step(kind: Kind, mk: &BackendMaker, act: Activation, opt: Adam, max_nor
         assert_close(
             &format!("{kind:?} step {step} free parameters"),
             native.free_params(),
-            &burn.free_params().to_vec(),
+            burn.free_params(),
             1e-4,
         );
         // Inference sees the stepped parameters.
