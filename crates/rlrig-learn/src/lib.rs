@@ -10,6 +10,7 @@
 pub mod alphazero;
 pub mod backend;
 pub mod buffer;
+pub mod conv;
 pub mod evolution;
 pub mod mcts;
 pub mod nn;

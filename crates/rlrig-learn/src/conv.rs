@@ -1,0 +1,561 @@
+//! Small convolutional networks on the native path: 3x3 (or any square) convolutions
+//! by im2col + the same strided sgemm as the MLPs, ReLU, optional residual blocks,
+//! then an [`Mlp`] head. Two shapes matter to rlrig: MinAtar's reference network (one
+//! 3x3 conv, 16 channels, no padding, then 128 units) and AlphaZero's residual tower
+//! (a 3x3 "same" stem and residual blocks, then policy and value outputs).
+//!
+//! Activations are kept batch-major and channels-last (NHWC), so a convolution's input
+//! patches are contiguous runs of channels and im2col is a series of copies. Inputs
+//! arrive as environments give them, planes first (CHW per sample), and are transposed
+//! once. Weights sit in the flat parameter vector as `[(ky, kx, cin), cout]` row-major
+//! (the im2col matrix times this is the convolution), then `cout` biases.
+
+use rlrig_env::Rng;
+
+use crate::nn::{Activation, Mlp, MlpCache, gemm};
+
+/// One convolution: square kernel `k`, stride 1, zero padding `pad`, ReLU after it
+/// (inside a residual block, the second convolution's ReLU follows the skip sum).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Conv2d {
+    pub w: usize,
+    pub b: usize,
+    pub cin: usize,
+    pub cout: usize,
+    pub k: usize,
+    pub pad: usize,
+    /// Input height and width.
+    pub h: usize,
+    pub wd: usize,
+}
+
+impl Conv2d {
+    pub fn new(
+        offset: usize,
+        cin: usize,
+        cout: usize,
+        k: usize,
+        pad: usize,
+        h: usize,
+        wd: usize,
+    ) -> Conv2d {
+        assert!(
+            h + 2 * pad >= k && wd + 2 * pad >= k,
+            "Conv2d: kernel larger than the padded input"
+        );
+        Conv2d {
+            w: offset,
+            b: offset + k * k * cin * cout,
+            cin,
+            cout,
+            k,
+            pad,
+            h,
+            wd,
+        }
+    }
+
+    pub fn out_h(&self) -> usize {
+        self.h + 2 * self.pad + 1 - self.k
+    }
+
+    pub fn out_w(&self) -> usize {
+        self.wd + 2 * self.pad + 1 - self.k
+    }
+
+    /// Rows of the im2col matrix per sample (output positions).
+    fn positions(&self) -> usize {
+        self.out_h() * self.out_w()
+    }
+
+    /// Columns of the im2col matrix (one receptive field).
+    fn field(&self) -> usize {
+        self.k * self.k * self.cin
+    }
+
+    pub fn end(&self) -> usize {
+        self.b + self.cout
+    }
+
+    /// `cols[(n, oy, ox), (ky, kx, c)] = x[n, oy + ky - pad, ox + kx - pad, c]` (0 outside).
+    fn im2col(&self, x: &[f32], batch: usize, cols: &mut [f32]) {
+        let (oh, ow, k, cin, f) = (self.out_h(), self.out_w(), self.k, self.cin, self.field());
+        for n in 0..batch {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let row = &mut cols[((n * oh + oy) * ow + ox) * f..][..f];
+                    for ky in 0..k {
+                        let iy = (oy + ky) as isize - self.pad as isize;
+                        for kx in 0..k {
+                            let ix = (ox + kx) as isize - self.pad as isize;
+                            let dst = &mut row[(ky * k + kx) * cin..][..cin];
+                            if iy < 0 || ix < 0 || iy >= self.h as isize || ix >= self.wd as isize {
+                                dst.fill(0.0);
+                            } else {
+                                let at = ((n * self.h + iy as usize) * self.wd + ix as usize) * cin;
+                                dst.copy_from_slice(&x[at..at + cin]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The adjoint of [`Conv2d::im2col`]: adds each column entry back to its input cell.
+    fn col2im(&self, dcols: &[f32], batch: usize, dx: &mut [f32]) {
+        let (oh, ow, k, cin, f) = (self.out_h(), self.out_w(), self.k, self.cin, self.field());
+        for n in 0..batch {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let row = &dcols[((n * oh + oy) * ow + ox) * f..][..f];
+                    for ky in 0..k {
+                        let iy = (oy + ky) as isize - self.pad as isize;
+                        if iy < 0 || iy >= self.h as isize {
+                            continue;
+                        }
+                        for kx in 0..k {
+                            let ix = (ox + kx) as isize - self.pad as isize;
+                            if ix < 0 || ix >= self.wd as isize {
+                                continue;
+                            }
+                            let at = ((n * self.h + iy as usize) * self.wd + ix as usize) * cin;
+                            for (d, s) in dx[at..at + cin]
+                                .iter_mut()
+                                .zip(&row[(ky * k + kx) * cin..][..cin])
+                            {
+                                *d += s;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `out = im2col(x) W + b` (no activation); keeps the im2col matrix in `cols`.
+    fn forward(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        batch: usize,
+        cols: &mut Vec<f32>,
+        out: &mut [f32],
+    ) {
+        let (m, f, c) = (batch * self.positions(), self.field(), self.cout);
+        cols.resize(m * f, 0.0);
+        self.im2col(x, batch, cols);
+        let bias = &params[self.b..self.b + c];
+        for row in out.chunks_exact_mut(c) {
+            row.copy_from_slice(bias);
+        }
+        gemm(
+            m,
+            f,
+            c,
+            1.0,
+            cols,
+            (f, 1),
+            &params[self.w..self.b],
+            (c, 1),
+            1.0,
+            out,
+            (c, 1),
+        );
+    }
+
+    /// Given d loss / d (pre-activation) output, adds the weight and bias gradients and,
+    /// when `dx` is given, adds d loss / d input into it (`dcols` is scratch).
+    fn backward(
+        &self,
+        params: &[f32],
+        grads: &mut [f32],
+        cols: &[f32],
+        dout: &[f32],
+        batch: usize,
+        dx: Option<(&mut [f32], &mut Vec<f32>)>,
+    ) {
+        let (m, f, c) = (batch * self.positions(), self.field(), self.cout);
+        // dW += cols^T dout: cols is m x f row-major, read transposed.
+        gemm(
+            f,
+            m,
+            c,
+            1.0,
+            cols,
+            (1, f),
+            dout,
+            (c, 1),
+            1.0,
+            &mut grads[self.w..self.b],
+            (c, 1),
+        );
+        let gb = &mut grads[self.b..self.b + c];
+        for row in dout.chunks_exact(c) {
+            for (g, d) in gb.iter_mut().zip(row) {
+                *g += d;
+            }
+        }
+        if let Some((dx, dcols)) = dx {
+            dcols.resize(m * f, 0.0);
+            // dcols = dout W^T: W is f x c row-major, read transposed.
+            gemm(
+                m,
+                c,
+                f,
+                1.0,
+                dout,
+                (c, 1),
+                &params[self.w..self.b],
+                (1, c),
+                0.0,
+                dcols,
+                (f, 1),
+            );
+            self.col2im(dcols, batch, dx);
+        }
+    }
+}
+
+/// A convolutional tower and an MLP head in one flat parameter vector: a stem
+/// convolution, `blocks` residual blocks (two same-padded convolutions and a skip), then
+/// the head on the flattened features. ReLU throughout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvNet {
+    /// Input planes, height, width (observations are `planes x h x w`, planes first).
+    pub planes: usize,
+    pub h: usize,
+    pub w: usize,
+    pub stem: Conv2d,
+    pub blocks: Vec<(Conv2d, Conv2d)>,
+    pub head: Mlp,
+}
+
+/// Activations of the last forward pass, reused across calls.
+#[derive(Default, Clone, Debug)]
+pub struct ConvCache {
+    batch: usize,
+    /// Input transposed to NHWC.
+    x: Vec<f32>,
+    /// im2col matrices: stem, then two per block.
+    cols: Vec<Vec<f32>>,
+    /// Post-ReLU outputs: stem, then per block (inner, outer).
+    acts: Vec<Vec<f32>>,
+    head: MlpCache,
+    // Backward scratch.
+    d: Vec<f32>,
+    d_inner: Vec<f32>,
+    dcols: Vec<f32>,
+}
+
+impl ConvNet {
+    /// `planes x h x w` inputs; a `k x k` stem with `channels` outputs and padding `pad`;
+    /// `blocks` residual blocks (3x3, same padding); head `hidden` then `outputs`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        planes: usize,
+        h: usize,
+        w: usize,
+        channels: usize,
+        k: usize,
+        pad: usize,
+        blocks: usize,
+        hidden: &[usize],
+        outputs: usize,
+        offset: usize,
+    ) -> ConvNet {
+        let stem = Conv2d::new(offset, planes, channels, k, pad, h, w);
+        let (oh, ow) = (stem.out_h(), stem.out_w());
+        let mut at = stem.end();
+        let blocks: Vec<(Conv2d, Conv2d)> = (0..blocks)
+            .map(|_| {
+                let a = Conv2d::new(at, channels, channels, 3, 1, oh, ow);
+                let b = Conv2d::new(a.end(), channels, channels, 3, 1, oh, ow);
+                at = b.end();
+                (a, b)
+            })
+            .collect();
+        let sizes: Vec<usize> = std::iter::once(oh * ow * channels)
+            .chain(hidden.iter().copied())
+            .chain([outputs])
+            .collect();
+        let head = Mlp::with_activation(&sizes, at, Activation::Relu);
+        ConvNet {
+            planes,
+            h,
+            w,
+            stem,
+            blocks,
+            head,
+        }
+    }
+
+    fn convs(&self) -> impl Iterator<Item = &Conv2d> {
+        std::iter::once(&self.stem).chain(self.blocks.iter().flat_map(|(a, b)| [a, b]))
+    }
+
+    pub fn input_dim(&self) -> usize {
+        self.planes * self.h * self.w
+    }
+
+    pub fn output_dim(&self) -> usize {
+        self.head.output_dim()
+    }
+
+    /// First parameter index.
+    pub fn start(&self) -> usize {
+        self.stem.w
+    }
+
+    /// One past the last parameter index.
+    pub fn end(&self) -> usize {
+        self.head.end()
+    }
+
+    pub fn num_params(&self) -> usize {
+        self.end() - self.start()
+    }
+
+    /// PyTorch's default initialisation (uniform in +-1/sqrt(fan_in)) for every layer.
+    pub fn init_torch_default(&self, params: &mut [f32], rng: &mut Rng) {
+        for c in self.convs() {
+            let bound = 1.0 / ((c.k * c.k * c.cin) as f64).sqrt();
+            for p in &mut params[c.w..c.end()] {
+                *p = rng.uniform(-bound, bound) as f32;
+            }
+        }
+        self.head.init_torch_default(params, rng);
+    }
+
+    fn prepare(&self, cache: &mut ConvCache, batch: usize) {
+        let feat = batch * self.stem.positions() * self.stem.cout;
+        if cache.batch != batch || cache.acts.len() != 1 + 2 * self.blocks.len() {
+            cache.batch = batch;
+            cache.x = vec![0.0; batch * self.input_dim()];
+            cache.cols = vec![Vec::new(); 1 + 2 * self.blocks.len()];
+            cache.acts = vec![vec![0.0; feat]; 1 + 2 * self.blocks.len()];
+        }
+    }
+
+    /// Forward pass over `batch` observations (`planes x h x w` each); returns the head's
+    /// output (`batch x outputs`), valid in `cache` until the next call.
+    pub fn forward<'c>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        batch: usize,
+        cache: &'c mut ConvCache,
+    ) -> &'c [f32] {
+        assert_eq!(
+            x.len(),
+            batch * self.input_dim(),
+            "ConvNet::forward: input shape"
+        );
+        self.prepare(cache, batch);
+        let (p, hw) = (self.planes, self.h * self.w);
+        for n in 0..batch {
+            for c in 0..p {
+                for i in 0..hw {
+                    cache.x[(n * hw + i) * p + c] = x[(n * p + c) * hw + i];
+                }
+            }
+        }
+        let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
+        self.stem.forward(
+            params,
+            &cache.x,
+            batch,
+            &mut cache.cols[0],
+            &mut cache.acts[0],
+        );
+        relu(&mut cache.acts[0]);
+        for (i, (a, b)) in self.blocks.iter().enumerate() {
+            let (before, after) = cache.acts.split_at_mut(1 + 2 * i);
+            let input = &before[2 * i];
+            let (inner, rest) = after.split_at_mut(1);
+            a.forward(
+                params,
+                input,
+                batch,
+                &mut cache.cols[1 + 2 * i],
+                &mut inner[0],
+            );
+            relu(&mut inner[0]);
+            b.forward(
+                params,
+                &inner[0],
+                batch,
+                &mut cache.cols[2 + 2 * i],
+                &mut rest[0],
+            );
+            for (o, s) in rest[0].iter_mut().zip(input.iter()) {
+                *o = (*o + s).max(0.0);
+            }
+        }
+        let features = cache.acts.last().expect("at least the stem");
+        self.head.forward(params, features, batch, &mut cache.head)
+    }
+
+    /// Backward pass for the last `forward` on `cache`: adds every parameter gradient
+    /// into `grads` given d loss / d output.
+    pub fn backward(&self, params: &[f32], grads: &mut [f32], dout: &[f32], cache: &mut ConvCache) {
+        let batch = cache.batch;
+        let feat = cache.acts[0].len();
+        cache.d.resize(feat, 0.0);
+        cache.d.fill(0.0);
+        self.head.backward_full(
+            params,
+            Some(&mut *grads),
+            dout,
+            &mut cache.head,
+            Some(&mut cache.d),
+        );
+        for (i, (a, b)) in self.blocks.iter().enumerate().rev() {
+            // out = relu(input + conv_b(relu(conv_a(input)))): d flows through the ReLU,
+            // then to both the skip and conv_b.
+            let out = &cache.acts[2 + 2 * i];
+            for (d, o) in cache.d.iter_mut().zip(out) {
+                if *o <= 0.0 {
+                    *d = 0.0;
+                }
+            }
+            cache.d_inner.resize(feat, 0.0);
+            cache.d_inner.fill(0.0);
+            b.backward(
+                params,
+                grads,
+                &cache.cols[2 + 2 * i],
+                &cache.d,
+                batch,
+                Some((&mut cache.d_inner, &mut cache.dcols)),
+            );
+            for (d, o) in cache.d_inner.iter_mut().zip(&cache.acts[1 + 2 * i]) {
+                if *o <= 0.0 {
+                    *d = 0.0;
+                }
+            }
+            // cache.d already holds the skip's share; conv_a adds its input gradient.
+            a.backward(
+                params,
+                grads,
+                &cache.cols[1 + 2 * i],
+                &cache.d_inner,
+                batch,
+                Some((&mut cache.d, &mut cache.dcols)),
+            );
+        }
+        for (d, o) in cache.d.iter_mut().zip(&cache.acts[0]) {
+            if *o <= 0.0 {
+                *d = 0.0;
+            }
+        }
+        self.stem
+            .backward(params, grads, &cache.cols[0], &cache.d, batch, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::normal;
+    use rlrig_env::Purpose;
+
+    /// A convolution computed the slow, obvious way, against im2col + gemm.
+    #[test]
+    fn conv_matches_a_direct_convolution() {
+        let mut rng = Rng::stream(5, Purpose::User, 0);
+        for (pad, k) in [(0, 3), (1, 3), (2, 5)] {
+            let c = Conv2d::new(0, 2, 3, k, pad, 5, 6);
+            let params: Vec<f32> = (0..c.end()).map(|_| normal(&mut rng) as f32).collect();
+            let batch = 2;
+            let x: Vec<f32> = (0..batch * 5 * 6 * 2)
+                .map(|_| normal(&mut rng) as f32)
+                .collect();
+            let (oh, ow) = (c.out_h(), c.out_w());
+            let mut out = vec![0.0; batch * oh * ow * 3];
+            c.forward(&params, &x, batch, &mut Vec::new(), &mut out);
+            for n in 0..batch {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        for co in 0..3 {
+                            let mut s = f64::from(params[c.b + co]);
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let (iy, ix) = (oy + ky, ox + kx);
+                                    if iy < pad || ix < pad || iy - pad >= 5 || ix - pad >= 6 {
+                                        continue;
+                                    }
+                                    for ci in 0..2 {
+                                        let xv = x[((n * 5 + iy - pad) * 6 + ix - pad) * 2 + ci];
+                                        let wv = params[c.w + ((ky * k + kx) * 2 + ci) * 3 + co];
+                                        s += f64::from(xv) * f64::from(wv);
+                                    }
+                                }
+                            }
+                            let got = out[((n * oh + oy) * ow + ox) * 3 + co];
+                            assert!(
+                                (f64::from(got) - s).abs() < 1e-4,
+                                "pad {pad} k {k}: {got} vs {s}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn backward_matches_finite_differences() {
+        // Two residual blocks and a padded stem: every path of the backward pass.
+        let net = ConvNet::new(2, 4, 5, 3, 3, 1, 2, &[6], 2, 0);
+        let mut rng = Rng::stream(6, Purpose::User, 0);
+        let mut params = vec![0.0; net.end()];
+        net.init_torch_default(&mut params, &mut rng);
+        for p in params.iter_mut() {
+            *p += 0.05 * normal(&mut rng) as f32;
+        }
+        let batch = 3;
+        let x: Vec<f32> = (0..batch * net.input_dim())
+            .map(|_| normal(&mut rng) as f32)
+            .collect();
+        let g: Vec<f32> = (0..batch * 2).map(|_| normal(&mut rng) as f32).collect();
+        let mut cache = ConvCache::default();
+        let loss = |p: &[f32], cache: &mut ConvCache| -> f64 {
+            net.forward(p, &x, batch, cache)
+                .iter()
+                .zip(&g)
+                .map(|(o, g)| f64::from(*o) * f64::from(*g))
+                .sum()
+        };
+        let mut grads = vec![0.0; params.len()];
+        // Twice: the second pass must reuse the buffers correctly.
+        for _ in 0..2 {
+            loss(&params, &mut cache);
+            grads.fill(0.0);
+            net.backward(&params, &mut grads, &g, &mut cache);
+        }
+        let h = 1e-3f32;
+        for i in 0..params.len() {
+            let mut p = params.clone();
+            p[i] += h;
+            let up = loss(&p, &mut cache);
+            p[i] -= 2.0 * h;
+            let down = loss(&p, &mut cache);
+            let fd = (up - down) / (2.0 * f64::from(h));
+            let err = (fd - f64::from(grads[i])).abs() / (1.0 + fd.abs());
+            assert!(
+                err < 2e-2,
+                "param {i}: finite difference {fd} vs backward {}",
+                grads[i]
+            );
+        }
+        // Every layer got a gradient (a dead path would pass the check with zeros).
+        for c in net.convs() {
+            assert!(
+                grads[c.w..c.end()].iter().any(|g| *g != 0.0),
+                "conv at {} has no gradient",
+                c.w
+            );
+        }
+    }
+}
