@@ -17,7 +17,7 @@ fn benches(c: &mut Criterion) {
     let layout = NetLayout {
         total: mlp.num_params(),
         free: mlp.num_params()..mlp.num_params(),
-        nets: vec![mlp.clone()],
+        nets: vec![mlp.clone().into()],
     };
     let mut rng = Rng::stream(0, Purpose::Bench, 0);
     let mut params = vec![0.0; layout.total];

@@ -20,9 +20,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use burn::tensor::activation::relu;
+use burn::tensor::module::conv2d;
+use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, DeviceKind, DeviceType, Tensor, TensorData};
-use rlrig_learn::backend::{BackendMaker, NetBackend, NetLayout, OptimState};
-use rlrig_learn::nn::Activation;
+use rlrig_learn::backend::{BackendMaker, Net, NetBackend, NetLayout, OptimState};
+use rlrig_learn::conv::Conv2d;
+use rlrig_learn::nn::{Activation, Mlp};
 
 /// The Burn devices rlrig knows, as `--device` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,35 +163,77 @@ impl Burn {
 
     /// Network `net` on `x` with parameters `p` (a flat tensor in the native layout).
     fn run(&self, p: &Tensor<1>, net: usize, x: &[f32], rows: usize) -> Tensor<2> {
-        let mlp = &self.layout.nets[net];
+        let net = &self.layout.nets[net];
         assert_eq!(
             x.len(),
-            rows * mlp.input_dim(),
+            rows * net.input_dim(),
             "Burn::forward: input shape"
         );
-        let mut h: Tensor<2> = Tensor::from_data(
-            TensorData::new(x.to_vec(), [rows, mlp.input_dim()]),
-            &self.device,
-        );
-        for l in mlp.layers() {
-            let w: Tensor<2> = p
-                .clone()
-                .narrow(0, l.w, l.fan_in * l.fan_out)
-                .reshape([l.fan_in, l.fan_out]);
-            let b: Tensor<2> = p.clone().narrow(0, l.b, l.fan_out).reshape([1, l.fan_out]);
-            h = h.matmul(w) + b;
-            h = match l.act {
-                Activation::Tanh => h.tanh(),
-                Activation::Relu => relu(h),
-                Activation::Identity => h,
-            };
+        match net {
+            Net::Mlp(mlp) => {
+                let h = Tensor::from_data(
+                    TensorData::new(x.to_vec(), [rows, mlp.input_dim()]),
+                    &self.device,
+                );
+                mlp_on(p, mlp, h)
+            }
+            Net::Conv(c) => {
+                // Observations are planes first (NCHW), as Burn's conv2d wants them.
+                let x: Tensor<4> = Tensor::from_data(
+                    TensorData::new(x.to_vec(), [rows, c.planes, c.h, c.w]),
+                    &self.device,
+                );
+                let mut a = relu(conv_on(p, &c.stem, x));
+                for (ca, cb) in &c.blocks {
+                    let inner = relu(conv_on(p, ca, a.clone()));
+                    a = relu(a + conv_on(p, cb, inner));
+                }
+                // The native head reads features channels-last (y, x, c).
+                let [n, ch, oh, ow] = a.dims();
+                let flat: Tensor<2> = a.permute([0, 2, 3, 1]).reshape([n, oh * ow * ch]);
+                mlp_on(p, &c.head, flat)
+            }
         }
-        h
     }
 
     fn free(&self) -> Range<usize> {
         self.layout.free.clone()
     }
+}
+
+/// A convolution whose weights sit in `p` as `[(ky, kx, cin), cout]` (the native
+/// layout), on an NCHW input.
+fn conv_on(p: &Tensor<1>, c: &Conv2d, x: Tensor<4>) -> Tensor<4> {
+    let w: Tensor<4> = p
+        .clone()
+        .narrow(0, c.w, c.k * c.k * c.cin * c.cout)
+        .reshape([c.k, c.k, c.cin, c.cout])
+        .permute([3, 2, 0, 1]);
+    let b = p.clone().narrow(0, c.b, c.cout);
+    conv2d(
+        x,
+        w,
+        Some(b),
+        ConvOptions::new([1, 1], [c.pad, c.pad], [1, 1], 1),
+    )
+}
+
+/// An MLP whose layers sit in `p` in the native layout.
+fn mlp_on(p: &Tensor<1>, mlp: &Mlp, mut h: Tensor<2>) -> Tensor<2> {
+    for l in mlp.layers() {
+        let w: Tensor<2> = p
+            .clone()
+            .narrow(0, l.w, l.fan_in * l.fan_out)
+            .reshape([l.fan_in, l.fan_out]);
+        let b: Tensor<2> = p.clone().narrow(0, l.b, l.fan_out).reshape([1, l.fan_out]);
+        h = h.matmul(w) + b;
+        h = match l.act {
+            Activation::Tanh => h.tanh(),
+            Activation::Relu => relu(h),
+            Activation::Identity => h,
+        };
+    }
+    h
 }
 
 impl NetBackend for Burn {

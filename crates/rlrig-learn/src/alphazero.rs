@@ -22,9 +22,10 @@ use rlrig_env::games::{ConnectFour, Game, Outcome, Solver};
 use rlrig_env::{Purpose, Rng};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
+use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, OptimState};
+use crate::conv::ConvNet;
 use crate::mcts::{BatchedMcts, Evaluator, MctsConfig};
-use crate::nn::{Activation, Mlp, MlpCache};
+use crate::nn::{Activation, Mlp};
 use crate::optim::Adam;
 
 /// Hyperparameters.
@@ -53,8 +54,13 @@ pub struct AzConfig {
     pub gumbel: bool,
     /// Gumbel mode: root actions considered.
     pub max_considered: usize,
-    /// Hidden layer sizes (ReLU).
+    /// Hidden layer sizes (ReLU): the MLP's, or the residual tower's head.
     pub hidden: Vec<usize>,
+    /// 0: an MLP on the board planes; more: a residual CNN with this many channels
+    /// (3x3 convolutions) before the `hidden` layers.
+    pub channels: usize,
+    /// Residual blocks of the CNN (with `channels > 0`).
+    pub blocks: usize,
     pub learning_rate: f64,
     /// L2 penalty added to the gradient (coefficient times the weight).
     pub weight_decay: f64,
@@ -91,6 +97,8 @@ impl Default for AzConfig {
             gumbel: false,
             max_considered: 16,
             hidden: vec![128, 128],
+            channels: 0,
+            blocks: 2,
             learning_rate: 1e-3,
             weight_decay: 1e-4,
             batch_size: 256,
@@ -126,6 +134,12 @@ impl AzConfig {
             if v == 0 {
                 return Err(format!("{n} must be at least 1"));
             }
+        }
+        if self.channels > 512 || self.blocks > 40 {
+            return Err(format!(
+                "channels (at most 512) and blocks (at most 40) size the CNN, got {} and {}",
+                self.channels, self.blocks
+            ));
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
             return Err(format!(
@@ -170,7 +184,7 @@ impl AzConfig {
 /// The policy-value network: an MLP over the observation with `ACTIONS + 1` outputs.
 #[derive(Clone, Debug)]
 pub struct PolicyValue {
-    pub mlp: Mlp,
+    pub net: Net,
     pub params: Vec<f32>,
     actions: usize,
 }
@@ -185,16 +199,62 @@ impl PolicyValue {
         let mut params = vec![0.0; mlp.num_params()];
         mlp.init_torch_default(&mut params, rng);
         PolicyValue {
-            mlp,
+            net: Net::Mlp(mlp),
             params,
             actions,
+        }
+    }
+
+    /// A residual tower on the board's planes (`planes x h x w`, planes first): a 3x3
+    /// same-padded stem with `channels` outputs, `blocks` residual blocks, then `hidden`
+    /// units and the policy logits + value.
+    #[allow(clippy::too_many_arguments)]
+    pub fn residual(
+        planes: usize,
+        h: usize,
+        w: usize,
+        actions: usize,
+        channels: usize,
+        blocks: usize,
+        hidden: &[usize],
+        rng: &mut Rng,
+    ) -> PolicyValue {
+        let net = ConvNet::new(planes, h, w, channels, 3, 1, blocks, hidden, actions + 1, 0);
+        let mut params = vec![0.0; net.num_params()];
+        net.init_torch_default(&mut params, rng);
+        PolicyValue {
+            net: Net::Conv(net),
+            params,
+            actions,
+        }
+    }
+
+    /// Connect Four's network as `cfg` describes it: the MLP, or the residual tower
+    /// when `cfg.channels > 0`.
+    pub fn for_config(cfg: &AzConfig, rng: &mut Rng) -> PolicyValue {
+        use rlrig_env::games::connect_four::{HEIGHT, WIDTH};
+        let (obs, a) = (ConnectFour::OBS_DIM, ConnectFour::ACTIONS);
+        if cfg.channels == 0 {
+            PolicyValue::new(obs, a, &cfg.hidden, rng)
+        } else {
+            let planes = obs / (HEIGHT * WIDTH);
+            PolicyValue::residual(
+                planes,
+                HEIGHT,
+                WIDTH,
+                a,
+                cfg.channels,
+                cfg.blocks,
+                &cfg.hidden,
+                rng,
+            )
         }
     }
 
     /// The network for a [`NetBackend`].
     pub fn layout(&self) -> NetLayout {
         NetLayout {
-            nets: vec![self.mlp.clone()],
+            nets: vec![self.net.clone()],
             free: self.params.len()..self.params.len(),
             total: self.params.len(),
         }
@@ -204,7 +264,7 @@ impl PolicyValue {
     pub fn evaluator(&self) -> NetEval<'_> {
         NetEval {
             net: self,
-            cache: MlpCache::default(),
+            cache: NetCache::default(),
         }
     }
 
@@ -212,20 +272,20 @@ impl PolicyValue {
     pub fn into_evaluator(self) -> OwnedNetEval {
         OwnedNetEval {
             net: self,
-            cache: MlpCache::default(),
+            cache: NetCache::default(),
         }
     }
 
     fn forward_into(
         &self,
-        cache: &mut MlpCache,
+        cache: &mut NetCache,
         obs: &[f32],
         n: usize,
         logits: &mut [f32],
         values: &mut [f32],
     ) {
         let a = self.actions;
-        let out = self.mlp.forward(&self.params, obs, n, cache);
+        let out = self.net.forward(&self.params, obs, n, cache);
         for r in 0..n {
             logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
             values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
@@ -236,7 +296,7 @@ impl PolicyValue {
 /// A [`PolicyValue`] evaluator that owns its network.
 pub struct OwnedNetEval {
     net: PolicyValue,
-    cache: MlpCache,
+    cache: NetCache,
 }
 
 impl Evaluator for OwnedNetEval {
@@ -249,7 +309,7 @@ impl Evaluator for OwnedNetEval {
 /// Runs a [`PolicyValue`] for search: one forward call per batch of leaves.
 pub struct NetEval<'a> {
     net: &'a PolicyValue,
-    cache: MlpCache,
+    cache: NetCache,
 }
 
 impl Evaluator for NetEval<'_> {
@@ -548,12 +608,7 @@ impl AlphaZero {
     pub fn new(cfg: AzConfig) -> Result<AlphaZero, String> {
         cfg.validate()?;
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
-        let net = PolicyValue::new(
-            ConnectFour::OBS_DIM,
-            ConnectFour::ACTIONS,
-            &cfg.hidden,
-            &mut rng,
-        );
+        let net = PolicyValue::for_config(&cfg, &mut rng);
         let n = net.params.len();
         let mut adam = Adam::new(n, 1e-8);
         adam.weight_decay = cfg.weight_decay;

@@ -17,13 +17,94 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::conv::{ConvCache, ConvNet};
 use crate::nn::{Mlp, MlpCache};
 use crate::optim::{Adam, clip_grad_norm};
+
+/// One network of a learner: an MLP or a convolutional tower with an MLP head.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Net {
+    Mlp(Mlp),
+    Conv(ConvNet),
+}
+
+impl From<Mlp> for Net {
+    fn from(m: Mlp) -> Net {
+        Net::Mlp(m)
+    }
+}
+
+impl From<ConvNet> for Net {
+    fn from(c: ConvNet) -> Net {
+        Net::Conv(c)
+    }
+}
+
+/// Activations of a [`Net`]'s last forward pass.
+#[derive(Default, Clone, Debug)]
+pub struct NetCache {
+    mlp: MlpCache,
+    conv: ConvCache,
+}
+
+impl Net {
+    /// First parameter index.
+    pub fn start(&self) -> usize {
+        match self {
+            Net::Mlp(m) => m.end() - m.num_params(),
+            Net::Conv(c) => c.start(),
+        }
+    }
+
+    /// One past the last parameter index.
+    pub fn end(&self) -> usize {
+        match self {
+            Net::Mlp(m) => m.end(),
+            Net::Conv(c) => c.end(),
+        }
+    }
+
+    pub fn input_dim(&self) -> usize {
+        match self {
+            Net::Mlp(m) => m.input_dim(),
+            Net::Conv(c) => c.input_dim(),
+        }
+    }
+
+    pub fn output_dim(&self) -> usize {
+        match self {
+            Net::Mlp(m) => m.output_dim(),
+            Net::Conv(c) => c.output_dim(),
+        }
+    }
+
+    /// Forward pass over `batch` rows of `x` on the native path.
+    pub fn forward<'c>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        batch: usize,
+        cache: &'c mut NetCache,
+    ) -> &'c [f32] {
+        match self {
+            Net::Mlp(m) => m.forward(params, x, batch, &mut cache.mlp),
+            Net::Conv(c) => c.forward(params, x, batch, &mut cache.conv),
+        }
+    }
+
+    /// Adds the parameter gradients of the last `forward` on `cache` into `grads`.
+    pub fn backward(&self, params: &[f32], grads: &mut [f32], dout: &[f32], cache: &mut NetCache) {
+        match self {
+            Net::Mlp(m) => m.backward(params, grads, dout, &mut cache.mlp),
+            Net::Conv(c) => c.backward(params, grads, dout, &mut cache.conv),
+        }
+    }
+}
 
 /// The networks and free parameters of one learner, inside one flat parameter vector.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetLayout {
-    pub nets: Vec<Mlp>,
+    pub nets: Vec<Net>,
     /// Parameters trained with the networks but not part of any (PPO's log-std).
     pub free: Range<usize>,
     /// Length of the flat parameter vector.
@@ -33,11 +114,7 @@ pub struct NetLayout {
 impl NetLayout {
     /// Checks that the networks and the free range tile `0..total` without overlap.
     pub fn validate(&self) -> Result<(), String> {
-        let mut spans: Vec<Range<usize>> = self
-            .nets
-            .iter()
-            .map(|n| n.end() - n.num_params()..n.end())
-            .collect();
+        let mut spans: Vec<Range<usize>> = self.nets.iter().map(|n| n.start()..n.end()).collect();
         if !self.free.is_empty() {
             spans.push(self.free.clone());
         }
@@ -121,7 +198,7 @@ pub struct Native {
     params: Vec<f32>,
     grads: Vec<f32>,
     opt: Adam,
-    caches: Vec<MlpCache>,
+    caches: Vec<NetCache>,
 }
 
 impl Native {
@@ -133,7 +210,7 @@ impl Native {
             params: params.to_vec(),
             grads: vec![0.0; layout.total],
             opt,
-            caches: vec![MlpCache::default(); layout.nets.len()],
+            caches: vec![NetCache::default(); layout.nets.len()],
         }
     }
 

@@ -349,7 +349,7 @@ impl Agent {
             Head::Categorical { .. } => self.params.len()..self.params.len(),
         };
         NetLayout {
-            nets: vec![self.critic.clone(), self.actor.clone()],
+            nets: vec![self.critic.clone().into(), self.actor.clone().into()],
             free,
             total: self.params.len(),
         }

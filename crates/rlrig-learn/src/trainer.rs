@@ -754,18 +754,12 @@ pub fn load_alphazero(
     run_dir: &Path,
 ) -> Result<(crate::alphazero::AzConfig, crate::alphazero::PolicyValue), RunError> {
     use crate::alphazero::{AzConfig, AzState, PolicyValue};
-    use rlrig_env::games::{ConnectFour, Game};
     let mut ck = RunDir::open(run_dir)?.load_tensors::<AzConfig, AzState>("alphazero")?;
     let cfg = ck.meta.config;
     cfg.validate()
         .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
-    let mut net = PolicyValue::new(
-        ConnectFour::OBS_DIM,
-        ConnectFour::ACTIONS,
-        &cfg.hidden,
-        &mut rng,
-    );
+    let mut net = PolicyValue::for_config(&cfg, &mut rng);
     let params = ck.tensors.remove("params").unwrap_or_default();
     if params.len() != net.params.len() {
         return Err(RunError::Mismatch(format!(

@@ -75,6 +75,47 @@ fn default_run_beats_random_and_the_depth_2_solver() {
 
 /// Gumbel root selection learns with few simulations: 16 per move, same budget
 /// otherwise (measured: 100% against random, 52% won / 48% lost against solver:2).
+/// The residual CNN option (`channels > 0`): trains, beats random play, and its run
+/// loads back for `eval` (which rebuilds the network from the run's config).
+#[test]
+fn residual_cnn_option_learns_and_evaluates() {
+    let d = tmp("az-cnn");
+    let ds = d.to_str().unwrap();
+    let o = rlrig(&[
+        "train",
+        "alphazero",
+        "--iterations",
+        "30",
+        "--set",
+        "channels=8",
+        "--set",
+        "blocks=1",
+        "--run-dir",
+        ds,
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ev: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
+    assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
+    let cfg = std::fs::read_to_string(d.join("config.toml")).unwrap();
+    assert!(cfg.contains("channels = 8"), "{cfg}");
+    let o = rlrig(&[
+        "eval",
+        "--run",
+        ds,
+        "--opponent",
+        "random",
+        "--games",
+        "20",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["win_rate"].as_f64().unwrap() >= 0.9, "{v}");
+    std::fs::remove_dir_all(d).ok();
+}
+
 #[test]
 fn gumbel_alphazero_learns_with_16_simulations() {
     let d = tmp("az-gumbel");

@@ -10,6 +10,7 @@
 use rlrig_burn::{Kind, maker};
 use rlrig_env::{Purpose, Rng};
 use rlrig_learn::backend::{BackendMaker, Native, NetBackend, NetLayout};
+use rlrig_learn::conv::ConvNet;
 use rlrig_learn::nn::{Activation, Mlp};
 use rlrig_learn::optim::Adam;
 use rlrig_learn::ppo::{Ppo, PpoConfig};
@@ -33,7 +34,19 @@ fn layout(act: Activation) -> NetLayout {
     let actor = Mlp::with_activation(&[3, 64, 64, 2], critic.end(), act);
     let end = actor.end();
     NetLayout {
-        nets: vec![critic, actor],
+        nets: vec![critic.into(), actor.into()],
+        free: end..end + 2,
+        total: end + 2,
+    }
+}
+
+/// AlphaZero's residual option on a Connect Four board (2 x 6 x 7), and an MLP beside it.
+fn conv_layout() -> NetLayout {
+    let tower = ConvNet::new(2, 6, 7, 4, 3, 1, 1, &[16], 8, 0);
+    let mlp = Mlp::with_activation(&[3, 8, 2], tower.end(), Activation::Relu);
+    let end = mlp.end();
+    NetLayout {
+        nets: vec![tower.into(), mlp.into()],
         free: end..end + 2,
         total: end + 2,
     }
@@ -55,18 +68,21 @@ fn assert_close(what: &str, a: &[f32], b: &[f32], tol: f32) {
 }
 
 /// Runs the same forward/backward/step sequence on both backends and compares each stage.
-fn check_step(kind: Kind, mk: &BackendMaker, act: Activation, opt: Adam, max_norm: f64) {
-    let lay = layout(act);
+fn check_step(kind: Kind, mk: &BackendMaker, lay: NetLayout, opt: Adam, max_norm: f64) {
     let mut rng = Rng::stream(7, Purpose::User, kind as u64);
     let params = uniform(lay.total, 0.3, &mut rng);
     let mut native = Native::new(&lay, &params, opt.clone());
     let mut burn = mk(&lay, &params, opt).expect("backend");
     let rows = 37;
     for step in 0..3 {
-        let x = uniform(rows * 3, 2.0, &mut rng);
+        let xs: Vec<Vec<f32>> = lay
+            .nets
+            .iter()
+            .map(|n| uniform(rows * n.input_dim(), 2.0, &mut rng))
+            .collect();
         for net in [1, 0] {
-            let a = native.forward_train(net, &x, rows).to_vec();
-            let b = burn.forward_train(net, &x, rows).to_vec();
+            let a = native.forward_train(net, &xs[net], rows).to_vec();
+            let b = burn.forward_train(net, &xs[net], rows).to_vec();
             assert_close(
                 &format!("{kind:?} step {step} net {net} output"),
                 &a,
@@ -107,8 +123,8 @@ fn check_step(kind: Kind, mk: &BackendMaker, act: Activation, opt: Adam, max_nor
             1e-4,
         );
         // Inference sees the stepped parameters.
-        let a = native.forward(0, &x, rows).to_vec();
-        let b = burn.forward(0, &x, rows).to_vec();
+        let a = native.forward(0, &xs[0], rows).to_vec();
+        let b = burn.forward(0, &xs[0], rows).to_vec();
         assert_close(&format!("{kind:?} step {step} inference"), &a, &b, 1e-4);
     }
     let (on, ob) = (native.optimizer(), burn.optimizer());
@@ -121,15 +137,16 @@ fn native_and_burn_agree_on_outputs_gradients_and_adam_steps() {
     for (kind, mk) in devices() {
         let n = layout(Activation::Tanh).total;
         // Clipping active (tiny max norm) and inactive; tanh and ReLU networks.
-        check_step(kind, &mk, Activation::Tanh, Adam::new(n, 1e-5), 0.5);
-        check_step(kind, &mk, Activation::Relu, Adam::new(n, 1e-8), 1e9);
-        check_step(
-            kind,
-            &mk,
-            Activation::Tanh,
-            Adam::rmsprop(n, 0.99, 1e-5),
-            0.5,
-        );
+        let (tanh, relu) = (layout(Activation::Tanh), layout(Activation::Relu));
+        check_step(kind, &mk, tanh.clone(), Adam::new(n, 1e-5), 0.5);
+        check_step(kind, &mk, relu, Adam::new(n, 1e-8), 1e9);
+        check_step(kind, &mk, tanh, Adam::rmsprop(n, 0.99, 1e-5), 0.5);
+        // The convolutional tower (im2col by hand vs Burn's conv2d + autodiff), with
+        // AlphaZero's L2 penalty in the optimiser.
+        let conv = conv_layout();
+        let mut opt = Adam::new(conv.total, 1e-8);
+        opt.weight_decay = 1e-2;
+        check_step(kind, &mk, conv, opt, 1e9);
     }
 }
 
