@@ -79,6 +79,13 @@ pub struct AzConfig {
     pub eval_simulations: usize,
     /// Iterations between checkpoints (0: only at the end).
     pub checkpoint_every: u64,
+    /// Gating: every `gate_every` iterations (0: never) the trained network plays
+    /// `gate_games` games against the last accepted one and replaces it when it scores
+    /// at least `gate_threshold` (wins + half the draws); otherwise training continues
+    /// from the accepted weights (the rejected ones are dropped).
+    pub gate_every: u64,
+    pub gate_games: usize,
+    pub gate_threshold: f64,
 }
 
 impl Default for AzConfig {
@@ -109,6 +116,9 @@ impl Default for AzConfig {
             eval_depth: 2,
             eval_simulations: 32,
             checkpoint_every: 20,
+            gate_every: 0,
+            gate_games: 40,
+            gate_threshold: 0.55,
         }
     }
 }
@@ -134,6 +144,15 @@ impl AzConfig {
             if v == 0 {
                 return Err(format!("{n} must be at least 1"));
             }
+        }
+        if self.gate_every > 0 && self.gate_games == 0 {
+            return Err("gate_games must be at least 1 when gate_every > 0".into());
+        }
+        if !(0.0..=1.0).contains(&self.gate_threshold) {
+            return Err(format!(
+                "gate_threshold is a score in [0, 1], got {}",
+                self.gate_threshold
+            ));
         }
         if self.channels > 512 || self.blocks > 40 {
             return Err(format!(
@@ -386,6 +405,12 @@ pub struct AzStats {
     pub win_rate_random: f64,
     pub win_rate_solver: f64,
     pub loss_rate_solver: f64,
+    /// Score of the trained network against the accepted one at the last gate (wins +
+    /// half the draws; NaN when no gate ran this iteration), and whether it was accepted.
+    #[serde(default)]
+    pub gate_score: f64,
+    #[serde(default)]
+    pub gate_accepted: bool,
 }
 
 /// Wall time per stage, seconds.
@@ -421,6 +446,8 @@ pub struct AlphaZero {
     pub net: PolicyValue,
     /// Where self-play inference and training run (`--device`).
     backend: Box<dyn NetBackend>,
+    /// The last network accepted by gating (the initial one to begin with).
+    accepted: Vec<f32>,
     buffer: GameBuffer<ConnectFour>,
     slots: Vec<Slot<ConnectFour>>,
     mcts: BatchedMcts<ConnectFour>,
@@ -614,6 +641,7 @@ impl AlphaZero {
         adam.weight_decay = cfg.weight_decay;
         Ok(AlphaZero {
             backend: Box::new(Native::new(&net.layout(), &net.params, adam)),
+            accepted: net.params.clone(),
             buffer: GameBuffer::new(cfg.buffer_size),
             slots: (0..cfg.games)
                 .map(|_| Slot {
@@ -781,7 +809,34 @@ impl AlphaZero {
             win_rate_random: f64::NAN,
             win_rate_solver: f64::NAN,
             loss_rate_solver: f64::NAN,
+            gate_score: f64::NAN,
+            gate_accepted: false,
         };
+        if self.cfg.gate_every > 0 && self.iteration.is_multiple_of(self.cfg.gate_every) {
+            let t0 = std::time::Instant::now();
+            let accepted = PolicyValue {
+                params: self.accepted.clone(),
+                ..self.net.clone()
+            };
+            // Seeded by the iteration, so a resumed run plays the same gate games.
+            let m = play_nets(
+                &self.net,
+                &accepted,
+                &self.cfg,
+                self.cfg.eval_simulations,
+                self.cfg.gate_games,
+                self.cfg.seed + crate::trainer::EVAL_SEED_OFFSET + self.iteration,
+            );
+            stats.gate_score = (m.wins as f64 + 0.5 * m.draws as f64) / m.games as f64;
+            stats.gate_accepted = stats.gate_score >= self.cfg.gate_threshold;
+            if stats.gate_accepted {
+                self.accepted.clone_from(&self.net.params);
+            } else {
+                self.net.params.clone_from(&self.accepted);
+                self.backend.set_params(&self.accepted);
+            }
+            self.times.eval += t0.elapsed().as_secs_f64();
+        }
         let due = (self.cfg.eval_every > 0 && self.iteration.is_multiple_of(self.cfg.eval_every))
             || self.done();
         if due && self.cfg.eval_games > 0 {
@@ -837,6 +892,7 @@ impl AlphaZero {
         let opt = self.backend.optimizer();
         let tensors = vec![
             ("params", self.net.params.clone()),
+            ("accepted", self.accepted.clone()),
             ("adam_m", opt.m.clone()),
             ("adam_v", opt.v.clone()),
             ("buffer.states", words(&mut self.buffer.states.iter())),
@@ -870,6 +926,8 @@ impl AlphaZero {
         st: AzState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), String> {
+        // Checkpoints from before gating have no accepted network: they never gated.
+        let accepted = get("accepted");
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, String> {
             let w: Vec<u32> = v.into_iter().map(f32::to_bits).collect();
@@ -888,6 +946,13 @@ impl AlphaZero {
         }
         let hist: usize = st.history_lens.iter().sum();
         self.net.params = take("params", n)?;
+        self.accepted = accepted.unwrap_or_else(|| self.net.params.clone());
+        if self.accepted.len() != n {
+            return Err(format!(
+                "accepted: {} values, expected {n}",
+                self.accepted.len()
+            ));
+        }
         let mut adam = st.adam.clone();
         adam.m = take("adam_m", n)?;
         adam.v = take("adam_v", n)?;
@@ -926,7 +991,6 @@ impl AlphaZero {
     }
 }
 
-/// Times the evaluator calls inside a search.
 /// Search inference through the run's backend (same results as [`NetEval`] on the
 /// native path; on a Burn device the leaves of all games go to it in one call).
 struct BackendEval<'a> {
@@ -945,6 +1009,7 @@ impl Evaluator for BackendEval<'_> {
     }
 }
 
+/// Times the evaluator calls inside a search.
 struct TimedEval<E> {
     inner: E,
     seconds: f64,
@@ -977,6 +1042,50 @@ mod tests {
             eval_simulations: 4,
             ..AzConfig::default()
         }
+    }
+
+    /// A gate keeps the trained network only when it scores at least the threshold;
+    /// otherwise training resumes from the accepted weights, on the host and in the
+    /// backend alike.
+    #[test]
+    fn gating_accepts_or_reverts_to_the_accepted_network() {
+        let (mut accepted, mut rejected) = (0, 0);
+        for seed in 1..=6 {
+            let cfg = AzConfig {
+                seed,
+                gate_every: 1,
+                gate_games: 4,
+                gate_threshold: 0.75,
+                ..small()
+            };
+            let mut az = AlphaZero::new(cfg).unwrap();
+            for _ in 0..3 {
+                let before = az.accepted.clone();
+                let st = az.iterate();
+                assert!(st.gate_score.is_finite() && (0.0..=1.0).contains(&st.gate_score));
+                assert_eq!(st.gate_accepted, st.gate_score >= 0.75);
+                assert_eq!(az.net.params, az.accepted);
+                assert_eq!(az.backend.params(), az.accepted);
+                if st.gate_accepted {
+                    accepted += 1;
+                } else {
+                    assert_eq!(
+                        az.accepted, before,
+                        "a rejected network replaced the accepted one"
+                    );
+                    rejected += 1;
+                }
+            }
+        }
+        assert!(
+            accepted > 0 && rejected > 0,
+            "{accepted} accepted, {rejected} rejected"
+        );
+        let bad = AzConfig {
+            gate_threshold: 1.5,
+            ..small()
+        };
+        assert!(bad.validate().unwrap_err().contains("gate_threshold"));
     }
 
     #[test]

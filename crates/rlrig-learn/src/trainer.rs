@@ -711,6 +711,7 @@ pub fn train_alphazero(
                 ("eval/win_rate_random", s.win_rate_random),
                 ("eval/win_rate_solver", s.win_rate_solver),
                 ("eval/loss_rate_solver", s.loss_rate_solver),
+                ("eval/gate_score", s.gate_score),
                 ("charts/samples_per_sec", sps),
                 ("charts/games_finished", s.games_finished as f64),
             ],

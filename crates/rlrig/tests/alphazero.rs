@@ -166,6 +166,14 @@ fn small(dir: &str) -> Vec<&str> {
         "eval_simulations=4",
         "--set",
         "checkpoint_every=2",
+        // Gating at every iteration, so a resumed run must restore the accepted
+        // network as well as the trained one.
+        "--set",
+        "gate_every=1",
+        "--set",
+        "gate_games=4",
+        "--set",
+        "gate_threshold=0.6",
         "--run-dir",
         dir,
         "--quiet",
