@@ -1,8 +1,8 @@
 //! The learning interface the algorithms are written against, and its native CPU
 //! implementation.
 //!
-//! A [`NetBackend`] owns a set of MLPs that share one flat parameter vector (the layout
-//! of [`Mlp`]: each layer's `fan_in x fan_out` weights row-major, then its bias), a range
+//! A [`NetBackend`] owns a set of networks ([`Net`]: MLPs and convolutional towers) that
+//! share one flat parameter vector (the layouts of [`Mlp`] and [`ConvNet`]), a range
 //! of free parameters outside any network (PPO's Gaussian log-std), their gradients and
 //! the optimiser. An algorithm computes its loss head on the host from the networks'
 //! outputs (a few floats per sample for RL's heads) and hands back d loss / d output;
@@ -10,7 +10,7 @@
 //! inputs, outputs and output gradients: the parameters never leave a GPU device during
 //! training.
 //!
-//! [`Native`] is the default: the fused, allocation-free path of [`crate::nn`]. The
+//! [`Native`] is the default: the fused path of [`crate::nn`] and [`crate::conv`]. The
 //! Burn implementation (CPU reference and wgpu GPUs) is the `rlrig-burn` crate, which
 //! only builds where asked for, so a CPU-only build never compiles Burn.
 
