@@ -534,21 +534,9 @@ mod tests {
             grads.fill(0.0);
             net.backward(&params, &mut grads, &g, &mut cache);
         }
-        let h = 1e-3f32;
-        for i in 0..params.len() {
-            let mut p = params.clone();
-            p[i] += h;
-            let up = loss(&p, &mut cache);
-            p[i] -= 2.0 * h;
-            let down = loss(&p, &mut cache);
-            let fd = (up - down) / (2.0 * f64::from(h));
-            let err = (fd - f64::from(grads[i])).abs() / (1.0 + fd.abs());
-            assert!(
-                err < 2e-2,
-                "param {i}: finite difference {fd} vs backward {}",
-                grads[i]
-            );
-        }
+        crate::nn::assert_matches_central_differences(&params, &grads, 1e-3, 2e-2, |p| {
+            loss(p, &mut cache)
+        });
         // Every layer got a gradient (a dead path would pass the check with zeros).
         for c in net.convs() {
             assert!(

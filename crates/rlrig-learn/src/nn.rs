@@ -682,6 +682,31 @@ pub fn normal(rng: &mut Rng) -> f64 {
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
+/// Checks `grads` against central differences of `loss` around `params` (step `h`):
+/// every entry within `tol * (1 + |analytic|)`. Shared by the network tests.
+#[cfg(test)]
+pub(crate) fn assert_matches_central_differences(
+    params: &[f32],
+    grads: &[f32],
+    h: f32,
+    tol: f64,
+    mut loss: impl FnMut(&[f32]) -> f64,
+) {
+    for i in 0..params.len() {
+        let mut p = params.to_vec();
+        p[i] += h;
+        let up = loss(&p);
+        p[i] -= 2.0 * h;
+        let down = loss(&p);
+        let fd = (up - down) / (2.0 * f64::from(h));
+        let an = f64::from(grads[i]);
+        assert!(
+            (fd - an).abs() < tol * (1.0 + an.abs()),
+            "param {i}: analytic {an} vs numeric {fd}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -809,20 +834,7 @@ mod tests {
             grads.fill(0.0);
             mlp.backward(&params, &mut grads, &g, &mut cache);
         }
-        let h = 1e-2f32;
-        for i in 0..params.len() {
-            let mut p = params.clone();
-            p[i] += h;
-            let up = loss(&p, &mut cache);
-            p[i] -= 2.0 * h;
-            let down = loss(&p, &mut cache);
-            let fd = (up - down) / (2.0 * f64::from(h));
-            let an = f64::from(grads[i]);
-            assert!(
-                (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
-                "param {i}: analytic {an} vs numeric {fd}"
-            );
-        }
+        assert_matches_central_differences(&params, &grads, 1e-2, 2e-3, |p| loss(p, &mut cache));
     }
 
     /// The same check for ReLU hidden layers and for the input gradient (the critic-to-
