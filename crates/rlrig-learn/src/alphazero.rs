@@ -303,12 +303,18 @@ impl PolicyValue {
         logits: &mut [f32],
         values: &mut [f32],
     ) {
-        let a = self.actions;
         let out = self.net.forward(&self.params, obs, n, cache);
-        for r in 0..n {
-            logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
-            values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
-        }
+        split_policy_value(out, self.actions, logits, values);
+    }
+}
+
+/// Splits the network's rows (`actions` logits, then the raw value) into logits and
+/// tanh-squashed values.
+fn split_policy_value(out: &[f32], actions: usize, logits: &mut [f32], values: &mut [f32]) {
+    let a = actions;
+    for (r, row) in out.chunks_exact(a + 1).enumerate() {
+        logits[r * a..(r + 1) * a].copy_from_slice(&row[..a]);
+        values[r] = crate::nn::tanh(row[a]);
     }
 }
 
@@ -1000,12 +1006,8 @@ struct BackendEval<'a> {
 
 impl Evaluator for BackendEval<'_> {
     fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
-        let a = self.actions;
         let out = self.backend.forward(0, obs, n);
-        for r in 0..n {
-            logits[r * a..(r + 1) * a].copy_from_slice(&out[r * (a + 1)..r * (a + 1) + a]);
-            values[r] = crate::nn::tanh(out[r * (a + 1) + a]);
-        }
+        split_policy_value(out, self.actions, logits, values);
     }
 }
 

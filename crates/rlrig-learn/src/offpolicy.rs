@@ -1041,28 +1041,6 @@ mod tests {
         }
     }
 
-    /// Each analytic derivative equals the central difference of `loss` (step 1e-3).
-    fn assert_matches_central_differences(
-        params: &[f32],
-        grads: &[f32],
-        loss: impl Fn(&[f32]) -> f64,
-    ) {
-        let h = 1e-3f32;
-        for i in 0..params.len() {
-            let mut p = params.to_vec();
-            p[i] += h;
-            let up = loss(&p);
-            p[i] -= 2.0 * h;
-            let down = loss(&p);
-            let fd = (up - down) / (2.0 * f64::from(h));
-            let an = f64::from(grads[i]);
-            assert!(
-                (fd - an).abs() < 5e-3 * (1.0 + an.abs()),
-                "param {i}: analytic {an} vs numeric {fd}"
-            );
-        }
-    }
-
     #[test]
     fn discrete_envs_are_refused_with_a_pointer_to_ppo() {
         let c = OffPolicyConfig::for_env(Algo::Td3, "CartPole-v1");
@@ -1161,7 +1139,7 @@ mod tests {
         r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
         let grads = r.actor_grads.clone();
         r.nets.actor_params = before.clone();
-        assert_matches_central_differences(&before, &grads, |p| loss(&r, p));
+        crate::nn::assert_matches_central_differences(&before, &grads, 1e-3, 5e-3, |p| loss(&r, p));
     }
 
     /// The deterministic actor's gradient through the critic (DDPG/TD3).
@@ -1191,7 +1169,7 @@ mod tests {
         let before = r.nets.actor_params.clone();
         r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
         let grads = r.actor_grads.clone();
-        assert_matches_central_differences(&before, &grads, |p| loss(&r, p));
+        crate::nn::assert_matches_central_differences(&before, &grads, 1e-3, 5e-3, |p| loss(&r, p));
     }
 
     #[test]
