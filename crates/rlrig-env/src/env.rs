@@ -134,8 +134,9 @@ where
 pub trait Env: Send + Sync + 'static {
     /// Constants, with the reference defaults in `Default`.
     type Params: Clone + Default + Send + Sync + Debug + 'static;
-    /// The full dynamic state: small and `Copy`, so it can be snapshotted freely.
-    type State: Copy + Default + Send + Sync + Debug + 'static;
+    /// The full dynamic state. Small `Copy` structs for the analytic envs; physics envs
+    /// own their simulator world, so the bound is `Clone`.
+    type State: Clone + Default + Send + Sync + Debug + 'static;
     /// One action.
     type Action: Action;
 

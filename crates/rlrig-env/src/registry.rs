@@ -1,7 +1,10 @@
 //! Env ids and run-time dispatch to the statically typed envs.
 
 use crate::env::Env;
-use crate::envs::{Acrobot, Breakout, CartPole, MountainCar, MountainCarContinuous, Pendulum};
+use crate::envs::{
+    Acrobot, Breakout, CartPole, LunarLander, LunarLanderContinuous, MountainCar,
+    MountainCarContinuous, Pendulum,
+};
 use crate::error::EnvError;
 use crate::space::Space;
 use crate::vector::{AsyncVecEnv, AsyncVecEnvDyn, SyncVecEnv, VecConfig, VecEnvDyn};
@@ -13,6 +16,8 @@ pub const ENV_IDS: &[&str] = &[
     MountainCar::ID,
     MountainCarContinuous::ID,
     Pendulum::ID,
+    LunarLander::ID,
+    LunarLanderContinuous::ID,
     Breakout::ID,
 ];
 
@@ -52,6 +57,8 @@ pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
         MountainCar::ID => v.visit::<MountainCar>(),
         MountainCarContinuous::ID => v.visit::<MountainCarContinuous>(),
         Pendulum::ID => v.visit::<Pendulum>(),
+        LunarLander::ID => v.visit::<LunarLander>(),
+        LunarLanderContinuous::ID => v.visit::<LunarLanderContinuous>(),
         Breakout::ID => v.visit::<Breakout>(),
         _ => return Err(unknown(id)),
     })

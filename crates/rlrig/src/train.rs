@@ -1024,14 +1024,19 @@ fn eval_alphazero(a: &EvalArgs) -> Result<()> {
 /// Baseline statistics of `--policy` on `--env`.
 fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let spec = rlrig_env::spec(env)?;
-    if policy != "random" {
-        if policy == "heuristic" {
-            bail!(
-                "--policy heuristic: {env} has no reference heuristic (Gymnasium has one for LunarLander, which rlrig does not have yet); use --policy random"
-            );
-        }
-        bail!("--policy {policy}: unknown baseline (known: random, heuristic)");
-    }
+    use rlrig_env::Env as _;
+    use rlrig_env::envs::lunar_lander::{heuristic_continuous, heuristic_discrete};
+    use rlrig_env::envs::{LunarLander, LunarLanderContinuous};
+    let heuristic = match policy {
+        "random" => false,
+        "heuristic" if env == LunarLander::ID || env == LunarLanderContinuous::ID => true,
+        "heuristic" => bail!(
+            "--policy heuristic: {env} has no reference heuristic (Gymnasium has one for {} and {}); use --policy random",
+            LunarLander::ID,
+            LunarLanderContinuous::ID
+        ),
+        _ => bail!("--policy {policy}: unknown baseline (known: random, heuristic)"),
+    };
     let n = a.episodes;
     let seed = a.seed.unwrap_or(0);
     let mut venv = rlrig_env::make_sync(env, rlrig_env::VecConfig::new(n).seed(seed))?;
@@ -1043,7 +1048,21 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let mut done = vec![false; n];
     let (mut ai, mut af) = (vec![0i32; n], Vec::new());
     while !done.iter().all(|&d| d) {
+        let d = spec.obs_dim;
         let buf = match &spec.action_space {
+            rlrig_env::Space::Discrete { .. } if heuristic => {
+                for (k, x) in ai.iter_mut().enumerate() {
+                    *x = heuristic_discrete(&venv.obs()[k * d..(k + 1) * d]);
+                }
+                rlrig_env::ActionBuf::Discrete(&ai)
+            }
+            rlrig_env::Space::Box { .. } if heuristic => {
+                af.clear();
+                for k in 0..n {
+                    af.extend(heuristic_continuous(&venv.obs()[k * d..(k + 1) * d]));
+                }
+                rlrig_env::ActionBuf::Continuous(&af)
+            }
             rlrig_env::Space::Discrete { n: k } => {
                 for (x, r) in ai.iter_mut().zip(&mut rngs) {
                     *x = r.below(*k) as i32;

@@ -2,6 +2,7 @@
 
 pub mod acrobot;
 pub mod cartpole;
+pub mod lunar_lander;
 pub mod minatar_breakout;
 pub mod mountain_car;
 pub mod mountain_car_continuous;
@@ -9,6 +10,7 @@ pub mod pendulum;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
+pub use lunar_lander::{LunarLander, LunarLanderContinuous};
 pub use minatar_breakout::Breakout;
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;

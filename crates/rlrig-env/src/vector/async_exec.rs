@@ -366,7 +366,7 @@ impl<E: Env> AsyncVecEnv<E> {
 
     /// Env `i`'s current state (waits if a worker is stepping it).
     pub fn state(&self, i: usize) -> E::State {
-        self.shared.slot(i).state
+        self.shared.slot(i).state.clone()
     }
 }
 

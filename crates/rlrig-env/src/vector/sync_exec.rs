@@ -207,10 +207,10 @@ impl<E: Env> SyncVecEnv<E> {
     /// Puts env `i` into `state` at the start of an episode (time limit counts from 0).
     pub fn set_state(&mut self, i: usize, state: E::State) {
         let d = E::OBS_DIM;
+        E::observe(&self.params, &state, &mut self.obs[i * d..(i + 1) * d]);
         self.states[i] = state;
         self.elapsed[i] = 0;
         self.needs_reset[i] = false;
-        E::observe(&self.params, &state, &mut self.obs[i * d..(i + 1) * d]);
     }
 
     /// Steps every env with `actions` (`num_envs x DIM`, flat). On error nothing has moved.

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Reference data for rlrig's Box2D envs (LunarLander-v3, LunarLanderContinuous-v3).
+
+Usage:  python3 scripts/golden/make_golden_box2d.py [OUT_DIR]
+Needs:  pip install gymnasium numpy box2d pygame   (not needed by CI: the output is committed)
+
+rlrig runs these envs on Box2D v3 (box2d-rust) while Gymnasium runs Box2D 2.3, so two kinds
+of data are recorded:
+
+1. trajectories: every random number the reference draws (terrain heights and initial force at
+   reset, the two engine dispersions per step) is captured by wrapping `np_random`, together with
+   the actions, observations, rewards and flags. rlrig replays the same draws and actions and
+   compares (`crates/rlrig-env/tests/box2d_golden.rs`), with tolerances that the solver
+   difference justifies.
+2. statistics: mean and standard deviation of return and episode length, and the share of
+   episodes above 200 (the "solved" line), over 200 episodes of the uniform random policy and of
+   Gymnasium's own `heuristic`, for both action spaces. rlrig's runs of the same policies must
+   agree within sampling error.
+"""
+
+import json
+import os
+import sys
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.box2d.lunar_lander import heuristic
+
+OUT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    os.path.dirname(__file__), "..", "..", "crates", "rlrig-env", "tests", "golden")
+
+
+class Recorder:
+    """Wraps a numpy Generator and logs what `uniform` returns."""
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.log = []
+
+    def uniform(self, *args, **kwargs):
+        x = self.gen.uniform(*args, **kwargs)
+        self.log.extend(np.atleast_1d(np.asarray(x, dtype=np.float64)).tolist())
+        return x
+
+    def __getattr__(self, name):
+        return getattr(self.gen, name)
+
+
+def f32(x):
+    return float(str(np.float32(x)))
+
+
+def trajectory(env_id, seed, policy, max_steps):
+    env = gym.make(env_id)
+    env.reset(seed=seed)
+    rec = Recorder(env.unwrapped.np_random)
+    env.unwrapped._np_random = rec
+    obs, _ = env.reset()
+    # 12 heights, 2 force components, then the reset's no-op step's two dispersions.
+    draws = rec.log[:14]
+    rec.log.clear()
+    act_rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(max_steps):
+        a = policy(env, obs, act_rng)
+        obs, r, term, trunc, _ = env.step(a)
+        disp = rec.log[-2:]
+        rec.log.clear()
+        steps.append({
+            "action": a if isinstance(a, int) else [f32(x) for x in a],
+            "dispersion": disp,
+            "obs": [float(x) for x in obs],
+            "reward": float(r),
+            "terminated": bool(term),
+        })
+        if term or trunc:
+            break
+    return {"seed": seed, "draws": draws, "steps": steps}
+
+
+def heuristic_policy(env, obs, rng):
+    a = heuristic(env, obs)
+    return int(a) if np.isscalar(a) else [float(x) for x in np.asarray(a, dtype=np.float32)]
+
+
+def random_policy(env, obs, rng):
+    if env.unwrapped.continuous:
+        return [f32(x) for x in rng.uniform(-1, 1, 2)]
+    return int(rng.integers(4))
+
+
+def statistics(env_id, policy, episodes):
+    env = gym.make(env_id)
+    rets, lens = [], []
+    act_rng = np.random.default_rng(12345)
+    for ep in range(episodes):
+        obs, _ = env.reset(seed=10_000 + ep)
+        total, n = 0.0, 0
+        while True:
+            obs, r, term, trunc, _ = env.step(policy(env, obs, act_rng))
+            total += r
+            n += 1
+            if term or trunc:
+                break
+        rets.append(total)
+        lens.append(n)
+    rets, lens = np.array(rets), np.array(lens)
+    return {
+        "episodes": episodes,
+        "mean_return": float(rets.mean()),
+        "std_return": float(rets.std()),
+        "mean_length": float(lens.mean()),
+        "std_length": float(lens.std()),
+        "solved_share": float((rets > 200).mean()),
+    }
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    data = {"gymnasium": gym.__version__, "trajectories": {}, "statistics": {}}
+    for env_id in ["LunarLander-v3", "LunarLanderContinuous-v3"]:
+        data["trajectories"][env_id] = [
+            trajectory(env_id, s, pol, 60)
+            for s, pol in [(1, random_policy), (2, random_policy), (3, heuristic_policy),
+                           (4, heuristic_policy)]
+        ]
+        data["statistics"][env_id] = {
+            "random": statistics(env_id, random_policy, 200),
+            "heuristic": statistics(env_id, heuristic_policy, 200),
+        }
+    path = os.path.join(OUT, "LunarLander-v3.json")
+    with open(path, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+    print(path, os.path.getsize(path), "bytes")
+    for env_id, st in data["statistics"].items():
+        for pol, s in st.items():
+            print(env_id, pol, {k: round(v, 2) for k, v in s.items()})
+
+
+if __name__ == "__main__":
+    main()
