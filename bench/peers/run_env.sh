@@ -14,7 +14,7 @@
 #
 # Matrix: CartPole-v1 x 4096 envs x threads {1,2} (rlrig sync and async, all
 # peers; single-threaded peers only at threads=1), then every env x 256 envs x
-# 1 thread. Run ./setup.sh first; peers that are missing are skipped.
+# 1 thread, then the Box2D envs x 256 envs x threads {1,2}. Run ./setup.sh first; peers that are missing are skipped.
 # Environment: RLRIG=/path/to/rlrig overrides the binary.
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -138,6 +138,14 @@ done
 for env in CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
     run_rlrig "$env" 256 1 sync
     for p in "${PEERS[@]}"; do run_peer "$p" "$env" 256 1; done
+done
+# Box2D envs, 256 envs, threads 1 and 2 (rlrig on Box2D v3, EnvPool and Gymnasium on 2.3)
+for env in LunarLander-v3 LunarLanderContinuous-v3; do
+    for t in 1 2; do
+        run_rlrig "$env" 256 "$t" sync
+        run_peer envpool "$env" 256 "$t"
+    done
+    run_peer gymnasium-sync "$env" 256 1
 done
 
 say "results: $OUT (stderr of the runs: $LOG)"

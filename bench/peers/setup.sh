@@ -86,6 +86,9 @@ else
     fi
 fi
 
+# Box2D 2.3 (pybox2d) + pygame: Gymnasium's LunarLander / BipedalWalker import both.
+install_peer box2d Box2D box2d pygame
+
 # EnvPool (C++ envs with a thread pool). Wheels exist for cp311 manylinux_2_28.
 # Keep gymnasium pinned so envpool's 'gymnasium>=0.26' cannot move it.
 install_peer envpool envpool envpool "$GYMNASIUM_SPEC"

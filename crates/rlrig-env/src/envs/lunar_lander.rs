@@ -23,23 +23,22 @@ use std::fmt;
 
 use box2d_rust::body::{
     body_apply_force_to_center, body_apply_linear_impulse, body_apply_torque,
-    body_get_angular_velocity, body_get_linear_velocity, body_get_position, body_get_rotation,
-    body_is_awake, create_body,
+    body_get_angular_velocity, body_get_linear_velocity, body_get_position, body_is_awake,
+    create_body,
 };
-use box2d_rust::collision::Segment;
-use box2d_rust::geometry::{make_box, make_polygon};
-use box2d_rust::hull::compute_hull;
+use box2d_rust::geometry::make_box;
 use box2d_rust::id::{BodyId, ShapeId};
 use box2d_rust::joint::create_revolute_joint;
-use box2d_rust::math_functions::{Rot, Vec2, make_rot};
-use box2d_rust::recording::{world_restore, world_snapshot};
-use box2d_rust::shape::{create_polygon_shape, create_segment_shape};
+use box2d_rust::shape::create_polygon_shape;
 use box2d_rust::types::{
-    BodyDef, BodyType, Filter, RevoluteJointDef, ShapeDef, WorldDef, default_body_def,
-    default_revolute_joint_def, default_shape_def, default_world_def,
+    RevoluteJointDef, ShapeDef, WorldDef, default_revolute_joint_def, default_world_def,
 };
 use box2d_rust::world::{World, world_get_contact_events, world_step};
 
+use super::b2::{
+    CATEGORY_GROUND, DEFAULT_FRICTION, angle_of, dynamic_body, polygon, push_world, restore_world,
+    segment, shape_def, static_body, unwrap_angle, v2,
+};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -70,10 +69,6 @@ pub const VIEWPORT_H: f64 = 400.0;
 pub const CHUNKS: usize = 11;
 /// The random draws of one reset: `CHUNKS + 1` terrain heights and the initial force.
 pub const DRAWS: usize = CHUNKS + 1 + 2;
-/// Box2D 2.3's sleep tolerance (b2_linearSleepTolerance). v3's default is 0.05 m/s; the
-/// reference ends an episode with +100 when the lander sleeps, so the threshold matters.
-const SLEEP_THRESHOLD: f32 = 0.01;
-const CATEGORY_GROUND: u64 = 0x0001;
 const JOINT_DAMPING_RATIO: f32 = 10.0;
 
 #[derive(Clone, Debug)]
@@ -189,10 +184,10 @@ impl Sim {
         let smooth_y: [f64; CHUNKS] = std::array::from_fn(|i| {
             0.33 * (height[(i + CHUNKS) % (CHUNKS + 1)] + height[i] + height[i + 1])
         });
-        let moon = create_body(&mut world, &default_body_def());
+        let moon = static_body(&mut world);
         let ground = ShapeDef {
             density: 0.0,
-            ..shape_def(0.2, CATEGORY_GROUND, u64::MAX)
+            ..shape_def(DEFAULT_FRICTION, CATEGORY_GROUND, u64::MAX)
         };
         segment(&mut world, moon, &ground, (0.0, 0.0), (w, 0.0));
         let terrain = ShapeDef {
@@ -211,18 +206,18 @@ impl Sim {
 
         let (x0, y0) = (VIEWPORT_W / SCALE / 2.0, VIEWPORT_H / SCALE);
         let lander = create_body(&mut world, &dynamic_body(x0, y0, 0.0));
-        let pts: Vec<Vec2> = LANDER_POLY
+        let pts: Vec<(f64, f64)> = LANDER_POLY
             .iter()
-            .map(|&(x, y)| v2(x / SCALE, y / SCALE))
+            .map(|&(x, y)| (x / SCALE, y / SCALE))
             .collect();
-        let lander_shape = create_polygon_shape(
+        let lander_shape = polygon(
             &mut world,
             lander,
             &ShapeDef {
                 density: 5.0,
                 ..shape_def(0.1, 0x0010, CATEGORY_GROUND)
             },
-            &make_polygon(&compute_hull(&pts), 0.0),
+            &pts,
         );
         body_apply_force_to_center(&mut world, lander, v2(draws[12], draws[13]), true);
 
@@ -240,7 +235,7 @@ impl Sim {
                 leg,
                 &ShapeDef {
                     density: 1.0,
-                    ..shape_def(0.2, 0x0020, CATEGORY_GROUND)
+                    ..shape_def(DEFAULT_FRICTION, 0x0020, CATEGORY_GROUND)
                 },
                 &make_box((LEG_W / SCALE) as f32, (LEG_H / SCALE) as f32),
             );
@@ -332,10 +327,7 @@ impl Sim {
         let world = &self.world;
         let pos = body_get_position(world, self.lander);
         let vel = body_get_linear_velocity(world, self.lander);
-        let rot: Rot = body_get_rotation(world, self.lander);
-        let raw = f64::from(rot.s).atan2(f64::from(rot.c));
-        let wrapped = (raw - self.angle + PI).rem_euclid(2.0 * PI) - PI;
-        self.angle += wrapped;
+        self.angle = unwrap_angle(self.angle, angle_of(world, self.lander));
         let omega = f64::from(body_get_angular_velocity(world, self.lander));
         let half_w = VIEWPORT_W / SCALE / 2.0;
         let half_h = VIEWPORT_H / SCALE / 2.0;
@@ -405,12 +397,7 @@ impl Sim {
     pub fn poses(&self) -> [(f64, f64, f64); 3] {
         let pose = |b: BodyId| {
             let p = body_get_position(&self.world, b);
-            let r = body_get_rotation(&self.world, b);
-            (
-                f64::from(p.x),
-                f64::from(p.y),
-                f64::from(r.s).atan2(f64::from(r.c)),
-            )
+            (f64::from(p.x), f64::from(p.y), angle_of(&self.world, b))
         };
         [pose(self.lander), pose(self.legs[0]), pose(self.legs[1])]
     }
@@ -430,13 +417,7 @@ impl Sim {
         v.push(self.wind_idx as f64);
         v.push(self.torque_idx as f64);
         v.extend_from_slice(&self.state);
-        let bytes = world_snapshot(&self.world);
-        v.push(bytes.len() as f64);
-        for chunk in bytes.chunks(4) {
-            let mut b = [0u8; 4];
-            b[..chunk.len()].copy_from_slice(chunk);
-            v.push(f64::from(u32::from_le_bytes(b)));
-        }
+        push_world(&mut v, &self.world);
         v
     }
 
@@ -456,70 +437,12 @@ impl Sim {
         sim.prev_shaping = (!r[3].is_nan()).then_some(r[3]);
         sim.angle = r[4];
         sim.state.copy_from_slice(&r[7..15]);
-        let n = r[15] as usize;
-        let words = &r[16..];
-        if words.len() != n.div_ceil(4) {
-            return Err(format!(
-                "LunarLander snapshot: {} bytes announced, {} words present",
-                n,
-                words.len()
-            ));
-        }
-        let mut bytes = Vec::with_capacity(words.len() * 4);
-        for &w in words {
-            bytes.extend_from_slice(&(w as u32).to_le_bytes());
-        }
-        bytes.truncate(n);
-        if !world_restore(&mut sim.world, &bytes) {
-            return Err("LunarLander snapshot: Box2D rejected the world image".into());
-        }
+        restore_world(&mut sim.world, &r[15..], "LunarLander")?;
         Ok(sim)
     }
 }
 
 const SNAPSHOT_VERSION: f64 = 1.0;
-
-fn v2(x: f64, y: f64) -> Vec2 {
-    Vec2 {
-        x: x as f32,
-        y: y as f32,
-    }
-}
-
-fn shape_def(friction: f32, category: u64, mask: u64) -> ShapeDef {
-    let mut d = default_shape_def();
-    d.material.friction = friction;
-    d.material.restitution = 0.0;
-    d.filter = Filter {
-        category_bits: category,
-        mask_bits: mask,
-        group_index: 0,
-    };
-    d.enable_contact_events = true;
-    d
-}
-
-fn dynamic_body(x: f64, y: f64, angle: f64) -> BodyDef {
-    BodyDef {
-        type_: BodyType::Dynamic,
-        position: v2(x, y),
-        rotation: make_rot(angle as f32),
-        sleep_threshold: SLEEP_THRESHOLD,
-        ..default_body_def()
-    }
-}
-
-fn segment(world: &mut World, body: BodyId, def: &ShapeDef, a: (f64, f64), b: (f64, f64)) {
-    create_segment_shape(
-        world,
-        body,
-        def,
-        &Segment {
-            point1: v2(a.0, a.1),
-            point2: v2(b.0, b.1),
-        },
-    );
-}
 
 /// An env's state: its own Box2D world (boxed: the executors move states around).
 #[derive(Default)]

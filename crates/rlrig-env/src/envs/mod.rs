@@ -1,6 +1,7 @@
 //! The bundled environments.
 
 pub mod acrobot;
+mod b2;
 pub mod cartpole;
 pub mod lunar_lander;
 pub mod minatar_breakout;

@@ -1,0 +1,139 @@
+//! What the Box2D envs share: scene-building helpers in the reference's terms (pybox2d's
+//! fixture defaults), the unwrapped body angle Box2D 2.3 reports, and world snapshots packed
+//! into the `Vec<f64>` that checkpoints hold.
+
+use std::f64::consts::PI;
+
+use box2d_rust::body::{body_get_rotation, create_body};
+use box2d_rust::collision::Segment;
+use box2d_rust::geometry::make_polygon;
+use box2d_rust::hull::compute_hull;
+use box2d_rust::id::{BodyId, ShapeId};
+use box2d_rust::math_functions::{Vec2, make_rot};
+use box2d_rust::recording::{world_restore, world_snapshot};
+use box2d_rust::shape::{create_polygon_shape, create_segment_shape};
+use box2d_rust::types::{BodyDef, BodyType, Filter, ShapeDef, default_body_def, default_shape_def};
+use box2d_rust::world::World;
+
+/// Box2D 2.3's sleep tolerance (b2_linearSleepTolerance). v3's default is 0.05 m/s; the
+/// lander's episode ends when it sleeps, so the threshold matters.
+pub(crate) const SLEEP_THRESHOLD: f32 = 0.01;
+/// pybox2d's default fixture friction (v3's default is 0.6).
+pub(crate) const DEFAULT_FRICTION: f32 = 0.2;
+pub(crate) const CATEGORY_GROUND: u64 = 0x0001;
+
+pub(crate) fn v2(x: f64, y: f64) -> Vec2 {
+    Vec2 {
+        x: x as f32,
+        y: y as f32,
+    }
+}
+
+/// A fixture definition as pybox2d's `fixtureDef` with contact events on.
+pub(crate) fn shape_def(friction: f32, category: u64, mask: u64) -> ShapeDef {
+    let mut d = default_shape_def();
+    d.material.friction = friction;
+    d.material.restitution = 0.0;
+    d.filter = Filter {
+        category_bits: category,
+        mask_bits: mask,
+        group_index: 0,
+    };
+    d.enable_contact_events = true;
+    d
+}
+
+pub(crate) fn dynamic_body(x: f64, y: f64, angle: f64) -> BodyDef {
+    BodyDef {
+        type_: BodyType::Dynamic,
+        position: v2(x, y),
+        rotation: make_rot(angle as f32),
+        sleep_threshold: SLEEP_THRESHOLD,
+        ..default_body_def()
+    }
+}
+
+/// A static body at the origin (terrain pieces give their vertices in world coordinates).
+pub(crate) fn static_body(world: &mut World) -> BodyId {
+    create_body(world, &default_body_def())
+}
+
+pub(crate) fn segment(
+    world: &mut World,
+    body: BodyId,
+    def: &ShapeDef,
+    a: (f64, f64),
+    b: (f64, f64),
+) -> ShapeId {
+    create_segment_shape(
+        world,
+        body,
+        def,
+        &Segment {
+            point1: v2(a.0, a.1),
+            point2: v2(b.0, b.1),
+        },
+    )
+}
+
+/// A convex polygon from its vertices in any order (pybox2d's `polygonShape(vertices=...)`).
+pub(crate) fn polygon(
+    world: &mut World,
+    body: BodyId,
+    def: &ShapeDef,
+    pts: &[(f64, f64)],
+) -> ShapeId {
+    let pts: Vec<Vec2> = pts.iter().map(|&(x, y)| v2(x, y)).collect();
+    create_polygon_shape(world, body, def, &make_polygon(&compute_hull(&pts), 0.0))
+}
+
+/// The body's rotation as an angle in f64 (exact atan2, not v3's approximation).
+pub(crate) fn angle_of(world: &World, body: BodyId) -> f64 {
+    let r = body_get_rotation(world, body);
+    f64::from(r.s).atan2(f64::from(r.c))
+}
+
+/// Advances an unwrapped angle (Box2D 2.3 integrates one; v3 keeps a rotation) to the
+/// body's current rotation, assuming it turned less than half a turn since.
+pub(crate) fn unwrap_angle(prev: f64, now_wrapped: f64) -> f64 {
+    prev + ((now_wrapped - prev + PI).rem_euclid(2.0 * PI) - PI)
+}
+
+/// Appends Box2D's own world image (bodies, contacts with their warm-start impulses, sleep
+/// timers) as its byte count and then 4 bytes per number, which f64 holds exactly.
+pub(crate) fn push_world(v: &mut Vec<f64>, world: &World) {
+    let bytes = world_snapshot(world);
+    v.push(bytes.len() as f64);
+    for chunk in bytes.chunks(4) {
+        let mut b = [0u8; 4];
+        b[..chunk.len()].copy_from_slice(chunk);
+        v.push(f64::from(u32::from_le_bytes(b)));
+    }
+}
+
+/// The inverse of [`push_world`] into a world whose bodies were created in the same order.
+pub(crate) fn restore_world(world: &mut World, v: &[f64], what: &str) -> Result<(), String> {
+    let Some((&n, words)) = v.split_first() else {
+        return Err(format!("{what} snapshot: the world image is missing"));
+    };
+    let n = n as usize;
+    if words.len() != n.div_ceil(4) {
+        return Err(format!(
+            "{what} snapshot: {n} bytes announced, {} words present",
+            words.len()
+        ));
+    }
+    let mut bytes = Vec::with_capacity(words.len() * 4);
+    for &w in words {
+        if !(0.0..=f64::from(u32::MAX)).contains(&w) || w.fract() != 0.0 {
+            return Err(format!("{what} snapshot: {w} is not a 32-bit word"));
+        }
+        bytes.extend_from_slice(&(w as u32).to_le_bytes());
+    }
+    bytes.truncate(n);
+    if world_restore(world, &bytes) {
+        Ok(())
+    } else {
+        Err(format!("{what} snapshot: Box2D rejected the world image"))
+    }
+}
