@@ -32,7 +32,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
-        "MinAtar/Breakout-v1", "LunarLander-v3", "LunarLanderContinuous-v3"]
+        "MinAtar/Breakout-v1", "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+        "BipedalWalkerHardcore-v3"]
 # gymnax names the MinAtar games differently.
 GYMNAX_IDS = {"MinAtar/Breakout-v1": "Breakout-MinAtar"}
 PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "operant"]

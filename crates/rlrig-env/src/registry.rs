@@ -2,8 +2,8 @@
 
 use crate::env::Env;
 use crate::envs::{
-    Acrobot, Breakout, CartPole, LunarLander, LunarLanderContinuous, MountainCar,
-    MountainCarContinuous, Pendulum,
+    Acrobot, BipedalWalker, BipedalWalkerHardcore, Breakout, CartPole, LunarLander,
+    LunarLanderContinuous, MountainCar, MountainCarContinuous, Pendulum,
 };
 use crate::error::EnvError;
 use crate::space::Space;
@@ -18,6 +18,8 @@ pub const ENV_IDS: &[&str] = &[
     Pendulum::ID,
     LunarLander::ID,
     LunarLanderContinuous::ID,
+    BipedalWalker::ID,
+    BipedalWalkerHardcore::ID,
     Breakout::ID,
 ];
 
@@ -59,6 +61,8 @@ pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
         Pendulum::ID => v.visit::<Pendulum>(),
         LunarLander::ID => v.visit::<LunarLander>(),
         LunarLanderContinuous::ID => v.visit::<LunarLanderContinuous>(),
+        BipedalWalker::ID => v.visit::<BipedalWalker>(),
+        BipedalWalkerHardcore::ID => v.visit::<BipedalWalkerHardcore>(),
         Breakout::ID => v.visit::<Breakout>(),
         _ => return Err(unknown(id)),
     })

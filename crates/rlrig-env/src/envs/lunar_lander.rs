@@ -29,6 +29,7 @@ use box2d_rust::body::{
 use box2d_rust::geometry::make_box;
 use box2d_rust::id::{BodyId, ShapeId};
 use box2d_rust::joint::create_revolute_joint;
+use box2d_rust::math_functions::make_rot;
 use box2d_rust::shape::create_polygon_shape;
 use box2d_rust::types::{
     RevoluteJointDef, ShapeDef, WorldDef, default_revolute_joint_def, default_world_def,
@@ -244,6 +245,10 @@ impl Sim {
             jd.base.body_id_a = lander;
             jd.base.body_id_b = leg;
             jd.base.local_frame_b.p = v2(i * LEG_AWAY / SCALE, LEG_DOWN / SCALE);
+            // pybox2d's revoluteJointDef(bodyA=, bodyB=) sets referenceAngle to the bodies'
+            // angle difference at creation (here the leg's i * 0.05); the limits count from
+            // there. In v3 that is frame A's rotation.
+            jd.base.local_frame_a.q = make_rot((i * 0.05) as f32);
             // v3's joints are springs (60 Hz); at its default damping ratio of 2 the legs,
             // pressed into their limits by the motors, keep ringing after touchdown and the
             // lander falls asleep late (1.1-1.2x the reference's episode lengths under the

@@ -2,6 +2,7 @@
 
 pub mod acrobot;
 mod b2;
+pub mod bipedal_walker;
 pub mod cartpole;
 pub mod lunar_lander;
 pub mod minatar_breakout;
@@ -10,6 +11,7 @@ pub mod mountain_car_continuous;
 pub mod pendulum;
 
 pub use acrobot::Acrobot;
+pub use bipedal_walker::{BipedalWalker, BipedalWalkerHardcore};
 pub use cartpole::CartPole;
 pub use lunar_lander::{LunarLander, LunarLanderContinuous};
 pub use minatar_breakout::Breakout;

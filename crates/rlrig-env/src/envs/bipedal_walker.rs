@@ -1,0 +1,1024 @@
+//! BipedalWalker-v3 and BipedalWalkerHardcore-v3: Gymnasium's `box2d/bipedal_walker.py`.
+//!
+//! Same physics engine choice and parity notion as LunarLander (see `lunar_lander.rs`):
+//! Box2D v3 (`box2d-rust`) where the reference runs Box2D 2.3, so the tests compare
+//! trajectories from the same random draws within tolerances, and statistics under fixed
+//! policies. Ported line by line: the terrain generator (grass with its random walk; in
+//! hardcore mode stumps, stairs and pits), hull and legs with their joint limits and motors,
+//! torque control (speed = sign(a), torque = 80 |a|), the 10 lidar rays that see only the
+//! ground, the 24 observations, the shaping reward (130 x / SCALE - 5 |angle| - 0.028 |a|)
+//! and the endings (hull touches the ground or leaves to the left: -100; reaching the end).
+//! The decorative clouds (random draws the reference makes after the terrain) are left out.
+
+use box2d_rust::body::{
+    body_get_angular_velocity, body_get_linear_velocity, body_get_position, body_is_awake,
+    body_set_angular_velocity, body_set_awake, body_set_linear_velocity, body_set_transform,
+    create_body,
+};
+use box2d_rust::geometry::make_box;
+use box2d_rust::id::{BodyId, JointId, ShapeId};
+use box2d_rust::joint::create_revolute_joint;
+use box2d_rust::math_functions::make_rot;
+use box2d_rust::revolute_joint::{
+    revolute_joint_get_angle, revolute_joint_set_max_motor_torque, revolute_joint_set_motor_speed,
+};
+use box2d_rust::shape::create_polygon_shape;
+use box2d_rust::types::{QueryFilter, ShapeDef, default_revolute_joint_def, default_world_def};
+use box2d_rust::world::{World, world_cast_ray_closest, world_get_contact_events, world_step};
+
+use super::b2::{
+    CATEGORY_GROUND, DEFAULT_FRICTION, angle_of, dynamic_body, polygon, push_world, restore_world,
+    segment, shape_def, static_body, unwrap_angle, v2,
+};
+use crate::env::{Env, Transition};
+use crate::rng::Rng;
+use crate::space::Space;
+
+pub const FPS: f64 = 50.0;
+pub const SCALE: f64 = 30.0;
+const MOTORS_TORQUE: f64 = 80.0;
+const SPEED_HIP: f64 = 4.0;
+const SPEED_KNEE: f64 = 6.0;
+const LIDAR_RANGE: f64 = 160.0 / SCALE;
+const INITIAL_RANDOM: f64 = 5.0;
+const HULL_POLY: [(f64, f64); 5] = [
+    (-30.0, 9.0),
+    (6.0, 9.0),
+    (34.0, 1.0),
+    (34.0, -8.0),
+    (-30.0, -8.0),
+];
+const LEG_DOWN: f64 = -8.0 / SCALE;
+const LEG_W: f64 = 8.0 / SCALE;
+const LEG_H: f64 = 34.0 / SCALE;
+const VIEWPORT_W: f64 = 600.0;
+const VIEWPORT_H: f64 = 400.0;
+pub const TERRAIN_STEP: f64 = 14.0 / SCALE;
+pub const TERRAIN_LENGTH: usize = 200;
+const TERRAIN_HEIGHT: f64 = VIEWPORT_H / SCALE / 4.0;
+const TERRAIN_GRASS: i64 = 10;
+const TERRAIN_STARTPAD: i64 = 20;
+const FRICTION: f32 = 2.5;
+/// As for the lander: v3's joint springs at damping ratio 10 (see `lunar_lander.rs`).
+const JOINT_DAMPING_RATIO: f32 = 10.0;
+
+/// The reference creates the legs 0.53 m above their hip anchors (its LEG_DOWN has the wrong
+/// sign) with the knees far from their joints. Box2D 2.3's position solver (which moves
+/// bodies without giving them velocity) needs the reset's step and the next one to pull the
+/// assembly together: in that second step the legs swing by 0.34 rad with no speed to show
+/// for it. v3's soft joints would turn the same error into velocities and leave the walker
+/// in another pose. So the walker starts assembled, in the pose 2.3 reaches after the reset
+/// and one zero-action step: hull, upper left, lower left, upper right, lower right as
+/// (x - init_x, y, angle, vx, vy, omega), for a push of 0 N and of +5 N (the only random
+/// input; poses in between are linear in it). The reset's observation then shows the
+/// assembled pose (the reference's shows the half-assembled one, hips 0.34 rad apart);
+/// every later step follows the reference's. Printed by
+/// `scripts/golden/make_golden_box2d.py --walker-pose` (Gymnasium 1.4, pybox2d 2.3.10).
+const REF_POSE: [[f64; 6]; 5] = [
+    [
+        -0.0186072985,
+        5.73240089,
+        -0.00523248967,
+        -0.0302515347,
+        -0.0159007404,
+        0.000208427184,
+    ],
+    [
+        0.189702829,
+        4.94008827,
+        0.380528092,
+        0.1197832,
+        -0.00823083427,
+        0.26508826,
+    ],
+    [
+        0.126136144,
+        3.9179523,
+        -0.504747689,
+        0.136976913,
+        0.012326424,
+        -0.234947979,
+    ],
+    [
+        0.19193538,
+        4.94015265,
+        0.383278221,
+        0.129593626,
+        -0.00228398293,
+        0.28300795,
+    ],
+    [
+        0.131964525,
+        3.91782212,
+        -0.500413835,
+        0.146453962,
+        0.0182259902,
+        -0.253388703,
+    ],
+];
+const REF_POSE_PUSH: [[f64; 6]; 5] = [
+    [
+        -0.0178729693,
+        5.73254299,
+        -0.00522934273,
+        -0.0127005959,
+        -0.0147861019,
+        -0.000360131438,
+    ],
+    [
+        0.190131505,
+        4.94011211,
+        0.379951447,
+        0.128338903,
+        -0.00768456468,
+        0.249438107,
+    ],
+    [
+        0.126180967,
+        3.91790009,
+        -0.504909873,
+        0.136827156,
+        0.0122951679,
+        -0.234751344,
+    ],
+    [
+        0.192386945,
+        4.94017935,
+        0.382738411,
+        0.140223309,
+        -0.001811767,
+        0.27100417,
+    ],
+    [
+        0.132035573,
+        3.91778994,
+        -0.500608444,
+        0.148407668,
+        0.0184391923,
+        -0.256667763,
+    ],
+];
+
+#[derive(Clone, Debug)]
+pub struct WalkerParams {
+    pub hardcore: bool,
+    /// Box2D v3 sub-steps per env step (see `LunarLanderParams::sub_steps`).
+    pub sub_steps: i32,
+    pub max_episode_steps: u32,
+}
+
+impl Default for WalkerParams {
+    fn default() -> Self {
+        WalkerParams {
+            hardcore: false,
+            sub_steps: 16,
+            max_episode_steps: 1600,
+        }
+    }
+}
+
+impl WalkerParams {
+    pub fn hardcore() -> WalkerParams {
+        WalkerParams {
+            hardcore: true,
+            max_episode_steps: 2000,
+            ..WalkerParams::default()
+        }
+    }
+}
+
+/// The random numbers a reset draws, in the reference's order. The env draws them from its
+/// stream; the golden tests and `state_from_slice` replay recorded ones.
+pub trait Draws {
+    /// numpy's `uniform(lo, hi)`.
+    fn uniform(&mut self, lo: f64, hi: f64) -> Result<f64, String>;
+    /// numpy's `integers(lo, hi)`: `lo..hi`.
+    fn integers(&mut self, lo: i64, hi: i64) -> Result<i64, String>;
+    /// numpy's `random()`.
+    fn random(&mut self) -> Result<f64, String>;
+}
+
+/// Draws from an env's stream, logging them (the log is the state vector of the reset).
+struct Logged<'a> {
+    rng: &'a mut Rng,
+    log: Vec<f64>,
+}
+
+impl Draws for Logged<'_> {
+    fn uniform(&mut self, lo: f64, hi: f64) -> Result<f64, String> {
+        let x = self.rng.uniform(lo, hi);
+        self.log.push(x);
+        Ok(x)
+    }
+
+    fn integers(&mut self, lo: i64, hi: i64) -> Result<i64, String> {
+        let x = lo + i64::from(self.rng.below((hi - lo) as u32));
+        self.log.push(x as f64);
+        Ok(x)
+    }
+
+    fn random(&mut self) -> Result<f64, String> {
+        let x = self.rng.unit_f64();
+        self.log.push(x);
+        Ok(x)
+    }
+}
+
+/// Replays recorded draws, checking each against its range.
+pub struct Recorded<'a> {
+    pub values: &'a [f64],
+    pub next: usize,
+}
+
+impl Recorded<'_> {
+    fn take(&mut self, what: &str) -> Result<f64, String> {
+        let i = self.next;
+        let x = *self.values.get(i).ok_or_else(|| {
+            format!(
+                "state has {} numbers, but the terrain needs more (state[{i}]: {what})",
+                self.values.len()
+            )
+        })?;
+        self.next += 1;
+        Ok(x)
+    }
+}
+
+impl Draws for Recorded<'_> {
+    fn uniform(&mut self, lo: f64, hi: f64) -> Result<f64, String> {
+        let i = self.next;
+        let x = self.take("a uniform draw")?;
+        if !(lo..=hi).contains(&x) {
+            return Err(format!("state[{i}] = {x} must be in [{lo}, {hi}]"));
+        }
+        Ok(x)
+    }
+
+    fn integers(&mut self, lo: i64, hi: i64) -> Result<i64, String> {
+        let i = self.next;
+        let x = self.take("an integer draw")?;
+        if x.fract() != 0.0 || x < lo as f64 || x >= hi as f64 {
+            return Err(format!("state[{i}] = {x} must be an integer in {lo}..{hi}"));
+        }
+        Ok(x as i64)
+    }
+
+    fn random(&mut self) -> Result<f64, String> {
+        let i = self.next;
+        let x = self.take("a draw in [0, 1)")?;
+        if !(0.0..1.0).contains(&x) {
+            return Err(format!("state[{i}] = {x} must be in [0, 1)"));
+        }
+        Ok(x)
+    }
+}
+
+/// One walker world and the reference's bookkeeping.
+pub struct Sim {
+    world: World,
+    hull: BodyId,
+    hull_shape: ShapeId,
+    /// Upper left, lower left, upper right, lower right (the reference's `legs`).
+    legs: [BodyId; 4],
+    lower_shapes: [ShapeId; 2],
+    /// Hip left, knee left, hip right, knee right.
+    joints: [JointId; 4],
+    pub ground_contact: [bool; 2],
+    pub game_over: bool,
+    prev_shaping: Option<f64>,
+    angle: f64,
+    hardcore: bool,
+    /// The reset's draws (terrain, then the initial push).
+    pub draws: Vec<f64>,
+    pub terrain_x: Vec<f64>,
+    pub terrain_y: Vec<f64>,
+    /// Obstacle polygons (hardcore), for rendering.
+    pub obstacles: Vec<Vec<(f64, f64)>>,
+    pub state: [f64; 24],
+}
+
+fn sign(x: f64) -> f64 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        0.0
+    }
+}
+
+impl Sim {
+    fn build(hardcore: bool, draws: &mut dyn Draws) -> Result<Sim, String> {
+        let mut world = World::new(&default_world_def());
+        let ground = static_body(&mut world);
+        let fd_polygon = shape_def(FRICTION, CATEGORY_GROUND, u64::MAX);
+        let fd_edge = shape_def(FRICTION, CATEGORY_GROUND, u64::MAX);
+        let ts = TERRAIN_STEP;
+
+        // The reference's terrain generator, state machine and all.
+        const GRASS: i64 = 0;
+        const STUMP: i64 = 1;
+        const STAIRS: i64 = 2;
+        const PIT: i64 = 3;
+        const STATES: i64 = 4;
+        let (mut state, mut velocity, mut y) = (GRASS, 0.0f64, TERRAIN_HEIGHT);
+        let (mut counter, mut oneshot) = (TERRAIN_STARTPAD, false);
+        let (mut stair_steps, mut stair_width, mut stair_height) = (0i64, 0i64, 0i64);
+        let mut original_y = 0.0;
+        let mut terrain_x = Vec::with_capacity(TERRAIN_LENGTH);
+        let mut terrain_y = Vec::with_capacity(TERRAIN_LENGTH);
+        let mut obstacles = Vec::new();
+        let mut add = |world: &mut World, poly: Vec<(f64, f64)>| {
+            polygon(world, ground, &fd_polygon, &poly);
+            obstacles.push(poly);
+        };
+        for i in 0..TERRAIN_LENGTH {
+            let x = i as f64 * ts;
+            terrain_x.push(x);
+            if state == GRASS && !oneshot {
+                velocity = 0.8 * velocity + 0.01 * sign(TERRAIN_HEIGHT - y);
+                if i as i64 > TERRAIN_STARTPAD {
+                    velocity += draws.uniform(-1.0, 1.0)? / SCALE;
+                }
+                y += velocity;
+            } else if state == PIT && oneshot {
+                counter = draws.integers(3, 5)?;
+                let poly = [
+                    (x, y),
+                    (x + ts, y),
+                    (x + ts, y - 4.0 * ts),
+                    (x, y - 4.0 * ts),
+                ];
+                add(&mut world, poly.to_vec());
+                let shift = ts * counter as f64;
+                add(
+                    &mut world,
+                    poly.iter().map(|p| (p.0 + shift, p.1)).collect(),
+                );
+                counter += 2;
+                original_y = y;
+            } else if state == PIT && !oneshot {
+                y = original_y;
+                if counter > 1 {
+                    y -= 4.0 * ts;
+                }
+            } else if state == STUMP && oneshot {
+                counter = draws.integers(1, 3)?;
+                let c = counter as f64;
+                add(
+                    &mut world,
+                    vec![
+                        (x, y),
+                        (x + c * ts, y),
+                        (x + c * ts, y + c * ts),
+                        (x, y + c * ts),
+                    ],
+                );
+            } else if state == STAIRS && oneshot {
+                stair_height = if draws.random()? > 0.5 { 1 } else { -1 };
+                stair_width = draws.integers(4, 5)?;
+                stair_steps = draws.integers(3, 5)?;
+                original_y = y;
+                let (w, h) = (stair_width as f64, stair_height as f64);
+                for s in 0..stair_steps {
+                    let s = s as f64;
+                    add(
+                        &mut world,
+                        vec![
+                            (x + (s * w) * ts, y + (s * h) * ts),
+                            (x + ((1.0 + s) * w) * ts, y + (s * h) * ts),
+                            (x + ((1.0 + s) * w) * ts, y + (-1.0 + s * h) * ts),
+                            (x + (s * w) * ts, y + (-1.0 + s * h) * ts),
+                        ],
+                    );
+                }
+                counter = stair_steps * stair_width;
+            } else if state == STAIRS && !oneshot {
+                let s = stair_steps * stair_width - counter - stair_height;
+                let n = s as f64 / stair_width as f64;
+                y = original_y + (n * stair_height as f64) * ts;
+            }
+            oneshot = false;
+            terrain_y.push(y);
+            counter -= 1;
+            if counter == 0 {
+                counter = draws.integers(TERRAIN_GRASS / 2, TERRAIN_GRASS)?;
+                if state == GRASS && hardcore {
+                    state = draws.integers(1, STATES)?;
+                } else {
+                    state = GRASS;
+                }
+                oneshot = true;
+            }
+        }
+        for i in 0..TERRAIN_LENGTH - 1 {
+            segment(
+                &mut world,
+                ground,
+                &fd_edge,
+                (terrain_x[i], terrain_y[i]),
+                (terrain_x[i + 1], terrain_y[i + 1]),
+            );
+        }
+
+        let init_x = ts * TERRAIN_STARTPAD as f64 / 2.0;
+        let init_y = TERRAIN_HEIGHT + 2.0 * LEG_H;
+        let hull = create_body(&mut world, &dynamic_body(init_x, init_y, 0.0));
+        let pts: Vec<(f64, f64)> = HULL_POLY
+            .iter()
+            .map(|&(x, y)| (x / SCALE, y / SCALE))
+            .collect();
+        let hull_shape = polygon(
+            &mut world,
+            hull,
+            &ShapeDef {
+                density: 5.0,
+                ..shape_def(0.1, 0x0020, CATEGORY_GROUND)
+            },
+            &pts,
+        );
+        let push = draws.uniform(-INITIAL_RANDOM, INITIAL_RANDOM)?;
+
+        let leg_fd = ShapeDef {
+            density: 1.0,
+            ..shape_def(DEFAULT_FRICTION, 0x0020, CATEGORY_GROUND)
+        };
+        let mut legs = [BodyId::default(); 4];
+        let mut joints = [JointId::default(); 4];
+        let mut lower_shapes = [ShapeId::default(); 2];
+        for (k, i) in [-1.0f64, 1.0].into_iter().enumerate() {
+            // As in the reference (whose LEG_DOWN sign puts the legs 0.53 m above their
+            // hip anchors; the joints pull them in during the first steps).
+            let leg = create_body(
+                &mut world,
+                &dynamic_body(init_x, init_y - LEG_H / 2.0 - LEG_DOWN, i * 0.05),
+            );
+            create_polygon_shape(
+                &mut world,
+                leg,
+                &leg_fd,
+                &make_box((LEG_W / 2.0) as f32, (LEG_H / 2.0) as f32),
+            );
+            let lower = create_body(
+                &mut world,
+                &dynamic_body(init_x, init_y - LEG_H * 3.0 / 2.0 - LEG_DOWN, i * 0.05),
+            );
+            lower_shapes[k] = create_polygon_shape(
+                &mut world,
+                lower,
+                &leg_fd,
+                &make_box((0.8 * LEG_W / 2.0) as f32, (LEG_H / 2.0) as f32),
+            );
+            let joint = |world: &mut World,
+                         a,
+                         b,
+                         fa: (f64, f64),
+                         fb: (f64, f64),
+                         speed: f64,
+                         lim: (f32, f32),
+                         reference: f64| {
+                let mut jd = default_revolute_joint_def();
+                jd.base.body_id_a = a;
+                jd.base.body_id_b = b;
+                jd.base.local_frame_a.p = v2(fa.0, fa.1);
+                // pybox2d's revoluteJointDef(bodyA=, bodyB=) sets referenceAngle to the
+                // bodies' angle difference at creation; the joint angle and its limits count
+                // from there. In v3 that is frame A's rotation.
+                jd.base.local_frame_a.q = make_rot(reference as f32);
+                jd.base.local_frame_b.p = v2(fb.0, fb.1);
+                jd.base.constraint_damping_ratio = JOINT_DAMPING_RATIO;
+                jd.enable_motor = true;
+                jd.enable_limit = true;
+                jd.max_motor_torque = MOTORS_TORQUE as f32;
+                jd.motor_speed = speed as f32;
+                jd.lower_angle = lim.0;
+                jd.upper_angle = lim.1;
+                create_revolute_joint(world, &jd)
+            };
+            joints[2 * k] = joint(
+                &mut world,
+                hull,
+                leg,
+                (0.0, LEG_DOWN),
+                (0.0, LEG_H / 2.0),
+                i,
+                (-0.8, 1.1),
+                i * 0.05,
+            );
+            joints[2 * k + 1] = joint(
+                &mut world,
+                leg,
+                lower,
+                (0.0, -LEG_H / 2.0),
+                (0.0, LEG_H / 2.0),
+                1.0,
+                (-1.6, -0.1),
+                0.0,
+            );
+            legs[2 * k] = leg;
+            legs[2 * k + 1] = lower;
+        }
+        // Start from 2.3's post-reset pose (see REF_POSE); the push is in its velocities.
+        let bodies = [hull, legs[0], legs[1], legs[2], legs[3]];
+        for (k, &b) in bodies.iter().enumerate() {
+            let q: [f64; 6] = std::array::from_fn(|i| {
+                REF_POSE[k][i] + push / 5.0 * (REF_POSE_PUSH[k][i] - REF_POSE[k][i])
+            });
+            body_set_transform(
+                &mut world,
+                b,
+                v2(init_x + q[0], q[1]),
+                make_rot(q[2] as f32),
+            );
+            body_set_linear_velocity(&mut world, b, v2(q[3], q[4]));
+            body_set_angular_velocity(&mut world, b, q[5] as f32);
+        }
+        let angle = REF_POSE[0][2] + push / 5.0 * (REF_POSE_PUSH[0][2] - REF_POSE[0][2]);
+        Ok(Sim {
+            world,
+            hull,
+            hull_shape,
+            legs,
+            lower_shapes,
+            joints,
+            ground_contact: [false; 2],
+            game_over: false,
+            prev_shaping: None,
+            angle,
+            hardcore,
+            draws: Vec::new(),
+            terrain_x,
+            terrain_y,
+            obstacles,
+            state: [0.0; 24],
+        })
+    }
+
+    fn step(&mut self, p: &WalkerParams, a: &[f32; 4]) -> (f64, bool) {
+        self.set_motors(a);
+        world_step(&mut self.world, (1.0 / FPS) as f32, p.sub_steps);
+        self.finish(a)
+    }
+
+    /// What the reference's reset step leaves: motors set for a zero action, contacts
+    /// found (a zero-length step only collides), observation and shaping baseline.
+    fn settle(&mut self) {
+        self.set_motors(&[0.0; 4]);
+        world_step(&mut self.world, 0.0, 1);
+        self.finish(&[0.0; 4]);
+    }
+
+    fn set_motors(&mut self, a: &[f32; 4]) {
+        for (j, &aj) in a.iter().enumerate() {
+            let speed = if j % 2 == 0 { SPEED_HIP } else { SPEED_KNEE };
+            let aj = f64::from(aj);
+            revolute_joint_set_motor_speed(
+                &mut self.world,
+                self.joints[j],
+                (speed * sign(aj)) as f32,
+            );
+            revolute_joint_set_max_motor_torque(
+                &mut self.world,
+                self.joints[j],
+                (MOTORS_TORQUE * aj.abs().clamp(0.0, 1.0)) as f32,
+            );
+        }
+        // pybox2d's motor setters wake the bodies; v3's leave a sleeping walker asleep.
+        if !body_is_awake(&self.world, self.hull) {
+            body_set_awake(&mut self.world, self.hull, true);
+        }
+    }
+
+    /// The reference's step after `world.Step`: contacts, lidar, observation, reward.
+    fn finish(&mut self, a: &[f32; 4]) -> (f64, bool) {
+        self.read_contacts();
+
+        let world = &mut self.world;
+        let pos = body_get_position(world, self.hull);
+        let vel = body_get_linear_velocity(world, self.hull);
+        self.angle = unwrap_angle(self.angle, angle_of(world, self.hull));
+        let mut lidar = [1.0f64; 10];
+        for (i, l) in lidar.iter_mut().enumerate() {
+            let t = 1.5 * i as f64 / 10.0;
+            let r = world_cast_ray_closest(
+                world,
+                pos,
+                v2(t.sin() * LIDAR_RANGE, -t.cos() * LIDAR_RANGE),
+                QueryFilter {
+                    category_bits: CATEGORY_GROUND,
+                    mask_bits: CATEGORY_GROUND,
+                },
+            );
+            if r.hit {
+                *l = f64::from(r.fraction);
+            }
+        }
+        let world = &self.world;
+        let w = |b: BodyId| f64::from(body_get_angular_velocity(world, b));
+        let joint_angle = |j: usize| f64::from(revolute_joint_get_angle(world, self.joints[j]));
+        // Joint speed: body B's angular velocity minus body A's (b2RevoluteJoint::GetJointSpeed).
+        let bodies = [
+            (self.hull, self.legs[0]),
+            (self.legs[0], self.legs[1]),
+            (self.hull, self.legs[2]),
+            (self.legs[2], self.legs[3]),
+        ];
+        let joint_speed = |j: usize| w(bodies[j].1) - w(bodies[j].0);
+        let mut s = [0.0f64; 24];
+        s[0] = f64::from(self.angle as f32);
+        s[1] = 2.0 * w(self.hull) / FPS;
+        s[2] = 0.3 * f64::from(vel.x) * (VIEWPORT_W / SCALE) / FPS;
+        s[3] = 0.3 * f64::from(vel.y) * (VIEWPORT_H / SCALE) / FPS;
+        s[4] = joint_angle(0);
+        s[5] = joint_speed(0) / SPEED_HIP;
+        s[6] = joint_angle(1) + 1.0;
+        s[7] = joint_speed(1) / SPEED_KNEE;
+        s[8] = if self.ground_contact[0] { 1.0 } else { 0.0 };
+        s[9] = joint_angle(2);
+        s[10] = joint_speed(2) / SPEED_HIP;
+        s[11] = joint_angle(3) + 1.0;
+        s[12] = joint_speed(3) / SPEED_KNEE;
+        s[13] = if self.ground_contact[1] { 1.0 } else { 0.0 };
+        s[14..].copy_from_slice(&lidar);
+        self.state = s;
+
+        let x = f64::from(pos.x);
+        let shaping = 130.0 * x / SCALE - 5.0 * s[0].abs();
+        let mut reward = match self.prev_shaping {
+            Some(prev) => shaping - prev,
+            None => 0.0,
+        };
+        self.prev_shaping = Some(shaping);
+        // 0.00035 * MOTORS_TORQUE is a Python float times a float32 numpy scalar: float32.
+        let k = (0.00035 * MOTORS_TORQUE) as f32;
+        for &aj in a {
+            reward -= f64::from(k * aj.abs().clamp(0.0, 1.0));
+        }
+        let mut terminated = false;
+        if self.game_over || x < 0.0 {
+            reward = -100.0;
+            terminated = true;
+        }
+        if x > (TERRAIN_LENGTH as f64 - TERRAIN_GRASS as f64) * TERRAIN_STEP {
+            terminated = true;
+        }
+        (reward, terminated)
+    }
+
+    /// The reference's ContactDetector: the hull touching the ground ends the game; the
+    /// lower legs report ground contact.
+    fn read_contacts(&mut self) {
+        let events = world_get_contact_events(&self.world);
+        for ev in events.begin_events {
+            for id in [ev.shape_id_a, ev.shape_id_b] {
+                if id == self.hull_shape {
+                    self.game_over = true;
+                }
+                for k in 0..2 {
+                    if id == self.lower_shapes[k] {
+                        self.ground_contact[k] = true;
+                    }
+                }
+            }
+        }
+        for ev in events.end_events {
+            for id in [ev.shape_id_a, ev.shape_id_b] {
+                for k in 0..2 {
+                    if id == self.lower_shapes[k] {
+                        self.ground_contact[k] = false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Body poses for rendering: hull, then the four leg segments, as (x, y, angle).
+    pub fn poses(&self) -> [(f64, f64, f64); 5] {
+        let pose = |b: BodyId| {
+            let p = body_get_position(&self.world, b);
+            (f64::from(p.x), f64::from(p.y), angle_of(&self.world, b))
+        };
+        [
+            pose(self.hull),
+            pose(self.legs[0]),
+            pose(self.legs[1]),
+            pose(self.legs[2]),
+            pose(self.legs[3]),
+        ]
+    }
+
+    fn to_vec(&self) -> Vec<f64> {
+        let mut v = vec![SNAPSHOT_VERSION, f64::from(u8::from(self.hardcore))];
+        v.push(self.draws.len() as f64);
+        v.extend_from_slice(&self.draws);
+        v.push(f64::from(u8::from(self.ground_contact[0])));
+        v.push(f64::from(u8::from(self.ground_contact[1])));
+        v.push(f64::from(u8::from(self.game_over)));
+        v.push(self.prev_shaping.unwrap_or(f64::NAN));
+        v.push(self.angle);
+        v.extend_from_slice(&self.state);
+        push_world(&mut v, &self.world);
+        v
+    }
+
+    fn from_vec(v: &[f64]) -> Result<Sim, String> {
+        let bad = || format!("not a BipedalWalker snapshot (version {SNAPSHOT_VERSION})");
+        if v.len() < 3 || v[0] != SNAPSHOT_VERSION {
+            return Err(bad());
+        }
+        let hardcore = v[1] != 0.0;
+        let n = v[2] as usize;
+        const TAIL: usize = 5 + 24;
+        if v.len() < 3 + n + TAIL {
+            return Err(bad());
+        }
+        let draws = &v[3..3 + n];
+        let mut sim = Sim::build(
+            hardcore,
+            &mut Recorded {
+                values: draws,
+                next: 0,
+            },
+        )?;
+        sim.draws = draws.to_vec();
+        let r = &v[3 + n..];
+        sim.ground_contact = [r[0] != 0.0, r[1] != 0.0];
+        sim.game_over = r[2] != 0.0;
+        sim.prev_shaping = (!r[3].is_nan()).then_some(r[3]);
+        sim.angle = r[4];
+        sim.state.copy_from_slice(&r[5..29]);
+        restore_world(&mut sim.world, &r[29..], "BipedalWalker")?;
+        Ok(sim)
+    }
+}
+
+const SNAPSHOT_VERSION: f64 = 1.0;
+
+/// An env's state: its own Box2D world.
+#[derive(Default)]
+pub struct WalkerState {
+    pub sim: Option<Box<Sim>>,
+}
+
+impl WalkerState {
+    pub fn sim(&self) -> &Sim {
+        self.sim
+            .as_deref()
+            .expect("BipedalWalker state used before reset")
+    }
+
+    fn sim_mut(&mut self) -> &mut Sim {
+        self.sim
+            .as_deref_mut()
+            .expect("BipedalWalker state used before reset")
+    }
+}
+
+impl Clone for WalkerState {
+    /// A deep copy through Box2D's snapshot (rare: checkpoints and tests).
+    fn clone(&self) -> Self {
+        WalkerState {
+            sim: self
+                .sim
+                .as_ref()
+                .map(|s| Box::new(Sim::from_vec(&s.to_vec()).expect("own snapshot restores"))),
+        }
+    }
+}
+
+impl std::fmt::Debug for WalkerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.sim {
+            None => write!(f, "WalkerState(unset)"),
+            Some(s) => write!(f, "WalkerState {{ obs: {:?} }}", s.state),
+        }
+    }
+}
+
+/// The initial state from a reset's draws (terrain draws in the reference's order, then the
+/// initial push), as `state_from_slice` and the golden tests use it.
+pub fn reset_from_draws(p: &WalkerParams, draws: &[f64]) -> Result<WalkerState, String> {
+    let mut src = Recorded {
+        values: draws,
+        next: 0,
+    };
+    let mut sim = Sim::build(p.hardcore, &mut src)?;
+    if src.next != draws.len() {
+        return Err(format!(
+            "state has {} numbers but the terrain and push use {}",
+            draws.len(),
+            src.next
+        ));
+    }
+    sim.draws = draws.to_vec();
+    sim.settle();
+    Ok(WalkerState {
+        sim: Some(Box::new(sim)),
+    })
+}
+
+fn reset_random(p: &WalkerParams, rng: &mut Rng) -> WalkerState {
+    let mut src = Logged {
+        rng,
+        log: Vec::with_capacity(200),
+    };
+    let mut sim = Sim::build(p.hardcore, &mut src).expect("a random stream never runs out");
+    sim.draws = src.log;
+    // The reference returns the observation after one step with zero action.
+    sim.settle();
+    WalkerState {
+        sim: Some(Box::new(sim)),
+    }
+}
+
+/// One step (the walker has no in-step randomness).
+pub fn step(p: &WalkerParams, s: &mut WalkerState, a: &[f32; 4]) -> Transition {
+    let (reward, terminated) = s.sim_mut().step(p, a);
+    Transition { reward, terminated }
+}
+
+fn observation_space() -> Space {
+    use std::f32::consts::PI;
+    let mut high = vec![
+        PI, 5.0, 5.0, 5.0, PI, 5.0, PI, 5.0, 5.0, PI, 5.0, PI, 5.0, 5.0,
+    ];
+    let mut low: Vec<f32> = high.iter().map(|h| -h).collect();
+    low[8] = -0.0;
+    low[13] = -0.0;
+    high.extend([1.0; 10]);
+    low.extend([-1.0; 10]);
+    Space::box1(low, high)
+}
+
+/// BipedalWalkerHardcore-v3's parameters: `WalkerParams::hardcore()` by default.
+#[derive(Clone, Debug)]
+pub struct HardcoreParams(pub WalkerParams);
+
+impl Default for HardcoreParams {
+    fn default() -> Self {
+        HardcoreParams(WalkerParams::hardcore())
+    }
+}
+
+impl AsRef<WalkerParams> for HardcoreParams {
+    fn as_ref(&self) -> &WalkerParams {
+        &self.0
+    }
+}
+
+impl AsRef<WalkerParams> for WalkerParams {
+    fn as_ref(&self) -> &WalkerParams {
+        self
+    }
+}
+
+macro_rules! walker_env {
+    ($name:ident, $id:literal, $params:ty, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name;
+
+        impl Env for $name {
+            type Params = $params;
+            type State = WalkerState;
+            type Action = [f32; 4];
+            const ID: &'static str = $id;
+            const OBS_DIM: usize = 24;
+            const STEP_COST_NS: u64 = 40_000;
+
+            fn observation_space(_: &$params) -> Space {
+                observation_space()
+            }
+
+            fn action_space(_: &$params) -> Space {
+                Space::box1(vec![-1.0; 4], vec![1.0; 4])
+            }
+
+            fn max_episode_steps(p: &$params) -> Option<u32> {
+                Some(p.as_ref().max_episode_steps)
+            }
+
+            fn reset(p: &$params, rng: &mut Rng) -> WalkerState {
+                reset_random(p.as_ref(), rng)
+            }
+
+            fn step(p: &$params, s: &mut WalkerState, a: &[f32; 4], _: &mut Rng) -> Transition {
+                step(p.as_ref(), s, a)
+            }
+
+            fn observe(_: &$params, s: &WalkerState, out: &mut [f32]) {
+                for (o, v) in out.iter_mut().zip(s.sim().state) {
+                    *o = v as f32;
+                }
+            }
+
+            fn state_to_vec(s: &WalkerState) -> Vec<f64> {
+                s.sim().draws.clone()
+            }
+
+            fn state_from_slice(p: &$params, v: &[f64]) -> Result<WalkerState, String> {
+                if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+                    return Err(format!("state[{i}] is {}, not a finite number", v[i]));
+                }
+                reset_from_draws(p.as_ref(), v)
+            }
+
+            fn snapshot(s: &WalkerState) -> Vec<f64> {
+                s.sim().to_vec()
+            }
+
+            fn restore(_: &$params, v: &[f64]) -> Result<WalkerState, String> {
+                Ok(WalkerState {
+                    sim: Some(Box::new(Sim::from_vec(v)?)),
+                })
+            }
+        }
+    };
+}
+
+walker_env!(
+    BipedalWalker,
+    "BipedalWalker-v3",
+    WalkerParams,
+    "BipedalWalker-v3: four joint torques in [-1, 1] on gently rolling grass; 1600 steps."
+);
+
+walker_env!(
+    BipedalWalkerHardcore,
+    "BipedalWalkerHardcore-v3",
+    HardcoreParams,
+    "BipedalWalkerHardcore-v3 (`hardcore=True`): stumps, stairs and pits; 2000 steps."
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Purpose;
+
+    #[test]
+    fn snapshots_and_clones_continue_identically() {
+        for p in [WalkerParams::default(), WalkerParams::hardcore()] {
+            let mut rng = Rng::stream(5, Purpose::Env, 0);
+            let mut s = reset_random(&p, &mut rng);
+            let gait = |t: usize| {
+                let x = t as f32 * 0.15;
+                [x.sin(), (x + 1.0).cos(), (x + 3.0).sin(), x.cos()]
+            };
+            for t in 0..30 {
+                step(&p, &mut s, &gait(t));
+            }
+            let mut copy = s.clone();
+            let mut restored = WalkerState {
+                sim: Some(Box::new(Sim::from_vec(&s.sim().to_vec()).unwrap())),
+            };
+            for t in 30..200 {
+                let x = step(&p, &mut s, &gait(t));
+                assert_eq!(x, step(&p, &mut copy, &gait(t)), "clone, step {t}");
+                assert_eq!(x, step(&p, &mut restored, &gait(t)), "restore, step {t}");
+                assert_eq!(s.sim().state, restored.sim().state);
+                if x.terminated {
+                    break;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_state_vector_is_the_reset_draws() {
+        let p = WalkerParams::hardcore();
+        let mut rng = Rng::stream(9, Purpose::Env, 0);
+        let s = reset_random(&p, &mut rng);
+        let v = BipedalWalkerHardcore::state_to_vec(&s);
+        let again =
+            BipedalWalkerHardcore::state_from_slice(&HardcoreParams(p.clone()), &v).unwrap();
+        assert_eq!(s.sim().state, again.sim().state);
+        assert_eq!(s.sim().terrain_y, again.sim().terrain_y);
+        // Hardcore terrain has obstacles; a missing number and a bad one are named.
+        assert!(!s.sim().obstacles.is_empty());
+        let e = reset_from_draws(&p, &v[..v.len() - 1]).unwrap_err();
+        assert!(e.contains("needs more"), "{e}");
+        let mut bad = v.clone();
+        bad[0] = 3.0;
+        let e = reset_from_draws(&p, &bad).unwrap_err();
+        assert!(e.contains("state[0] = 3"), "{e}");
+        let e = reset_from_draws(&p, &[v.clone(), vec![0.5]].concat()).unwrap_err();
+        assert!(e.contains("use"), "{e}");
+    }
+
+    #[test]
+    fn a_limp_walker_slumps_forward_as_the_references_does() {
+        // Zero torque for 100 steps: in Gymnasium the hull slides forward from x = 4.65 to
+        // 5.95 and 5.90 (seeds 1 and 2) as the legs fold.
+        let p = WalkerParams::default();
+        let mut rng = Rng::stream(1, Purpose::Env, 0);
+        let mut s = reset_random(&p, &mut rng);
+        for _ in 0..100 {
+            if step(&p, &mut s, &[0.0; 4]).terminated {
+                break;
+            }
+        }
+        let x0 = s.sim().poses()[0].0;
+        assert!((5.5..6.5).contains(&x0), "{x0}");
+        // Lidar sees the ground below the hull: the first ray points straight down.
+        assert!(s.sim().state[14] < 1.0, "{:?}", s.sim().state);
+    }
+}
