@@ -189,6 +189,12 @@ pub trait Env: Send + Sync + 'static {
     /// `reset`. Errors name what is wrong with the vector.
     fn state_from_slice(p: &Self::Params, v: &[f64]) -> Result<Self::State, String>;
 
+    /// What a renderer needs to draw the state (`rlrig play --gif`). The analytic envs' state
+    /// vector is all it takes; the Box2D envs list body poses and terrain instead.
+    fn render_state(s: &Self::State) -> Vec<f64> {
+        Self::state_to_vec(s)
+    }
+
     /// The complete state for checkpoints: [`Env::state_to_vec`] plus any hidden
     /// bookkeeping. Envs whose Gymnasium vector is the whole state keep the default.
     fn snapshot(s: &Self::State) -> Vec<f64> {

@@ -1,5 +1,5 @@
-//! Animated GIFs of recorded episodes for the classic-control envs (`rlrig play`),
-//! drawn from each step's internal state with the reference's geometry.
+//! Animated GIFs of recorded episodes (`rlrig play`) for the classic-control, MinAtar and
+//! Box2D envs, drawn from each step's `Env::render_state` with the reference's geometry.
 
 use std::path::Path;
 
@@ -11,6 +11,10 @@ fn fps(env: &str) -> u32 {
         "CartPole-v1" => 50,
         "MinAtar/Breakout-v1" => 10,
         "Acrobot-v1" => 15,
+        "LunarLander-v3"
+        | "LunarLanderContinuous-v3"
+        | "BipedalWalker-v3"
+        | "BipedalWalkerHardcore-v3" => 50,
         _ => 30,
     }
 }
@@ -162,6 +166,153 @@ fn draw_breakout(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
+/// A body-fixed polygon (vertices in world units) at pose (x, y, angle), as pixels of a
+/// viewport that starts at world x `scroll` and draws 30 px per unit, y up.
+fn placed(pts: &[(f64, f64)], pose: (f64, f64, f64), scroll: f64, height: i32) -> Vec<(i32, i32)> {
+    let (s, c) = pose.2.sin_cos();
+    pts.iter()
+        .map(|&(x, y)| {
+            let (wx, wy) = (pose.0 + c * x - s * y, pose.1 + s * x + c * y);
+            (((wx - scroll) * 30.0) as i32, height - (wy * 30.0) as i32)
+        })
+        .collect()
+}
+
+fn rect(hw: f64, hh: f64) -> [(f64, f64); 4] {
+    [(-hw, -hh), (hw, -hh), (hw, hh), (-hw, hh)]
+}
+
+/// Gymnasium's LunarLander drawing: dark sky, white moon with the helipad flags, the lander
+/// and its legs (`LunarLander::render_state`).
+fn draw_lunar_lander(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    a.fill(&BLACK).map_err(e)?;
+    let chunk_x: Vec<f64> = (0..11).map(|i| 20.0 / 10.0 * i as f64).collect();
+    let mut moon: Vec<(f64, f64)> = chunk_x
+        .iter()
+        .zip(&s[..11])
+        .map(|(&x, &y)| (x, y))
+        .collect();
+    moon.extend([(20.0, 0.0), (0.0, 0.0)]);
+    a.draw(&Polygon::new(
+        placed(&moon, (0.0, 0.0, 0.0), 0.0, 400),
+        WHITE.filled(),
+    ))
+    .map_err(e)?;
+    let helipad_y = s[11];
+    for x in [chunk_x[4], chunk_x[6]] {
+        let pole = placed(
+            &[(x, helipad_y), (x, helipad_y + 50.0 / 30.0)],
+            (0.0, 0.0, 0.0),
+            0.0,
+            400,
+        );
+        a.draw(&PathElement::new(pole.clone(), WHITE.stroke_width(1)))
+            .map_err(e)?;
+        let (px, py) = pole[1];
+        a.draw(&Polygon::new(
+            vec![(px, py), (px, py + 10), (px + 25, py + 5)],
+            RGBColor(204, 204, 0).filled(),
+        ))
+        .map_err(e)?;
+    }
+    let body = |k: usize| (s[12 + 3 * k], s[13 + 3 * k], s[14 + 3 * k]);
+    let purple = RGBColor(128, 102, 230);
+    for k in [1, 2] {
+        a.draw(&Polygon::new(
+            placed(&rect(2.0 / 30.0, 8.0 / 30.0), body(k), 0.0, 400),
+            purple.filled(),
+        ))
+        .map_err(e)?;
+    }
+    let hull: Vec<(f64, f64)> = [
+        (-14.0, 17.0),
+        (-17.0, 0.0),
+        (-17.0, -10.0),
+        (17.0, -10.0),
+        (17.0, 0.0),
+        (14.0, 17.0),
+    ]
+    .iter()
+    .map(|&(x, y)| (x / 30.0, y / 30.0))
+    .collect();
+    a.draw(&Polygon::new(
+        placed(&hull, body(0), 0.0, 400),
+        purple.filled(),
+    ))
+    .map_err(e)?;
+    Ok(())
+}
+
+/// Gymnasium's BipedalWalker drawing, scrolling with the hull: sky, terrain, obstacles,
+/// lidar, legs and hull (`BipedalWalker::render_state`).
+fn draw_bipedal_walker(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    a.fill(&RGBColor(215, 215, 255)).map_err(e)?;
+    let body = |k: usize| (s[3 * k], s[3 * k + 1], s[3 * k + 2]);
+    let scroll = s[0] - 600.0 / 30.0 / 5.0;
+    let step = 14.0 / 30.0;
+    let terrain = &s[25..225];
+    let ground = RGBColor(102, 153, 76);
+    for i in 0..terrain.len() - 1 {
+        let (x0, x1) = (i as f64 * step, (i + 1) as f64 * step);
+        if x1 < scroll || x0 > scroll + 20.0 {
+            continue;
+        }
+        let poly = [(x0, terrain[i]), (x1, terrain[i + 1]), (x1, 0.0), (x0, 0.0)];
+        a.draw(&Polygon::new(
+            placed(&poly, (0.0, 0.0, 0.0), scroll, 400),
+            ground.filled(),
+        ))
+        .map_err(e)?;
+    }
+    for q in s[225..].chunks_exact(8) {
+        let poly: Vec<(f64, f64)> = q.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+        a.draw(&Polygon::new(
+            placed(&poly, (0.0, 0.0, 0.0), scroll, 400),
+            RGBColor(153, 153, 153).filled(),
+        ))
+        .map_err(e)?;
+    }
+    let (hx, hy, _) = body(0);
+    for (i, &f) in s[15..25].iter().enumerate() {
+        let t = 1.5 * i as f64 / 10.0;
+        let end = (
+            hx + t.sin() * 160.0 / 30.0 * f,
+            hy - t.cos() * 160.0 / 30.0 * f,
+        );
+        let ray = placed(&[(hx, hy), end], (0.0, 0.0, 0.0), scroll, 400);
+        a.draw(&PathElement::new(ray, RED.stroke_width(1)))
+            .map_err(e)?;
+    }
+    let (w, h) = (8.0 / 30.0, 34.0 / 30.0);
+    for (k, shade) in [(1, 178u8), (2, 178), (3, 128), (4, 128)] {
+        let half_w = if k % 2 == 1 { w / 2.0 } else { 0.8 * w / 2.0 };
+        let color = RGBColor(shade, shade / 2, shade);
+        a.draw(&Polygon::new(
+            placed(&rect(half_w, h / 2.0), body(k), scroll, 400),
+            color.filled(),
+        ))
+        .map_err(e)?;
+    }
+    let hull: Vec<(f64, f64)> = [
+        (-30.0, 9.0),
+        (6.0, 9.0),
+        (34.0, 1.0),
+        (34.0, -8.0),
+        (-30.0, -8.0),
+    ]
+    .iter()
+    .map(|&(x, y)| (x / 30.0, y / 30.0))
+    .collect();
+    a.draw(&Polygon::new(
+        placed(&hull, body(0), scroll, 400),
+        RGBColor(127, 51, 229).filled(),
+    ))
+    .map_err(e)?;
+    Ok(())
+}
+
 /// Writes the episodes (each a list of internal states) as one animated GIF, with the
 /// episode, step and return so far in the corner. Long episodes are subsampled to at
 /// most `max_frames` frames each.
@@ -179,6 +330,8 @@ pub fn episodes_gif(
         "MountainCar-v0" => |a, s| draw_mountain_car(a, s, 0.5),
         "MountainCarContinuous-v0" => |a, s| draw_mountain_car(a, s, 0.45),
         "MinAtar/Breakout-v1" => draw_breakout,
+        "LunarLander-v3" | "LunarLanderContinuous-v3" => draw_lunar_lander,
+        "BipedalWalker-v3" | "BipedalWalkerHardcore-v3" => draw_bipedal_walker,
         other => return Err(format!("no renderer for {other}")),
     };
     let longest = episodes.iter().map(|(s, _)| s.len()).max().unwrap_or(1);
@@ -187,7 +340,13 @@ pub fn episodes_gif(
     let root = BitMapBackend::gif(path, size(env), delay)
         .map_err(|e| format!("{}: {e}", path.display()))?
         .into_drawing_area();
-    let font = ("sans-serif", 16).into_font().color(&BLACK);
+    // LunarLander's sky is black, as in Gymnasium.
+    let ink = if env.starts_with("LunarLander") {
+        WHITE
+    } else {
+        BLACK
+    };
+    let font = ("sans-serif", 16).into_font().color(&ink);
     for (ep, (states, returns)) in episodes.iter().enumerate() {
         for (t, s) in states.iter().enumerate().step_by(stride) {
             root.fill(&WHITE).map_err(|e| e.to_string())?;

@@ -409,7 +409,7 @@ pub fn record_episodes(
                 )
                 .expect("one env always builds");
                 let mut rec = Recording {
-                    states: vec![E::state_to_vec(env.state(0))],
+                    states: vec![E::render_state(env.state(0))],
                     returns: vec![0.0],
                 };
                 loop {
@@ -437,7 +437,7 @@ pub fn record_episodes(
                         .expect("the policy only emits valid actions");
                     let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];
                     rec.returns.push(ret);
-                    rec.states.push(E::state_to_vec(env.state(0)));
+                    rec.states.push(E::render_state(env.state(0)));
                     if env.terminated()[0] || env.truncated()[0] {
                         break;
                     }

@@ -275,3 +275,62 @@ fn random_baseline_matches_the_reference_statistics() {
     }
     assert!(!missing.exists(), "--resume must not create the directory");
 }
+
+/// The seed's workload in miniature: a pruning GA on BipedalWalker, whose members' episodes
+/// are Box2D worlds stepped on worker threads. Same fitness history and weights with 1 and 2
+/// threads, and the run renders to a GIF.
+#[test]
+fn the_pruning_ga_on_bipedal_walker_is_thread_count_independent() {
+    let (a, b) = (tmp("bw-ga-1"), tmp("bw-ga-2"));
+    let walker = |dir: &std::path::Path, threads: &str| {
+        let d = dir.to_str().unwrap().to_string();
+        let o = rlrig(&[
+            "train",
+            "ga",
+            "--env",
+            "BipedalWalker-v3",
+            "--population",
+            "8",
+            "--generations",
+            "2",
+            "--episodes-per-member",
+            "1",
+            "--prune",
+            "--set",
+            "hidden=[8,8]",
+            "--set",
+            "truncation=4",
+            "--set",
+            "elite_candidates=2",
+            "--set",
+            "elite_episodes=1",
+            "--threads",
+            threads,
+            "--run-dir",
+            &d,
+            "--quiet",
+            "--eval-episodes",
+            "1",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    walker(&a, "1");
+    walker(&b, "2");
+    assert_eq!(learning_columns(&a, COLS), learning_columns(&b, COLS));
+    assert_eq!(final_weights(&a), final_weights(&b));
+    let gif = a.join("walker.gif");
+    let o = rlrig(&[
+        "play",
+        "--run",
+        a.to_str().unwrap(),
+        "--gif",
+        gif.to_str().unwrap(),
+        "--max-frames",
+        "4",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+    for d in [a, b] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

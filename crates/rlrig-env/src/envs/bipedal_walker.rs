@@ -692,6 +692,23 @@ impl Sim {
         }
     }
 
+    /// What `rlrig play` draws: (x, y, angle) of the hull and the four leg segments, the
+    /// 10 lidar fractions, the terrain's 200 heights, then each obstacle's 4 corners.
+    pub fn render_state(&self) -> Vec<f64> {
+        let mut v = Vec::with_capacity(25 + TERRAIN_LENGTH + 8 * self.obstacles.len());
+        for (x, y, a) in self.poses() {
+            v.extend([x, y, a]);
+        }
+        v.extend_from_slice(&self.state[14..24]);
+        v.extend_from_slice(&self.terrain_y);
+        for poly in &self.obstacles {
+            for &(x, y) in poly {
+                v.extend([x, y]);
+            }
+        }
+        v
+    }
+
     /// Body poses for rendering: hull, then the four leg segments, as (x, y, angle).
     pub fn poses(&self) -> [(f64, f64, f64); 5] {
         let pose = |b: BodyId| {
@@ -924,6 +941,10 @@ macro_rules! walker_env {
 
             fn snapshot(s: &WalkerState) -> Vec<f64> {
                 s.sim().to_vec()
+            }
+
+            fn render_state(s: &WalkerState) -> Vec<f64> {
+                s.sim().render_state()
             }
 
             fn restore(_: &$params, v: &[f64]) -> Result<WalkerState, String> {

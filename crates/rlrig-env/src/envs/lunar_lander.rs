@@ -398,6 +398,17 @@ impl Sim {
         }
     }
 
+    /// What `rlrig play` draws: the terrain's 11 chunk heights, the helipad height, then
+    /// (x, y, angle) of the lander and both legs, in world units.
+    pub fn render_state(&self) -> Vec<f64> {
+        let mut v = self.smooth_y.to_vec();
+        v.push(self.helipad_y);
+        for (x, y, a) in self.poses() {
+            v.extend([x, y, a]);
+        }
+        v
+    }
+
     /// Body poses for rendering: (x, y, angle) of the lander and both legs, in world units.
     pub fn poses(&self) -> [(f64, f64, f64); 3] {
         let pose = |b: BodyId| {
@@ -637,6 +648,10 @@ impl Env for LunarLander {
         s.sim().to_vec()
     }
 
+    fn render_state(s: &LanderState) -> Vec<f64> {
+        s.sim().render_state()
+    }
+
     fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
         restore(p, v)
     }
@@ -687,6 +702,10 @@ impl Env for LunarLanderContinuous {
 
     fn snapshot(s: &LanderState) -> Vec<f64> {
         s.sim().to_vec()
+    }
+
+    fn render_state(s: &LanderState) -> Vec<f64> {
+        s.sim().render_state()
     }
 
     fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
