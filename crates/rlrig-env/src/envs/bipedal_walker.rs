@@ -162,7 +162,10 @@ const REF_POSE_PUSH: [[f64; 6]; 5] = [
 #[derive(Clone, Debug)]
 pub struct WalkerParams {
     pub hardcore: bool,
-    /// Box2D v3 sub-steps per env step (see `LunarLanderParams::sub_steps`).
+    /// Box2D v3 sub-steps per env step: v3's recommended 4. The lander needs 16 to fall
+    /// asleep when 2.3's does; the walker has no such ending, and its statistics match the
+    /// reference as well at 4 as at 16 (gait episode length 85 vs 93 steps against the
+    /// reference's 83; random returns -112 vs -108 against -101) at 3x the speed.
     pub sub_steps: i32,
     pub max_episode_steps: u32,
 }
@@ -171,7 +174,7 @@ impl Default for WalkerParams {
     fn default() -> Self {
         WalkerParams {
             hardcore: false,
-            sub_steps: 16,
+            sub_steps: 4,
             max_episode_steps: 1600,
         }
     }
