@@ -140,7 +140,7 @@ for env in CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendul
     for p in "${PEERS[@]}"; do run_peer "$p" "$env" 256 1; done
 done
 # Box2D envs, 256 envs, threads 1 and 2 (rlrig on Box2D v3, EnvPool and Gymnasium on 2.3)
-for env in LunarLander-v3 LunarLanderContinuous-v3; do
+for env in BipedalWalker-v3 BipedalWalkerHardcore-v3 LunarLander-v3 LunarLanderContinuous-v3; do
     for t in 1 2; do
         run_rlrig "$env" 256 "$t" sync
         run_peer envpool "$env" 256 "$t"
