@@ -297,3 +297,55 @@ fn prometheus_metrics_are_served_on_loopback_during_a_run() {
     }
     std::fs::remove_dir_all(d).ok();
 }
+
+/// Box2D envs keep a whole physics world per env: a checkpoint carries Box2D's world image
+/// (contacts and warm starts included), so a killed run resumes to the same weights.
+#[test]
+fn a_killed_box2d_run_resumes_to_the_same_weights() {
+    for env in ["LunarLander-v3", "BipedalWalker-v3"] {
+        let (full, killed) = (tmp(&format!("{env}-full")), tmp(&format!("{env}-killed")));
+        let args = |dir: &std::path::Path| -> Vec<String> {
+            [
+                "train",
+                "ppo",
+                "--env",
+                env,
+                "--total-steps",
+                "32768",
+                "--num-envs",
+                "8",
+                "--set",
+                "checkpoint_every=4096",
+                "--threads",
+                "2",
+                "--run-dir",
+                dir.to_str().unwrap(),
+                "--quiet",
+                "--eval-episodes",
+                "1",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let a = args(&full);
+        let o = rlrig(&a.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let k = args(&killed);
+        kill_after_first_checkpoint(&k.iter().map(String::as_str).collect::<Vec<_>>(), &killed);
+        let resume: Vec<&str> = k.iter().map(String::as_str).chain(["--resume"]).collect();
+        let o = rlrig(&resume);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("resumed from step"), "{env}: {out}");
+        assert_eq!(final_weights(&full), final_weights(&killed), "{env}");
+        assert_eq!(
+            learning_columns(&full, COLS),
+            learning_columns(&killed, COLS),
+            "{env}"
+        );
+        for d in [full, killed] {
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
+}
