@@ -29,6 +29,7 @@ import sys
 import Box2D
 import gymnasium as gym
 import numpy as np
+from gymnasium.envs.box2d.bipedal_walker import BipedalWalkerHeuristics
 from gymnasium.envs.box2d.lunar_lander import heuristic
 
 _ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
@@ -164,14 +165,18 @@ def walker_gait(t, rng):
 
 
 def walker_statistics(env_id, policy, episodes):
+    """`policy(t, rng)`, or with `policy == "heuristic"` Gymnasium's stateful
+    BipedalWalkerHeuristics, fresh per episode and fed every observation from the reset's on."""
     env = gym.make(env_id)
     rets, lens = [], []
     act_rng = np.random.default_rng(12345)
     for ep in range(episodes):
-        env.reset(seed=20_000 + ep)
+        obs, _ = env.reset(seed=20_000 + ep)
+        h = BipedalWalkerHeuristics()
         total, n = 0.0, 0
         while True:
-            _, r, term, trunc, _ = env.step(policy(n, act_rng))
+            a = h.step_heuristic(obs) if policy == "heuristic" else policy(n, act_rng)
+            obs, r, term, trunc, _ = env.step(a)
             total += r
             n += 1
             if term or trunc:
@@ -227,7 +232,22 @@ def walker_main():
         data["statistics"][env_id] = {
             "random": walker_statistics(env_id, walker_random, 100),
             "gait": walker_statistics(env_id, walker_gait, 100),
+            "heuristic": walker_statistics(env_id, "heuristic", 100),
         }
+    # Gymnasium's walker heuristic on one episode: its observations and actions, to check the
+    # port action for action.
+    env = gym.make("BipedalWalker-v3")
+    obs, _ = env.reset(seed=20_000)
+    h = BipedalWalkerHeuristics()
+    rec = {"obs": [], "act": []}
+    for _ in range(250):
+        a = h.step_heuristic(obs)
+        rec["obs"].append([f32(x) for x in obs])
+        rec["act"].append([float(x) for x in a])
+        obs, _, term, trunc, _ = env.step(a)
+        if term or trunc:
+            break
+    data["heuristic_actions"] = rec
     path = os.path.join(OUT, "BipedalWalker-v3.json")
     with open(path, "w") as f:
         json.dump(data, f, separators=(",", ":"))

@@ -973,6 +973,103 @@ walker_env!(
     "BipedalWalkerHardcore-v3 (`hardcore=True`): stumps, stairs and pits; 2000 steps."
 );
 
+/// Gymnasium's `BipedalWalkerHeuristics`: a stateful gait controller (stand on one leg, put
+/// the other down, push off) with PD targets for hips and knees. One per episode.
+///
+/// The port is exact (tests/box2d_golden.rs replays Gymnasium's observations and compares
+/// the actions), but on rlrig's physics the controller falls within ~170 steps (return
+/// -120) where on Gymnasium's it walks (64 ± 140, 11 % finish). The walking dynamics differ
+/// in a way random and open-loop policies do not show; it is kept as the probe for that
+/// (see issue 5's closing note), not offered as an `eval` baseline.
+#[derive(Clone, Debug)]
+pub struct WalkerHeuristic {
+    phase: Phase,
+    moving_leg: usize,
+    supporting_knee_angle: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    StayOnOneLeg,
+    PutOtherDown,
+    PushOff,
+}
+
+impl Default for WalkerHeuristic {
+    fn default() -> Self {
+        WalkerHeuristic {
+            phase: Phase::StayOnOneLeg,
+            moving_leg: 0,
+            supporting_knee_angle: Self::SUPPORT_KNEE_ANGLE,
+        }
+    }
+}
+
+impl WalkerHeuristic {
+    /// Faster and the walker falls forward.
+    const SPEED: f64 = 0.29;
+    const SUPPORT_KNEE_ANGLE: f64 = 0.1;
+
+    /// The action for observation `s` (24 numbers), advancing the controller's phase.
+    pub fn act(&mut self, s: &[f32]) -> [f32; 4] {
+        let s: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
+        let supporting_leg = 1 - self.moving_leg;
+        let moving_base = 4 + 5 * self.moving_leg;
+        let supporting_base = 4 + 5 * supporting_leg;
+        let (m, sup) = (self.moving_leg, supporting_leg);
+        let mut hip_targ: [Option<f64>; 2] = [None, None];
+        let mut knee_targ: [Option<f64>; 2] = [None, None];
+        if self.phase == Phase::StayOnOneLeg {
+            hip_targ[m] = Some(1.1);
+            knee_targ[m] = Some(-0.6);
+            self.supporting_knee_angle += 0.03;
+            if s[2] > Self::SPEED {
+                self.supporting_knee_angle += 0.03;
+            }
+            self.supporting_knee_angle = self.supporting_knee_angle.min(Self::SUPPORT_KNEE_ANGLE);
+            knee_targ[sup] = Some(self.supporting_knee_angle);
+            if s[supporting_base] < 0.10 {
+                self.phase = Phase::PutOtherDown;
+            }
+        }
+        if self.phase == Phase::PutOtherDown {
+            hip_targ[m] = Some(0.1);
+            knee_targ[m] = Some(Self::SUPPORT_KNEE_ANGLE);
+            knee_targ[sup] = Some(self.supporting_knee_angle);
+            if s[moving_base + 4] != 0.0 {
+                self.phase = Phase::PushOff;
+                self.supporting_knee_angle = s[moving_base + 2].min(Self::SUPPORT_KNEE_ANGLE);
+            }
+        }
+        if self.phase == Phase::PushOff {
+            knee_targ[m] = Some(self.supporting_knee_angle);
+            knee_targ[sup] = Some(1.0);
+            if s[supporting_base + 2] > 0.88 || s[2] > 1.2 * Self::SPEED {
+                self.phase = Phase::StayOnOneLeg;
+                self.moving_leg = 1 - self.moving_leg;
+            }
+        }
+        // Python's `if hip_targ[0]:` skips None and also a target of exactly 0.0.
+        let set = |t: Option<f64>| t.filter(|&x| x != 0.0);
+        let mut hip_todo = [0.0f64; 2];
+        let mut knee_todo = [0.0f64; 2];
+        for leg in 0..2 {
+            let base = 4 + 5 * leg;
+            if let Some(t) = set(hip_targ[leg]) {
+                hip_todo[leg] = 0.9 * (t - s[base]) - 0.25 * s[base + 1];
+            }
+            if let Some(t) = set(knee_targ[leg]) {
+                knee_todo[leg] = 4.0 * (t - s[base + 2]) - 0.25 * s[base + 3];
+            }
+            // Keep the head straight; damp vertical oscillations.
+            hip_todo[leg] -= 0.9 * (0.0 - s[0]) - 1.5 * s[1];
+            knee_todo[leg] -= 15.0 * s[3];
+        }
+        [hip_todo[0], knee_todo[0], hip_todo[1], knee_todo[1]]
+            .map(|x| (0.5 * x).clamp(-1.0, 1.0) as f32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
