@@ -13,7 +13,7 @@ use box2d_rust::math_functions::{Vec2, make_rot};
 use box2d_rust::recording::{world_restore, world_snapshot};
 use box2d_rust::shape::{create_polygon_shape, create_segment_shape};
 use box2d_rust::types::{BodyDef, BodyType, Filter, ShapeDef, default_body_def, default_shape_def};
-use box2d_rust::world::World;
+use box2d_rust::world::{World, world_get_contact_events};
 
 /// Box2D 2.3's sleep tolerance (b2_linearSleepTolerance). v3's default is 0.05 m/s; the
 /// lander's episode ends when it sleeps, so the threshold matters.
@@ -135,5 +135,36 @@ pub(crate) fn restore_world(world: &mut World, v: &[f64], what: &str) -> Result<
         Ok(())
     } else {
         Err(format!("{what} snapshot: Box2D rejected the world image"))
+    }
+}
+
+/// The references' ContactDetector over one step's contact events: `hull` touching anything
+/// sets `game_over`; each of `feet` reports ground contact from begin-touch to end-touch.
+pub(crate) fn read_contacts(
+    world: &World,
+    hull: ShapeId,
+    feet: &[ShapeId; 2],
+    game_over: &mut bool,
+    ground_contact: &mut [bool; 2],
+) {
+    let events = world_get_contact_events(world);
+    for ev in events.begin_events {
+        for id in [ev.shape_id_a, ev.shape_id_b] {
+            *game_over |= id == hull;
+            for k in 0..2 {
+                if id == feet[k] {
+                    ground_contact[k] = true;
+                }
+            }
+        }
+    }
+    for ev in events.end_events {
+        for id in [ev.shape_id_a, ev.shape_id_b] {
+            for k in 0..2 {
+                if id == feet[k] {
+                    ground_contact[k] = false;
+                }
+            }
+        }
     }
 }

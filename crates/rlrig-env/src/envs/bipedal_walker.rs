@@ -24,7 +24,7 @@ use box2d_rust::revolute_joint::{
 };
 use box2d_rust::shape::create_polygon_shape;
 use box2d_rust::types::{QueryFilter, ShapeDef, default_revolute_joint_def, default_world_def};
-use box2d_rust::world::{World, world_cast_ray_closest, world_get_contact_events, world_step};
+use box2d_rust::world::{World, world_cast_ray_closest, world_step};
 
 use super::b2::{
     CATEGORY_GROUND, DEFAULT_FRICTION, angle_of, dynamic_body, polygon, push_world, restore_world,
@@ -671,28 +671,13 @@ impl Sim {
     /// The reference's ContactDetector: the hull touching the ground ends the game; the
     /// lower legs report ground contact.
     fn read_contacts(&mut self) {
-        let events = world_get_contact_events(&self.world);
-        for ev in events.begin_events {
-            for id in [ev.shape_id_a, ev.shape_id_b] {
-                if id == self.hull_shape {
-                    self.game_over = true;
-                }
-                for k in 0..2 {
-                    if id == self.lower_shapes[k] {
-                        self.ground_contact[k] = true;
-                    }
-                }
-            }
-        }
-        for ev in events.end_events {
-            for id in [ev.shape_id_a, ev.shape_id_b] {
-                for k in 0..2 {
-                    if id == self.lower_shapes[k] {
-                        self.ground_contact[k] = false;
-                    }
-                }
-            }
-        }
+        super::b2::read_contacts(
+            &self.world,
+            self.hull_shape,
+            &self.lower_shapes,
+            &mut self.game_over,
+            &mut self.ground_contact,
+        );
     }
 
     /// What `rlrig play` draws: (x, y, angle) of the hull and the four leg segments, the

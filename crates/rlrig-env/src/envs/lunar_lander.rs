@@ -34,7 +34,7 @@ use box2d_rust::shape::create_polygon_shape;
 use box2d_rust::types::{
     RevoluteJointDef, ShapeDef, WorldDef, default_revolute_joint_def, default_world_def,
 };
-use box2d_rust::world::{World, world_get_contact_events, world_step};
+use box2d_rust::world::{World, world_step};
 
 use super::b2::{
     CATEGORY_GROUND, DEFAULT_FRICTION, angle_of, dynamic_body, polygon, push_world, restore_world,
@@ -374,28 +374,13 @@ impl Sim {
     /// The reference's ContactDetector: the hull touching anything ends the game; legs
     /// report ground contact from begin-touch to end-touch.
     fn read_contacts(&mut self) {
-        let events = world_get_contact_events(&self.world);
-        for ev in events.begin_events {
-            for id in [ev.shape_id_a, ev.shape_id_b] {
-                if id == self.lander_shape {
-                    self.game_over = true;
-                }
-                for k in 0..2 {
-                    if id == self.leg_shapes[k] {
-                        self.ground_contact[k] = true;
-                    }
-                }
-            }
-        }
-        for ev in events.end_events {
-            for id in [ev.shape_id_a, ev.shape_id_b] {
-                for k in 0..2 {
-                    if id == self.leg_shapes[k] {
-                        self.ground_contact[k] = false;
-                    }
-                }
-            }
-        }
+        super::b2::read_contacts(
+            &self.world,
+            self.lander_shape,
+            &self.leg_shapes,
+            &mut self.game_over,
+            &mut self.ground_contact,
+        );
     }
 
     /// What `rlrig play` draws: the terrain's 11 chunk heights, the helipad height, then
@@ -601,117 +586,90 @@ fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
     })
 }
 
-/// LunarLander-v3: four discrete actions (noop, left engine, main engine, right engine).
-pub struct LunarLander;
+/// The two landers differ only in their action space and its decoding.
+macro_rules! lander_env {
+    ($name:ident, $id:literal, $action:ty, $space:expr, $decode:expr, $doc:literal) => {
+        #[doc = $doc]
+        pub struct $name;
 
-impl Env for LunarLander {
-    type Params = LunarLanderParams;
-    type State = LanderState;
-    type Action = i32;
-    const ID: &'static str = "LunarLander-v3";
-    const OBS_DIM: usize = 8;
-    const STEP_COST_NS: u64 = 15_000;
+        impl Env for $name {
+            type Params = LunarLanderParams;
+            type State = LanderState;
+            type Action = $action;
+            const ID: &'static str = $id;
+            const OBS_DIM: usize = 8;
+            const STEP_COST_NS: u64 = 15_000;
 
-    fn observation_space(_: &LunarLanderParams) -> Space {
-        observation_space()
-    }
+            fn observation_space(_: &LunarLanderParams) -> Space {
+                observation_space()
+            }
 
-    fn action_space(_: &LunarLanderParams) -> Space {
-        Space::Discrete { n: 4 }
-    }
+            fn action_space(_: &LunarLanderParams) -> Space {
+                $space
+            }
 
-    fn max_episode_steps(p: &LunarLanderParams) -> Option<u32> {
-        Some(p.max_episode_steps)
-    }
+            fn max_episode_steps(p: &LunarLanderParams) -> Option<u32> {
+                Some(p.max_episode_steps)
+            }
 
-    fn reset(p: &LunarLanderParams, rng: &mut Rng) -> LanderState {
-        reset_random(p, rng)
-    }
+            fn reset(p: &LunarLanderParams, rng: &mut Rng) -> LanderState {
+                reset_random(p, rng)
+            }
 
-    fn step(p: &LunarLanderParams, s: &mut LanderState, a: &i32, rng: &mut Rng) -> Transition {
-        step_random(p, s, Engines::discrete(*a), rng)
-    }
+            fn step(
+                p: &LunarLanderParams,
+                s: &mut LanderState,
+                a: &$action,
+                rng: &mut Rng,
+            ) -> Transition {
+                let decode: fn(&$action) -> Engines = $decode;
+                step_random(p, s, decode(a), rng)
+            }
 
-    fn observe(_: &LunarLanderParams, s: &LanderState, out: &mut [f32]) {
-        observe(s, out);
-    }
+            fn observe(_: &LunarLanderParams, s: &LanderState, out: &mut [f32]) {
+                observe(s, out);
+            }
 
-    fn state_to_vec(s: &LanderState) -> Vec<f64> {
-        s.sim().draws.to_vec()
-    }
+            fn state_to_vec(s: &LanderState) -> Vec<f64> {
+                s.sim().draws.to_vec()
+            }
 
-    fn state_from_slice(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
-        state_from_slice(p, v)
-    }
+            fn state_from_slice(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
+                state_from_slice(p, v)
+            }
 
-    fn snapshot(s: &LanderState) -> Vec<f64> {
-        s.sim().to_vec()
-    }
+            fn snapshot(s: &LanderState) -> Vec<f64> {
+                s.sim().to_vec()
+            }
 
-    fn render_state(s: &LanderState) -> Vec<f64> {
-        s.sim().render_state()
-    }
+            fn render_state(s: &LanderState) -> Vec<f64> {
+                s.sim().render_state()
+            }
 
-    fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
-        restore(p, v)
-    }
+            fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
+                restore(p, v)
+            }
+        }
+    };
 }
 
-/// LunarLanderContinuous-v3 (`continuous=True`): [main throttle, lateral] in [-1, 1].
-pub struct LunarLanderContinuous;
+lander_env!(
+    LunarLander,
+    "LunarLander-v3",
+    i32,
+    Space::Discrete { n: 4 },
+    |a| Engines::discrete(*a),
+    "LunarLander-v3: four discrete actions (noop, left engine, main engine, right engine)."
+);
 
-impl Env for LunarLanderContinuous {
-    type Params = LunarLanderParams;
-    type State = LanderState;
-    type Action = [f32; 2];
-    const ID: &'static str = "LunarLanderContinuous-v3";
-    const OBS_DIM: usize = 8;
-    const STEP_COST_NS: u64 = 15_000;
-
-    fn observation_space(_: &LunarLanderParams) -> Space {
-        observation_space()
-    }
-
-    fn action_space(_: &LunarLanderParams) -> Space {
-        Space::box1(vec![-1.0, -1.0], vec![1.0, 1.0])
-    }
-
-    fn max_episode_steps(p: &LunarLanderParams) -> Option<u32> {
-        Some(p.max_episode_steps)
-    }
-
-    fn reset(p: &LunarLanderParams, rng: &mut Rng) -> LanderState {
-        reset_random(p, rng)
-    }
-
-    fn step(p: &LunarLanderParams, s: &mut LanderState, a: &[f32; 2], rng: &mut Rng) -> Transition {
-        step_random(p, s, Engines::continuous(a), rng)
-    }
-
-    fn observe(_: &LunarLanderParams, s: &LanderState, out: &mut [f32]) {
-        observe(s, out);
-    }
-
-    fn state_to_vec(s: &LanderState) -> Vec<f64> {
-        s.sim().draws.to_vec()
-    }
-
-    fn state_from_slice(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
-        state_from_slice(p, v)
-    }
-
-    fn snapshot(s: &LanderState) -> Vec<f64> {
-        s.sim().to_vec()
-    }
-
-    fn render_state(s: &LanderState) -> Vec<f64> {
-        s.sim().render_state()
-    }
-
-    fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
-        restore(p, v)
-    }
-}
+lander_env!(
+    LunarLanderContinuous,
+    "LunarLanderContinuous-v3",
+    [f32; 2],
+    Space::box1(vec![-1.0, -1.0], vec![1.0, 1.0]),
+    Engines::continuous,
+    "LunarLanderContinuous-v3 (`continuous=True`): [main throttle, lateral] in [-1, 1]."
+);
 
 /// Gymnasium's `heuristic(env, s)` for the discrete lander.
 pub fn heuristic_discrete(s: &[f32]) -> i32 {
