@@ -997,7 +997,8 @@ impl WalkerHeuristic {
 
     /// The action for observation `s` (24 numbers), advancing the controller's phase.
     pub fn act(&mut self, s: &[f32]) -> [f32; 4] {
-        let s: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
+        // Widened on the stack: policies run once per env step, no allocation there.
+        let s: [f64; 24] = std::array::from_fn(|i| f64::from(s[i]));
         let supporting_leg = 1 - self.moving_leg;
         let moving_base = 4 + 5 * self.moving_leg;
         let supporting_base = 4 + 5 * supporting_leg;

@@ -695,7 +695,8 @@ pub fn heuristic_continuous(s: &[f32]) -> [f32; 2] {
 }
 
 fn heuristic_targets(s: &[f32]) -> (f64, f64) {
-    let s: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
+    // Widened on the stack: policies run once per env step, no allocation there.
+    let s: [f64; 8] = std::array::from_fn(|i| f64::from(s[i]));
     // Point towards the centre, but never more than 0.4 rad.
     let angle_targ = (s[0] * 0.5 + s[2]).clamp(-0.4, 0.4);
     let hover_targ = 0.55 * s[0].abs();
