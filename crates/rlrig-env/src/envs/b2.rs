@@ -168,3 +168,29 @@ pub(crate) fn read_contacts(
         }
     }
 }
+
+/// The bookkeeping both references keep beside the world, for snapshots: foot contacts,
+/// game over, the last shaping (NaN for none yet) and the unwrapped hull angle; 5 numbers.
+pub(crate) fn push_bookkeeping(
+    v: &mut Vec<f64>,
+    ground_contact: [bool; 2],
+    game_over: bool,
+    prev_shaping: Option<f64>,
+    angle: f64,
+) {
+    v.push(f64::from(u8::from(ground_contact[0])));
+    v.push(f64::from(u8::from(ground_contact[1])));
+    v.push(f64::from(u8::from(game_over)));
+    v.push(prev_shaping.unwrap_or(f64::NAN));
+    v.push(angle);
+}
+
+/// The inverse of [`push_bookkeeping`] (`r` holds at least its 5 numbers).
+pub(crate) fn read_bookkeeping(r: &[f64]) -> ([bool; 2], bool, Option<f64>, f64) {
+    (
+        [r[0] != 0.0, r[1] != 0.0],
+        r[2] != 0.0,
+        (!r[3].is_nan()).then_some(r[3]),
+        r[4],
+    )
+}

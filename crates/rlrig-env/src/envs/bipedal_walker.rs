@@ -716,11 +716,13 @@ impl Sim {
         let mut v = vec![SNAPSHOT_VERSION, f64::from(u8::from(self.hardcore))];
         v.push(self.draws.len() as f64);
         v.extend_from_slice(&self.draws);
-        v.push(f64::from(u8::from(self.ground_contact[0])));
-        v.push(f64::from(u8::from(self.ground_contact[1])));
-        v.push(f64::from(u8::from(self.game_over)));
-        v.push(self.prev_shaping.unwrap_or(f64::NAN));
-        v.push(self.angle);
+        super::b2::push_bookkeeping(
+            &mut v,
+            self.ground_contact,
+            self.game_over,
+            self.prev_shaping,
+            self.angle,
+        );
         v.extend_from_slice(&self.state);
         push_world(&mut v, &self.world);
         v
@@ -747,10 +749,12 @@ impl Sim {
         )?;
         sim.draws = draws.to_vec();
         let r = &v[3 + n..];
-        sim.ground_contact = [r[0] != 0.0, r[1] != 0.0];
-        sim.game_over = r[2] != 0.0;
-        sim.prev_shaping = (!r[3].is_nan()).then_some(r[3]);
-        sim.angle = r[4];
+        (
+            sim.ground_contact,
+            sim.game_over,
+            sim.prev_shaping,
+            sim.angle,
+        ) = super::b2::read_bookkeeping(r);
         sim.state.copy_from_slice(&r[5..29]);
         restore_world(&mut sim.world, &r[29..], "BipedalWalker")?;
         Ok(sim)

@@ -410,11 +410,13 @@ impl Sim {
         let mut v = Vec::with_capacity(64);
         v.push(SNAPSHOT_VERSION);
         v.extend_from_slice(&self.draws);
-        v.push(f64::from(u8::from(self.ground_contact[0])));
-        v.push(f64::from(u8::from(self.ground_contact[1])));
-        v.push(f64::from(u8::from(self.game_over)));
-        v.push(self.prev_shaping.unwrap_or(f64::NAN));
-        v.push(self.angle);
+        super::b2::push_bookkeeping(
+            &mut v,
+            self.ground_contact,
+            self.game_over,
+            self.prev_shaping,
+            self.angle,
+        );
         v.push(self.wind_idx as f64);
         v.push(self.torque_idx as f64);
         v.extend_from_slice(&self.state);
@@ -433,10 +435,12 @@ impl Sim {
         let draws: [f64; DRAWS] = v[1..1 + DRAWS].try_into().expect("length checked");
         let r = &v[1 + DRAWS..];
         let mut sim = Sim::build(p, draws, (r[5] as i64, r[6] as i64));
-        sim.ground_contact = [r[0] != 0.0, r[1] != 0.0];
-        sim.game_over = r[2] != 0.0;
-        sim.prev_shaping = (!r[3].is_nan()).then_some(r[3]);
-        sim.angle = r[4];
+        (
+            sim.ground_contact,
+            sim.game_over,
+            sim.prev_shaping,
+            sim.angle,
+        ) = super::b2::read_bookkeeping(r);
         sim.state.copy_from_slice(&r[7..15]);
         restore_world(&mut sim.world, &r[15..], "LunarLander")?;
         Ok(sim)
