@@ -90,9 +90,11 @@ pub fn maker(kind: Kind) -> Result<BackendMaker, String> {
     }))
 }
 
-/// A training pass kept for its backward: the parameter leaf it read and its output.
+/// A training pass kept for its backward: the parameter leaf it read, its output and,
+/// for an MLP, its input (tracked too, for [`NetBackend::input_grad`]).
 struct Pending {
     leaf: Tensor<1>,
+    input: Option<Tensor<2>>,
     out: Tensor<2>,
 }
 
@@ -110,6 +112,8 @@ pub struct Burn {
     opt: OptimState,
     pending: Vec<Option<Pending>>,
     out: Vec<f32>,
+    /// The target parameters (off-policy target networks), on the device.
+    target: Option<Tensor<1>>,
 }
 
 fn flat(values: &[f32], device: &Device) -> Tensor<1> {
@@ -155,6 +159,7 @@ impl Burn {
             },
             pending: (0..layout.nets.len()).map(|_| None).collect(),
             out: Vec::new(),
+            target: None,
             layout: layout.clone(),
             device,
             name,
@@ -163,6 +168,19 @@ impl Burn {
 
     /// Network `net` on `x` with parameters `p` (a flat tensor in the native layout).
     fn run(&self, p: &Tensor<1>, net: usize, x: &[f32], rows: usize) -> Tensor<2> {
+        self.run_tracked(p, net, x, rows, false).1
+    }
+
+    /// As [`Burn::run`]; with `track_input`, an MLP's input is an autodiff leaf,
+    /// returned beside the output.
+    fn run_tracked(
+        &self,
+        p: &Tensor<1>,
+        net: usize,
+        x: &[f32],
+        rows: usize,
+        track_input: bool,
+    ) -> (Option<Tensor<2>>, Tensor<2>) {
         let net = &self.layout.nets[net];
         assert_eq!(
             x.len(),
@@ -171,11 +189,16 @@ impl Burn {
         );
         match net {
             Net::Mlp(mlp) => {
-                let h = Tensor::from_data(
+                let h: Tensor<2> = Tensor::from_data(
                     TensorData::new(x.to_vec(), [rows, mlp.input_dim()]),
                     &self.device,
                 );
-                mlp_on(p, mlp, h)
+                if track_input {
+                    let h = h.autodiff().require_grad();
+                    (Some(h.clone()), mlp_on(p, mlp, h))
+                } else {
+                    (None, mlp_on(p, mlp, h))
+                }
             }
             Net::Conv(c) => {
                 // Observations are planes first (NCHW), as Burn's conv2d wants them.
@@ -191,13 +214,33 @@ impl Burn {
                 // The native head reads features channels-last (y, x, c).
                 let [n, ch, oh, ow] = a.dims();
                 let flat: Tensor<2> = a.permute([0, 2, 3, 1]).reshape([n, oh * ow * ch]);
-                mlp_on(p, &c.head, flat)
+                (None, mlp_on(p, &c.head, flat))
             }
         }
     }
 
     fn free(&self) -> Range<usize> {
         self.layout.free.clone()
+    }
+
+    /// Backpropagates `dout` from `out`: d/dz sum(out * dout) = dout^T d out / d z, the
+    /// vector-Jacobian product, for every tracked leaf z.
+    fn vjp(&self, out: Tensor<2>, dout: &[f32]) -> burn::tensor::Gradients {
+        let [rows, cols] = out.dims();
+        assert_eq!(
+            dout.len(),
+            rows * cols,
+            "Burn::backward: output gradient shape"
+        );
+        let d: Tensor<2> =
+            Tensor::from_data(TensorData::new(dout.to_vec(), [rows, cols]), &self.device);
+        (out * d).sum().backward()
+    }
+
+    fn target(&self) -> &Tensor<1> {
+        self.target
+            .as_ref()
+            .expect("target networks used before init_target")
     }
 }
 
@@ -250,26 +293,19 @@ impl NetBackend for Burn {
     fn forward_train(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
         // A fresh leaf per pass: each network's graph stands alone until its backward.
         let leaf = self.params.clone().autodiff().require_grad();
-        let out = self.run(&leaf, net, x, rows);
+        // An MLP's input is tracked too: one small extra product in its first layer's
+        // backward, so that input_grad needs no second pass.
+        let (input, out) = self.run_tracked(&leaf, net, x, rows, true);
         self.out = host(out.clone().without_autodiff());
-        self.pending[net] = Some(Pending { leaf, out });
+        self.pending[net] = Some(Pending { leaf, input, out });
         &self.out
     }
 
     fn backward(&mut self, net: usize, dout: &[f32]) {
-        let Pending { leaf, out } = self.pending[net]
+        let Pending { leaf, out, .. } = self.pending[net]
             .take()
             .expect("Burn::backward without a forward_train of that network");
-        let [rows, cols] = out.dims();
-        assert_eq!(
-            dout.len(),
-            rows * cols,
-            "Burn::backward: output gradient shape"
-        );
-        let d: Tensor<2> =
-            Tensor::from_data(TensorData::new(dout.to_vec(), [rows, cols]), &self.device);
-        // d/dp sum(out * dout) = dout^T d out / d p: the vector-Jacobian product.
-        let grads = (out * d).sum().backward();
+        let grads = self.vjp(out, dout);
         let g = leaf
             .grad(&grads)
             .expect("the parameter leaf takes part in the pass");
@@ -369,5 +405,48 @@ impl NetBackend for Burn {
             v: Vec::new(),
             ..state
         };
+    }
+
+    fn input_grad(&mut self, net: usize, dout: &[f32]) -> &[f32] {
+        let Pending { input, out, .. } = self.pending[net]
+            .take()
+            .expect("Burn::input_grad without a forward_train of that network");
+        let input = input.unwrap_or_else(|| {
+            panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
+        });
+        let grads = self.vjp(out, dout);
+        let g = input
+            .grad(&grads)
+            .expect("the input leaf takes part in the pass");
+        self.out = host(g);
+        &self.out
+    }
+
+    fn init_target(&mut self) {
+        self.target = Some(self.params.clone());
+    }
+
+    fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        let y = self.run(self.target(), net, x, rows);
+        self.out = host(y);
+        &self.out
+    }
+
+    fn soft_update(&mut self, tau: f32) {
+        let t = self.target().clone();
+        self.target = Some(t.clone() + (self.params.clone() - t).mul_scalar(tau));
+    }
+
+    fn target_params(&self) -> Vec<f32> {
+        self.target.clone().map(host).unwrap_or_default()
+    }
+
+    fn set_target_params(&mut self, target: &[f32]) {
+        assert_eq!(
+            target.len(),
+            self.layout.total,
+            "set_target_params: parameter count"
+        );
+        self.target = Some(flat(target, &self.device));
     }
 }

@@ -184,6 +184,28 @@ pub trait NetBackend: Send {
 
     /// Replaces the optimiser's state (moments of the layout's length).
     fn set_optimizer(&mut self, state: OptimState);
+
+    /// Given d loss / d output of the last `forward_train` of `net` (an MLP), returns
+    /// d loss / d input (`rows x in`) and consumes that pass, leaving the parameter
+    /// gradients alone: DDPG/TD3/SAC's actor update differentiates the critic with
+    /// respect to its action input while the critic itself is not trained by that loss.
+    fn input_grad(&mut self, net: usize, dout: &[f32]) -> &[f32];
+
+    /// Starts (or resets) target parameters at a copy of the current ones: the target
+    /// networks of DDPG/TD3/SAC, kept where the parameters live.
+    fn init_target(&mut self);
+
+    /// As [`NetBackend::forward`] with the target parameters.
+    fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32];
+
+    /// Polyak averaging: `target += tau (params - target)`, every parameter.
+    fn soft_update(&mut self, tau: f32);
+
+    /// The target parameters, in the flat order (empty before [`NetBackend::init_target`]).
+    fn target_params(&self) -> Vec<f32>;
+
+    /// Replaces the target parameters (same length as the parameters).
+    fn set_target_params(&mut self, target: &[f32]);
 }
 
 /// Builds a backend for a layout, its initial parameters and optimiser; what
@@ -199,6 +221,9 @@ pub struct Native {
     grads: Vec<f32>,
     opt: Adam,
     caches: Vec<NetCache>,
+    target: Vec<f32>,
+    target_caches: Vec<NetCache>,
+    dinput: Vec<f32>,
 }
 
 impl Native {
@@ -211,6 +236,9 @@ impl Native {
             grads: vec![0.0; layout.total],
             opt,
             caches: vec![NetCache::default(); layout.nets.len()],
+            target: Vec::new(),
+            target_caches: vec![NetCache::default(); layout.nets.len()],
+            dinput: Vec::new(),
         }
     }
 
@@ -279,5 +307,52 @@ impl NetBackend for Native {
     fn set_optimizer(&mut self, state: OptimState) {
         assert_eq!(state.m.len(), self.params.len(), "set_optimizer: size");
         self.opt = state;
+    }
+
+    fn input_grad(&mut self, net: usize, dout: &[f32]) -> &[f32] {
+        let Net::Mlp(m) = &self.layout.nets[net] else {
+            panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
+        };
+        let cache = &mut self.caches[net].mlp;
+        self.dinput.resize(cache.batch * m.input_dim(), 0.0);
+        m.backward_full(&self.params, None, dout, cache, Some(&mut self.dinput));
+        &self.dinput
+    }
+
+    fn init_target(&mut self) {
+        self.target.clone_from(&self.params);
+    }
+
+    fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        assert_eq!(
+            self.target.len(),
+            self.params.len(),
+            "forward_target before init_target"
+        );
+        self.layout.nets[net].forward(&self.target, x, rows, &mut self.target_caches[net])
+    }
+
+    fn soft_update(&mut self, tau: f32) {
+        assert_eq!(
+            self.target.len(),
+            self.params.len(),
+            "soft_update before init_target"
+        );
+        for (t, o) in self.target.iter_mut().zip(&self.params) {
+            *t += tau * (o - *t);
+        }
+    }
+
+    fn target_params(&self) -> Vec<f32> {
+        self.target.clone()
+    }
+
+    fn set_target_params(&mut self, target: &[f32]) {
+        assert_eq!(
+            target.len(),
+            self.params.len(),
+            "set_target_params: parameter count"
+        );
+        self.target = target.to_vec();
     }
 }

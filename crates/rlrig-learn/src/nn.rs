@@ -322,7 +322,7 @@ pub struct Layer {
 /// Activations kept from the forward pass for the backward pass; reused across calls.
 #[derive(Default, Clone, Debug)]
 pub struct MlpCache {
-    batch: usize,
+    pub(crate) batch: usize,
     /// `hs[0]` is the input, `hs[l+1]` the output of layer `l` (after its activation).
     hs: Vec<Vec<f32>>,
     delta: Vec<Vec<f32>>,
