@@ -22,10 +22,16 @@
 use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
 
+use std::borrow::Cow;
+
+use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
 use crate::buffer::{Batch, ReplayBuffer};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
 use crate::optim::Adam;
 use crate::ppo::StageTimes;
+
+/// One checkpoint tensor: its name and values (borrowed where the run holds them).
+pub type NamedTensor<'a> = (&'static str, Cow<'a, [f32]>);
 
 /// Which algorithm.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -418,13 +424,6 @@ pub struct OffPolicyState {
 
 #[derive(Default)]
 struct Scratch {
-    collect: MlpCache,
-    actor: MlpCache,
-    target_actor: MlpCache,
-    q1: MlpCache,
-    q2: MlpCache,
-    pi1: MlpCache,
-    pi2: MlpCache,
     sample: SacSample,
     x: Vec<f32>,
     y: Vec<f32>,
@@ -439,16 +438,20 @@ struct Scratch {
 }
 
 /// A DDPG/TD3/SAC run in progress.
+///
+/// The actor and the critics each live in a [`NetBackend`] (their own optimiser and
+/// learning rate; the critics' target networks beside them, and the actor's for
+/// DDPG/TD3), so the same code runs on the native CPU path and on Burn devices. The
+/// loss heads (TD targets, tanh squashing, SAC's log-probabilities) run on the host:
+/// a few floats per sample cross to the device and back per pass.
 pub struct OffPolicy {
     pub cfg: OffPolicyConfig,
-    pub nets: Nets,
+    /// Shapes and action bounds; its parameter vectors are left empty (the backends
+    /// hold the parameters: see [`OffPolicy::nets`]).
+    nets: Nets,
     env: Box<dyn VecEnvDyn>,
-    actor_target: Vec<f32>,
-    critic_target: Vec<f32>,
-    actor_grads: Vec<f32>,
-    critic_grads: Vec<f32>,
-    actor_adam: Adam,
-    critic_adam: Adam,
+    actor: Box<dyn NetBackend>,
+    critic: Box<dyn NetBackend>,
     alpha_adam: Adam,
     log_alpha: f32,
     buffer: ReplayBuffer,
@@ -476,9 +479,31 @@ fn concat(obs: &[f32], d: usize, act: &[f32], a: usize, n: usize, x: &mut Vec<f3
     }
 }
 
-fn soft_update(target: &mut [f32], online: &[f32], tau: f32) {
-    for (t, o) in target.iter_mut().zip(online) {
-        *t += tau * (o - *t);
+/// No gradient clipping: CleanRL's off-policy scripts do not clip.
+const NO_CLIP: f64 = f64::INFINITY;
+
+/// The actor's parameter layout: one network.
+fn actor_layout(nets: &Nets) -> NetLayout {
+    let total = nets.actor.num_params();
+    NetLayout {
+        nets: vec![nets.actor.clone().into()],
+        free: total..total,
+        total,
+    }
+}
+
+/// The critics' layout: Q1, and Q2 for TD3 and SAC, in one vector (one optimiser).
+fn critic_layout(nets: &Nets) -> NetLayout {
+    let mut list: Vec<Net> = vec![nets.q1.clone().into()];
+    let mut total = nets.q1.end();
+    if nets.algo.twin_critics() {
+        list.push(nets.q2.clone().into());
+        total = nets.q2.end();
+    }
+    NetLayout {
+        nets: list,
+        free: total..total,
+        total,
     }
 }
 
@@ -494,21 +519,29 @@ impl OffPolicy {
         )
         .map_err(|e| e.to_string())?;
         let spec = env.spec();
-        let nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
+        let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
         let (na, nc) = (nets.actor_params.len(), nets.critic_params.len());
+        let mut actor = Native::new(
+            &actor_layout(&nets),
+            &nets.actor_params,
+            Adam::new(na, cfg.adam_eps),
+        );
+        let mut critic = Native::new(
+            &critic_layout(&nets),
+            &nets.critic_params,
+            Adam::new(nc, cfg.adam_eps),
+        );
+        if cfg.algo != Algo::Sac {
+            actor.init_target();
+        }
+        critic.init_target();
+        nets.actor_params = Vec::new();
+        nets.critic_params = Vec::new();
         let buffer = ReplayBuffer::new(cfg.capacity(), nets.obs_dim, nets.act_dim);
         let e = cfg.num_envs;
         Ok(OffPolicy {
-            actor_target: if cfg.algo == Algo::Sac {
-                Vec::new()
-            } else {
-                nets.actor_params.clone()
-            },
-            critic_target: nets.critic_params.clone(),
-            actor_grads: vec![0.0; na],
-            critic_grads: vec![0.0; nc],
-            actor_adam: Adam::new(na, cfg.adam_eps),
-            critic_adam: Adam::new(nc, cfg.adam_eps),
+            actor: Box::new(actor),
+            critic: Box::new(critic),
             alpha_adam: Adam::new(1, cfg.adam_eps),
             log_alpha: if cfg.autotune {
                 0.0
@@ -534,6 +567,38 @@ impl OffPolicy {
         })
     }
 
+    /// Moves the networks (parameters, targets, optimisers) to the backend `maker`
+    /// builds (`--device`). Call it before training or after a restore.
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+        let mv = |b: &dyn NetBackend, layout: NetLayout| -> Result<Box<dyn NetBackend>, String> {
+            let mut n = maker(&layout, &b.params(), b.optimizer())?;
+            let target = b.target_params();
+            if !target.is_empty() {
+                n.set_target_params(&target);
+            }
+            Ok(n)
+        };
+        let actor = mv(self.actor.as_ref(), actor_layout(&self.nets))?;
+        let critic = mv(self.critic.as_ref(), critic_layout(&self.nets))?;
+        self.actor = actor;
+        self.critic = critic;
+        Ok(())
+    }
+
+    /// What runs the networks (`cpu`, `burn-cpu`, `wgpu: ...`).
+    pub fn device(&self) -> String {
+        self.actor.device()
+    }
+
+    /// The networks with their current parameters, on the host (evaluation, rendering).
+    pub fn nets(&self) -> Nets {
+        Nets {
+            actor_params: self.actor.params(),
+            critic_params: self.critic.params(),
+            ..self.nets.clone()
+        }
+    }
+
     pub fn done(&self) -> bool {
         self.global_step >= self.cfg.total_steps
     }
@@ -557,9 +622,7 @@ impl OffPolicy {
             }
         } else {
             let nets = &self.nets;
-            let raw = nets
-                .actor
-                .forward(&nets.actor_params, &self.s.obs, n, &mut self.s.collect);
+            let raw = self.actor.forward(0, &self.s.obs, n);
             match nets.algo {
                 Algo::Sac => {
                     self.s.sample.draw(nets, raw, n, &mut rng);
@@ -682,12 +745,7 @@ impl OffPolicy {
         let mut next_logp: Option<&[f32]> = None;
         match nets.algo {
             Algo::Ddpg | Algo::Td3 => {
-                let raw = nets.actor.forward(
-                    &self.actor_target,
-                    &batch.next_obs,
-                    bsz,
-                    &mut s.target_actor,
-                );
+                let raw = self.actor.forward_target(0, &batch.next_obs, bsz);
                 for b in 0..bsz {
                     for j in 0..a {
                         let mut act =
@@ -703,12 +761,8 @@ impl OffPolicy {
                 }
             }
             Algo::Sac => {
-                let raw = nets.actor.forward(
-                    &nets.actor_params,
-                    &batch.next_obs,
-                    bsz,
-                    &mut s.target_actor,
-                );
+                // SAC samples the next action from the online actor (it has no target).
+                let raw = self.actor.forward(0, &batch.next_obs, bsz);
                 s.sample.draw(nets, raw, bsz, &mut rng);
                 s.actions.copy_from_slice(&s.sample.action);
                 next_logp = Some(&s.sample.logp);
@@ -716,9 +770,9 @@ impl OffPolicy {
         }
         concat(&batch.next_obs, d, &s.actions, a, bsz, &mut s.x);
         s.y.clear();
-        s.y.extend_from_slice(nets.q1.forward(&self.critic_target, &s.x, bsz, &mut s.q1));
+        s.y.extend_from_slice(self.critic.forward_target(0, &s.x, bsz));
         if nets.algo.twin_critics() {
-            let q2 = nets.q2.forward(&self.critic_target, &s.x, bsz, &mut s.q2);
+            let q2 = self.critic.forward_target(1, &s.x, bsz);
             for (y, q) in s.y.iter_mut().zip(q2) {
                 *y = y.min(*q);
             }
@@ -734,18 +788,12 @@ impl OffPolicy {
 
         // Critic loss: sum over critics of the mean squared TD error.
         concat(&batch.obs, d, &batch.actions, a, bsz, &mut s.x);
-        self.critic_grads.fill(0.0);
         let inv = 1.0 / bsz as f32;
         let mut loss = 0.0f64;
         let mut qmean = 0.0f64;
-        let critics: &[(&Mlp, usize)] = if nets.algo.twin_critics() {
-            &[(&nets.q1, 0), (&nets.q2, 1)]
-        } else {
-            &[(&nets.q1, 0)]
-        };
-        for &(q, i) in critics {
-            let cache = if i == 0 { &mut s.q1 } else { &mut s.q2 };
-            let out = q.forward(&nets.critic_params, &s.x, bsz, cache);
+        let critics = if nets.algo.twin_critics() { 2 } else { 1 };
+        for i in 0..critics {
+            let out = self.critic.forward_train(i, &s.x, bsz);
             s.dq1.resize(bsz, 0.0);
             for b in 0..bsz {
                 let e = out[b] - s.y[b];
@@ -755,16 +803,9 @@ impl OffPolicy {
                 }
                 s.dq1[b] = 2.0 * e * inv;
             }
-            q.backward_full(
-                &nets.critic_params,
-                Some(&mut self.critic_grads),
-                &s.dq1,
-                cache,
-                None,
-            );
+            self.critic.backward(i, &s.dq1);
         }
-        self.critic_adam
-            .step(&mut self.nets.critic_params, &self.critic_grads, cfg.q_lr);
+        self.critic.step(cfg.q_lr, NO_CLIP);
         self.acc_q.0 += loss;
         self.acc_q.1 += qmean;
         self.acc_q.3 += 1;
@@ -777,12 +818,12 @@ impl OffPolicy {
                 self.actor_update(&mut rng);
             }
             if algo != Algo::Sac {
-                soft_update(&mut self.actor_target, &self.nets.actor_params, tau);
-                soft_update(&mut self.critic_target, &self.nets.critic_params, tau);
+                self.actor.soft_update(tau);
+                self.critic.soft_update(tau);
             }
         }
         if algo == Algo::Sac && self.updates.is_multiple_of(target_freq) {
-            soft_update(&mut self.critic_target, &self.nets.critic_params, tau);
+            self.critic.soft_update(tau);
         }
         self.updates += 1;
     }
@@ -791,6 +832,30 @@ impl OffPolicy {
     /// minimises alpha log pi(a|s) - min(Q1, Q2)(s, a) with a reparameterised sample,
     /// then (autotune) the temperature.
     fn actor_update(&mut self, rng: &mut Rng) {
+        let loss = self.actor_gradient(rng);
+        let cfg = &self.cfg;
+        self.actor.step(cfg.policy_lr, NO_CLIP);
+        self.acc_actor.0 += loss;
+        self.acc_actor.1 += 1;
+        if cfg.algo == Algo::Sac && cfg.autotune {
+            // alpha_loss = mean(-alpha (log pi + target_entropy)); d / d log_alpha.
+            let alpha = self.log_alpha.exp();
+            let a = self.nets.act_dim;
+            let target_entropy = -(a as f32);
+            let inv = 1.0 / cfg.batch_size as f32;
+            let mean_lp: f32 = self.s.sample.logp.iter().sum::<f32>() * inv;
+            let g = [-alpha * (mean_lp + target_entropy)];
+            let mut p = [self.log_alpha];
+            self.alpha_adam.step(&mut p, &g, cfg.q_lr);
+            self.log_alpha = p[0];
+        }
+    }
+
+    /// The actor loss on the current minibatch; leaves its gradient in the actor
+    /// backend's accumulator. The critics' gradient with respect to the action comes
+    /// from [`NetBackend::input_grad`]; the rest of the chain rule (squashing, SAC's
+    /// log-probability) runs here.
+    fn actor_gradient(&mut self, rng: &mut Rng) -> f64 {
         let cfg = &self.cfg;
         let nets = &self.nets;
         let s = &mut self.s;
@@ -800,9 +865,7 @@ impl OffPolicy {
         let alpha = self.log_alpha.exp();
         let width = nets.actor.output_dim();
         {
-            let raw = nets
-                .actor
-                .forward(&nets.actor_params, obs, bsz, &mut s.actor);
+            let raw = self.actor.forward_train(0, obs, bsz);
             s.actions.resize(bsz * a, 0.0);
             match nets.algo {
                 Algo::Sac => {
@@ -824,16 +887,14 @@ impl OffPolicy {
         }
         concat(obs, d, &s.actions, a, bsz, &mut s.x);
         let w = d + a;
-        s.dx1.resize(bsz * w, 0.0);
-        s.dx2.resize(bsz * w, 0.0);
         s.dq1.resize(bsz, 0.0);
         s.dq2.resize(bsz, 0.0);
         let mut loss = 0.0f64;
         s.q1v.clear();
         s.q1v
-            .extend_from_slice(nets.q1.forward(&nets.critic_params, &s.x, bsz, &mut s.pi1));
+            .extend_from_slice(self.critic.forward_train(0, &s.x, bsz));
         if nets.algo == Algo::Sac {
-            let q2 = nets.q2.forward(&nets.critic_params, &s.x, bsz, &mut s.pi2);
+            let q2 = self.critic.forward_train(1, &s.x, bsz);
             // The gradient of min goes to the smaller critic (ties: Q1, as torch.min).
             for b in 0..bsz {
                 let (q1, q2) = (s.q1v[b], q2[b]);
@@ -842,20 +903,10 @@ impl OffPolicy {
                 s.dq2[b] = if first { 0.0 } else { -inv };
                 loss += f64::from((alpha * s.sample.logp[b] - q1.min(q2)) * inv);
             }
-            nets.q1.backward_full(
-                &nets.critic_params,
-                None,
-                &s.dq1,
-                &mut s.pi1,
-                Some(&mut s.dx1),
-            );
-            nets.q2.backward_full(
-                &nets.critic_params,
-                None,
-                &s.dq2,
-                &mut s.pi2,
-                Some(&mut s.dx2),
-            );
+            s.dx2.clear();
+            s.dx2.extend_from_slice(self.critic.input_grad(1, &s.dq2));
+            s.dx1.clear();
+            s.dx1.extend_from_slice(self.critic.input_grad(0, &s.dq1));
             // Chain rule through a = tanh(mean + std eps) scale + bias and log pi.
             let sm = &s.sample;
             s.dout.resize(bsz * width, 0.0);
@@ -877,13 +928,8 @@ impl OffPolicy {
                 s.dq1[b] = -inv;
                 loss -= f64::from(s.q1v[b] * inv);
             }
-            nets.q1.backward_full(
-                &nets.critic_params,
-                None,
-                &s.dq1,
-                &mut s.pi1,
-                Some(&mut s.dx1),
-            );
+            s.dx1.clear();
+            s.dx1.extend_from_slice(self.critic.input_grad(0, &s.dq1));
             for b in 0..bsz {
                 for j in 0..a {
                     let y = s.dout[b * a + j];
@@ -891,48 +937,30 @@ impl OffPolicy {
                 }
             }
         }
-        self.actor_grads.fill(0.0);
-        nets.actor.backward(
-            &nets.actor_params,
-            &mut self.actor_grads,
-            &s.dout[..bsz * width],
-            &mut s.actor,
-        );
-        self.actor_adam.step(
-            &mut self.nets.actor_params,
-            &self.actor_grads,
-            cfg.policy_lr,
-        );
-        self.acc_actor.0 += loss;
-        self.acc_actor.1 += 1;
-        if cfg.algo == Algo::Sac && cfg.autotune {
-            // alpha_loss = mean(-alpha (log pi + target_entropy)); d / d log_alpha.
-            let target_entropy = -(a as f32);
-            let mean_lp: f32 = s.sample.logp.iter().sum::<f32>() * inv;
-            let g = [-alpha * (mean_lp + target_entropy)];
-            let mut p = [self.log_alpha];
-            self.alpha_adam.step(&mut p, &g, cfg.q_lr);
-            self.log_alpha = p[0];
-        }
+        self.actor.backward(0, &s.dout[..bsz * width]);
+        loss
     }
 
-    /// The checkpoint state and its tensors (name, values).
-    pub fn state(&self) -> (OffPolicyState, Vec<(&'static str, &[f32])>) {
+    /// The checkpoint state and its tensors (name, values). The replay buffer's rows
+    /// are borrowed; the networks' are copied from their backend.
+    pub fn state(&self) -> (OffPolicyState, Vec<NamedTensor<'_>>) {
         let parts = self.buffer.parts();
-        let mut tensors: Vec<(&'static str, &[f32])> = vec![
-            ("actor", &self.nets.actor_params),
-            ("actor_target", &self.actor_target),
-            ("critic", &self.nets.critic_params),
-            ("critic_target", &self.critic_target),
-            ("actor_adam_m", &self.actor_adam.m),
-            ("actor_adam_v", &self.actor_adam.v),
-            ("critic_adam_m", &self.critic_adam.m),
-            ("critic_adam_v", &self.critic_adam.v),
-            ("alpha_adam_m", &self.alpha_adam.m),
-            ("alpha_adam_v", &self.alpha_adam.v),
+        let (actor_opt, critic_opt) = (self.actor.optimizer(), self.critic.optimizer());
+        let owned = |v: Vec<f32>| Cow::Owned(v);
+        let mut tensors: Vec<NamedTensor<'_>> = vec![
+            ("actor", owned(self.actor.params())),
+            ("actor_target", owned(self.actor.target_params())),
+            ("critic", owned(self.critic.params())),
+            ("critic_target", owned(self.critic.target_params())),
+            ("actor_adam_m", owned(actor_opt.m.clone())),
+            ("actor_adam_v", owned(actor_opt.v.clone())),
+            ("critic_adam_m", owned(critic_opt.m.clone())),
+            ("critic_adam_v", owned(critic_opt.v.clone())),
+            ("alpha_adam_m", Cow::Borrowed(&self.alpha_adam.m)),
+            ("alpha_adam_v", Cow::Borrowed(&self.alpha_adam.v)),
         ];
         if self.cfg.checkpoint_buffer {
-            tensors.extend(parts.fields.iter().copied());
+            tensors.extend(parts.fields.iter().map(|&(n, v)| (n, Cow::Borrowed(v))));
         }
         let st = OffPolicyState {
             global_step: self.global_step,
@@ -940,8 +968,8 @@ impl OffPolicy {
             updates: self.updates,
             update_debt: self.update_debt,
             log_alpha: self.log_alpha,
-            actor_adam: self.actor_adam.clone(),
-            critic_adam: self.critic_adam.clone(),
+            actor_adam: actor_opt,
+            critic_adam: critic_opt,
             alpha_adam: self.alpha_adam.clone(),
             ep_return: self.ep_return.clone(),
             ep_length: self.ep_length.clone(),
@@ -953,35 +981,45 @@ impl OffPolicy {
         (st, tensors)
     }
 
-    /// Continues from a checkpoint; `get` returns a tensor by name.
+    /// Continues from a checkpoint; `get` returns a tensor by name. Everything is read
+    /// and checked before anything changes.
     pub fn restore(
         &mut self,
         st: OffPolicyState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), String> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
-        let (na, nc) = (self.nets.actor_params.len(), self.nets.critic_params.len());
-        let nat = self.actor_target.len();
-        self.nets.actor_params = take("actor", na)?;
-        self.actor_target = take("actor_target", nat)?;
-        self.nets.critic_params = take("critic", nc)?;
-        self.critic_target = take("critic_target", nc)?;
+        let (na, nc) = (self.actor.params().len(), self.critic.params().len());
+        let nat = self.actor.target_params().len();
+        let actor = take("actor", na)?;
+        let actor_target = take("actor_target", nat)?;
+        let critic = take("critic", nc)?;
+        let critic_target = take("critic_target", nc)?;
         let mut adam = |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, String> {
             a.m = take(m, n)?;
             a.v = take(v, n)?;
             Ok(a)
         };
-        self.actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
-        self.critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
-        self.alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
+        let actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
+        let critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
+        let alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
+        if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
+            return Err("per-env counters do not match num_envs".into());
+        }
         if st.buffer_saved {
             self.buffer
                 .restore(st.buffer_pos, st.buffer_len, &mut get)?;
         }
-        if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err("per-env counters do not match num_envs".into());
-        }
         self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.actor.set_params(&actor);
+        if nat > 0 {
+            self.actor.set_target_params(&actor_target);
+        }
+        self.critic.set_params(&critic);
+        self.critic.set_target_params(&critic_target);
+        self.actor.set_optimizer(actor_adam);
+        self.critic.set_optimizer(critic_adam);
+        self.alpha_adam = alpha_adam;
         self.global_step = st.global_step;
         self.steps = st.steps;
         self.updates = st.updates;
@@ -994,7 +1032,7 @@ impl OffPolicy {
 
     /// Greedy evaluation on `episodes` fresh episodes seeded by `seed`.
     pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
-        evaluate(&self.nets, &self.cfg.env, episodes, seed)
+        evaluate(&self.nets(), &self.cfg.env, episodes, seed)
     }
 }
 
@@ -1048,14 +1086,6 @@ mod tests {
         assert!(e.contains("discrete") && e.contains("ppo"), "{e}");
     }
 
-    /// The soft update moves each target weight tau of the way to the online one.
-    #[test]
-    fn soft_update_is_polyak_averaging() {
-        let mut t = vec![0.0, 1.0, -2.0];
-        soft_update(&mut t, &[1.0, 1.0, 2.0], 0.25);
-        assert_eq!(t, vec![0.25, 1.0, -1.0]);
-    }
-
     /// After one update with policy_frequency 1, the DDPG/TD3 targets equal
     /// (1 - tau) old + tau new; SAC has no actor target and updates its critic target.
     #[test]
@@ -1068,33 +1098,30 @@ mod tests {
             while r.global_step < 200 {
                 r.collect_step();
             }
-            let (old_a, old_c) = (r.actor_target.clone(), r.critic_target.clone());
+            let (old_a, old_c) = (r.actor.target_params(), r.critic.target_params());
             r.collect_step();
             assert_eq!(r.updates, 1, "{algo:?}");
-            for (t, (o, n)) in r
-                .critic_target
-                .iter()
-                .zip(old_c.iter().zip(&r.nets.critic_params))
-            {
-                assert!(
-                    (t - (o + 0.1 * (n - o))).abs() < 1e-6,
-                    "{algo:?} critic target"
-                );
-            }
-            assert_ne!(r.critic_target, old_c);
-            if algo == Algo::Sac {
-                assert!(r.actor_target.is_empty());
-            } else {
-                for (t, (o, n)) in r
-                    .actor_target
-                    .iter()
-                    .zip(old_a.iter().zip(&r.nets.actor_params))
-                {
-                    assert!(
-                        (t - (o + 0.1 * (n - o))).abs() < 1e-6,
-                        "{algo:?} actor target"
-                    );
+            let check = |what: &str, target: Vec<f32>, old: &[f32], online: Vec<f32>| {
+                assert_ne!(target, old, "{algo:?} {what} did not move");
+                for (t, (o, n)) in target.iter().zip(old.iter().zip(&online)) {
+                    assert!((t - (o + 0.1 * (n - o))).abs() < 1e-6, "{algo:?} {what}");
                 }
+            };
+            check(
+                "critic target",
+                r.critic.target_params(),
+                &old_c,
+                r.critic.params(),
+            );
+            if algo == Algo::Sac {
+                assert!(r.actor.target_params().is_empty());
+            } else {
+                check(
+                    "actor target",
+                    r.actor.target_params(),
+                    &old_a,
+                    r.actor.params(),
+                );
             }
         }
     }
@@ -1114,6 +1141,7 @@ mod tests {
         }
         r.buffer
             .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+        let critic = r.critic.params();
         let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
             let nets = &r.nets;
             let mut cache = MlpCache::default();
@@ -1124,21 +1152,19 @@ mod tests {
             concat(&r.batch.obs, 3, &smp.action, 1, 4, &mut x);
             let q1 = nets
                 .q1
-                .forward(&nets.critic_params, &x, 4, &mut MlpCache::default())
+                .forward(&critic, &x, 4, &mut MlpCache::default())
                 .to_vec();
             let q2 = nets
                 .q2
-                .forward(&nets.critic_params, &x, 4, &mut MlpCache::default())
+                .forward(&critic, &x, 4, &mut MlpCache::default())
                 .to_vec();
             (0..4)
                 .map(|b| f64::from(0.3 * smp.logp[b] - q1[b].min(q2[b])) / 4.0)
                 .sum()
         };
-        let before = r.nets.actor_params.clone();
-        // The update leaves its gradient in actor_grads (then steps the weights).
-        r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
-        let grads = r.actor_grads.clone();
-        r.nets.actor_params = before.clone();
+        let before = r.actor.params();
+        r.actor_gradient(&mut Rng::stream(7, Purpose::User, 0));
+        let grads = r.actor.grads();
         crate::nn::assert_matches_central_differences(&before, &grads, 1e-3, 5e-3, |p| loss(&r, p));
     }
 
@@ -1154,8 +1180,8 @@ mod tests {
         }
         r.buffer
             .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+        let nets = r.nets();
         let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
-            let nets = &r.nets;
             let mut act = vec![0.0; 4];
             let mut p = nets.clone();
             p.actor_params = params.to_vec();
@@ -1166,10 +1192,44 @@ mod tests {
             let q = nets.q1.forward(&nets.critic_params, &x, 4, &mut cache);
             -q.iter().map(|v| f64::from(*v)).sum::<f64>() / 4.0
         };
-        let before = r.nets.actor_params.clone();
-        r.actor_update(&mut Rng::stream(7, Purpose::User, 0));
-        let grads = r.actor_grads.clone();
-        crate::nn::assert_matches_central_differences(&before, &grads, 1e-3, 5e-3, |p| loss(&r, p));
+        r.actor_gradient(&mut Rng::stream(7, Purpose::User, 0));
+        let grads = r.actor.grads();
+        crate::nn::assert_matches_central_differences(
+            &nets.actor_params,
+            &grads,
+            1e-3,
+            5e-3,
+            |p| loss(&r, p),
+        );
+    }
+
+    /// A checkpoint taken mid-run and restored into a fresh run continues bit for bit.
+    #[test]
+    fn state_and_restore_continue_the_run_exactly() {
+        for algo in [Algo::Td3, Algo::Sac] {
+            let run = |split: bool| {
+                let mut r = OffPolicy::new(cfg(algo), 1).unwrap();
+                r.iterate();
+                r.iterate();
+                if split {
+                    let (st, tensors) = r.state();
+                    let mut map: std::collections::HashMap<String, Vec<f32>> = tensors
+                        .into_iter()
+                        .map(|(n, v)| (n.to_string(), v.into_owned()))
+                        .collect();
+                    let mut fresh = OffPolicy::new(cfg(algo), 2).unwrap();
+                    fresh.restore(st, |n| map.remove(n)).unwrap();
+                    r = fresh;
+                }
+                let last = r.iterate();
+                (
+                    format!("{last:?}"),
+                    r.actor.params(),
+                    r.critic.target_params(),
+                )
+            };
+            assert_eq!(run(false), run(true), "{algo:?}");
+        }
     }
 
     #[test]
@@ -1184,7 +1244,7 @@ mod tests {
                 while !r.done() {
                     rows.push(r.iterate());
                 }
-                (rows, r.nets.actor_params.clone(), r.updates)
+                (rows, r.actor.params(), r.updates)
             };
             let (a, b) = (run(1), run(2));
             assert_eq!(format!("{:?}", a.0), format!("{:?}", b.0), "{algo:?}");

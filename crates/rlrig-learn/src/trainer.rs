@@ -18,8 +18,8 @@ pub struct TrainOptions {
     pub eval_episodes: usize,
     /// Write a Chrome/Perfetto trace of every stage here.
     pub trace: Option<PathBuf>,
-    /// Where the networks run (`--device`); `None` is the native CPU path. PPO, A2C
-    /// and AlphaZero take another device; the off-policy algorithms and evolution not yet.
+    /// Where the networks run (`--device`); `None` is the native CPU path. PPO, A2C,
+    /// DDPG/TD3/SAC and AlphaZero take another device; evolution not yet.
     pub device: Option<BackendMaker>,
 }
 
@@ -499,10 +499,13 @@ pub struct OffTrainSummary {
     pub wall: f64,
     pub updates: u64,
     pub resumed_from: Option<u64>,
+    /// What ran the networks (`cpu`, `burn-cpu`, `wgpu: ...`).
+    pub device: String,
 }
 
 fn offpolicy_checkpoint(dir: &RunDir, r: &OffPolicy) -> Result<(), RunError> {
     let (state, tensors) = r.state();
+    let tensors: Vec<(&str, &[f32])> = tensors.iter().map(|(n, v)| (*n, &**v)).collect();
     dir.save_tensors(r.cfg.algo.name(), r.global_step, &r.cfg, &state, &tensors)?;
     Ok(())
 }
@@ -524,6 +527,9 @@ pub fn train_offpolicy(
         |st: &OffPolicyState| st.global_step,
         |st, get| r.restore(st, get),
     )?;
+    if let Some(maker) = &opts.device {
+        r.set_backend(maker).map_err(RunError::Mismatch)?;
+    }
     dir.write_config_of(algo, &r.cfg)?;
     let mut csv = MetricsCsv::open_with(&dir.path, OFFPOLICY_METRICS_HEADER, r.global_step)?;
     let mut tb = TensorBoard::create(&dir.path)?;
@@ -602,6 +608,7 @@ pub fn train_offpolicy(
         wall,
         updates: r.updates,
         resumed_from,
+        device: r.device(),
     })
 }
 

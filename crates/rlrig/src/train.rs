@@ -270,7 +270,8 @@ pub struct PpoArgs {
     threads: usize,
     /// Where the networks run: `cpu` (the native path, fastest for small networks),
     /// `burn-cpu` (Burn's CPU backend) or `wgpu` (any Vulkan/Metal/DX12 GPU through
-    /// Burn). Burn devices need a build with `--features burn` and run PPO and A2C.
+    /// Burn). Burn devices need a build with `--features burn`; PPO, A2C, DDPG, TD3
+    /// and SAC run on them.
     #[arg(long, default_value = "cpu")]
     device: String,
     /// TOML file with any hyperparameters (see a run's config.toml for every key).
@@ -585,10 +586,7 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     match algo {
         None => train_ppo_cli(a, false),
         Some(None) => train_ppo_cli(a, true),
-        Some(Some(algo)) => {
-            native_only(&a.device, algo.name())?;
-            train_offpolicy_cli(a, algo)
-        }
+        Some(Some(algo)) => train_offpolicy_cli(a, algo),
     }
 }
 
@@ -615,17 +613,6 @@ fn burn_maker(device: &str) -> Result<Option<BackendMaker>> {
         "--device {device}: this build has no Burn backend; build with `--features burn` \
          (cargo build --release --features burn), or use --device cpu (the native path)"
     )
-}
-
-/// Algorithms whose networks run on the native CPU path only, so far.
-fn native_only(device: &str, algo: &str) -> Result<()> {
-    device_maker(device)?;
-    if device != "cpu" {
-        bail!(
-            "--device {device}: {algo} runs on the native CPU path only so far (--device cpu); PPO, A2C and AlphaZero run on Burn devices"
-        );
-    }
-    Ok(())
 }
 
 fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
@@ -664,7 +651,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: None,
-        device: None,
+        device: device_maker(&a.device)?,
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
     let gpu = rlrig_lab::probe::GpuSampler::start(
@@ -685,9 +672,10 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
     }
     let steps = summary.config.total_steps;
     outln!(
-        "{} {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} {} on {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
         summary.config.env,
         algo.name(),
+        summary.device,
         summary.updates,
         summary.wall,
         steps as f64 / summary.wall,

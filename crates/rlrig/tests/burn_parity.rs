@@ -1,6 +1,6 @@
 //! The native path and Burn compute the same thing: outputs, gradients (native:
-//! hand-written backward; Burn: autodiff), clipped Adam/RMSprop steps, and whole PPO
-//! iterations. On `flex` always; on `wgpu` where an adapter exists, which CI makes
+//! hand-written backward; Burn: autodiff), input gradients, target networks, clipped
+//! Adam/RMSprop steps, whole PPO iterations and DDPG/TD3/SAC runs. On `flex` always; on `wgpu` where an adapter exists, which CI makes
 //! sure of (it installs Mesa's software Vulkan and sets RLRIG_REQUIRE_WGPU=1).
 //!
 //! These test `rlrig-burn` but live with the binary's Burn tests so that CI builds Burn
@@ -12,6 +12,7 @@ use rlrig_env::{Purpose, Rng};
 use rlrig_learn::backend::{BackendMaker, Native, NetBackend, NetLayout};
 use rlrig_learn::conv::ConvNet;
 use rlrig_learn::nn::{Activation, Mlp};
+use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
 use rlrig_learn::optim::Adam;
 use rlrig_learn::ppo::{Ppo, PpoConfig};
 
@@ -217,6 +218,170 @@ fn ppo_iterations_match_between_native_and_burn() {
                 }
                 assert_close(&what, &native.agent.params, &burn.agent.params, 1e-4);
             }
+        }
+    }
+}
+
+/// Twin critics over `[obs(3) | action(1)]`, as TD3/SAC's on Pendulum.
+fn critic_layout(act: Activation) -> NetLayout {
+    let q1 = Mlp::with_activation(&[4, 16, 16, 1], 0, act);
+    let q2 = Mlp::with_activation(&[4, 16, 16, 1], q1.end(), act);
+    let end = q2.end();
+    NetLayout {
+        nets: vec![q1.into(), q2.into()],
+        free: end..end,
+        total: end,
+    }
+}
+
+/// The critic-to-action path DDPG/TD3/SAC's actor update needs: d out / d input agrees
+/// between native and Burn, matches central differences on Burn, and leaves the
+/// parameter gradients alone.
+#[test]
+fn input_gradients_agree_with_native_and_finite_differences() {
+    for (kind, mk) in devices() {
+        let rows = 9;
+        for act in [Activation::Relu, Activation::Tanh] {
+            let lay = critic_layout(act);
+            let mut rng = Rng::stream(11, Purpose::User, kind as u64);
+            let params = uniform(lay.total, 0.4, &mut rng);
+            let mut native = Native::new(&lay, &params, Adam::new(lay.total, 1e-8));
+            let mut burn = mk(&lay, &params, Adam::new(lay.total, 1e-8)).expect("backend");
+            let x = uniform(rows * 4, 1.5, &mut rng);
+            let dout = uniform(rows, 1.0, &mut rng);
+            for net in [1, 0] {
+                native.forward_train(net, &x, rows);
+                burn.forward_train(net, &x, rows);
+                let a = native.input_grad(net, &dout).to_vec();
+                let b = burn.input_grad(net, &dout).to_vec();
+                assert_close(&format!("{kind:?} {act:?} net {net} d/dx"), &a, &b, 1e-5);
+                if act == Activation::Tanh {
+                    // Central differences of sum(out * dout) in each input (tanh: smooth).
+                    let h = 1e-2f32;
+                    for i in 0..x.len() {
+                        let mut f = |xi: f32| -> f64 {
+                            let mut xx = x.clone();
+                            xx[i] = xi;
+                            let out = burn.forward(net, &xx, rows);
+                            out.iter().zip(&dout).map(|(o, d)| f64::from(o * d)).sum()
+                        };
+                        let fd = (f(x[i] + h) - f(x[i] - h)) / (2.0 * f64::from(h));
+                        let an = f64::from(b[i]);
+                        assert!(
+                            (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+                            "{kind:?} net {net} input {i}: analytic {an} vs numeric {fd}"
+                        );
+                    }
+                }
+            }
+            assert!(
+                burn.grads().iter().all(|g| *g == 0.0),
+                "{kind:?}: input_grad touched the parameter gradients"
+            );
+        }
+    }
+}
+
+/// Target networks: a copy at init_target, forward_target runs it, soft_update is
+/// Polyak averaging towards the stepped parameters; all as on the native path.
+#[test]
+fn target_networks_agree_with_native() {
+    for (kind, mk) in devices() {
+        let lay = critic_layout(Activation::Relu);
+        let mut rng = Rng::stream(12, Purpose::User, kind as u64);
+        let params = uniform(lay.total, 0.4, &mut rng);
+        let mut native = Native::new(&lay, &params, Adam::new(lay.total, 1e-8));
+        let mut burn = mk(&lay, &params, Adam::new(lay.total, 1e-8)).expect("backend");
+        assert!(burn.target_params().is_empty(), "{kind:?}: no target yet");
+        let rows = 16;
+        let x = uniform(rows * 4, 1.5, &mut rng);
+        for b in [&mut native as &mut dyn NetBackend, burn.as_mut()] {
+            b.init_target();
+            b.forward_train(0, &x, rows);
+            b.backward(0, &vec![0.5; rows]);
+            b.step(1e-2, f64::INFINITY);
+            b.soft_update(0.25);
+        }
+        let stepped = burn.params();
+        assert_close(
+            &format!("{kind:?} params"),
+            &native.params(),
+            &stepped,
+            1e-5,
+        );
+        let expected: Vec<f32> = params
+            .iter()
+            .zip(&stepped)
+            .map(|(o, n)| o + 0.25 * (n - o))
+            .collect();
+        assert_close(
+            &format!("{kind:?} target"),
+            &burn.target_params(),
+            &expected,
+            1e-6,
+        );
+        assert_ne!(burn.target_params(), stepped, "{kind:?}");
+        for net in [0, 1] {
+            let a = native.forward_target(net, &x, rows).to_vec();
+            let b = burn.forward_target(net, &x, rows).to_vec();
+            assert_close(&format!("{kind:?} target net {net}"), &a, &b, 1e-5);
+        }
+        burn.set_target_params(&params);
+        assert_eq!(burn.target_params(), params, "{kind:?}");
+    }
+}
+
+/// DDPG, TD3 and SAC runs (collection, critic and actor updates, targets, SAC's
+/// temperature) give the same losses and weights on native and Burn.
+#[test]
+fn offpolicy_runs_match_between_native_and_burn() {
+    for (kind, mk) in devices() {
+        for algo in [Algo::Ddpg, Algo::Td3, Algo::Sac] {
+            let cfg = OffPolicyConfig {
+                total_steps: 600,
+                learning_starts: 200,
+                batch_size: 32,
+                hidden: vec![16, 16],
+                log_every: 200,
+                num_envs: 2,
+                ..OffPolicyConfig::for_env(algo, "Pendulum-v1")
+            };
+            let mut native = OffPolicy::new(cfg.clone(), 1).unwrap();
+            let mut burn = OffPolicy::new(cfg, 1).unwrap();
+            burn.set_backend(&mk).unwrap();
+            assert_eq!(native.device(), "cpu");
+            assert_ne!(burn.device(), "cpu");
+            while !native.done() {
+                let (a, b) = (native.iterate(), burn.iterate());
+                let what = format!("{kind:?} {algo:?} step {}", a.global_step);
+                assert_eq!(a.episodes, b.episodes, "{what}");
+                assert_eq!(a.updates, b.updates, "{what}");
+                for (name, x, y) in [
+                    ("episode_return", a.episode_return, b.episode_return),
+                    ("qf_loss", a.qf_loss, b.qf_loss),
+                    ("actor_loss", a.actor_loss, b.actor_loss),
+                    ("q_value", a.q_value, b.q_value),
+                    ("alpha", a.alpha, b.alpha),
+                ] {
+                    assert!(
+                        (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-3 * (1.0 + x.abs()),
+                        "{what}: {name} native {x} vs burn {y}"
+                    );
+                }
+            }
+            let (na, nb) = (native.nets(), burn.nets());
+            assert_close(
+                &format!("{kind:?} {algo:?} actor"),
+                &na.actor_params,
+                &nb.actor_params,
+                1e-3,
+            );
+            assert_close(
+                &format!("{kind:?} {algo:?} critics"),
+                &na.critic_params,
+                &nb.critic_params,
+                1e-3,
+            );
         }
     }
 }
