@@ -590,7 +590,8 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
     }
 }
 
-/// `--device` to where PPO/A2C's networks run: `None` is the native CPU path.
+/// `--device` to where the networks of PPO, A2C, DDPG, TD3, SAC and AlphaZero run:
+/// `None` is the native CPU path.
 fn device_maker(device: &str) -> Result<Option<BackendMaker>> {
     match device {
         "cpu" => Ok(None),
@@ -689,6 +690,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
         summary.times,
         summary.config.num_envs,
         a.threads,
+        &summary.device,
         &cpu,
         gpu,
     )?;
@@ -702,6 +704,7 @@ fn report_times(
     t: rlrig_learn::ppo::StageTimes,
     num_envs: usize,
     threads: usize,
+    device: &str,
     cpu: &rlrig_lab::verdict::CpuSampler,
     gpu: rlrig_lab::probe::GpuSampler,
 ) -> Result<()> {
@@ -728,7 +731,13 @@ fn report_times(
     }
     let gpus = gpu.finish();
     if gpus.is_empty() {
-        outln!("gpu: none in use (the native CPU path ran the networks)");
+        // The sampler reads NVIDIA/AMD counters; say which path ran the networks so a
+        // burn-cpu or lavapipe run is not reported as the native path.
+        if device == "cpu" {
+            outln!("gpu: none in use (the native CPU path ran the networks)");
+        } else {
+            outln!("gpu: no NVIDIA/AMD GPU activity sampled (the networks ran on {device})");
+        }
     }
     for g in &gpus {
         outln!(
@@ -812,6 +821,7 @@ fn train_ppo_cli(a: PpoArgs, a2c: bool) -> Result<()> {
         summary.times,
         summary.config.num_envs,
         a.threads,
+        &summary.device,
         &cpu,
         gpu,
     )?;

@@ -192,6 +192,9 @@ fn offpolicy_on_burn_devices_runs_resumes_and_evaluates() {
             "td3 on burn-cpu"
         };
         assert!(out.contains(shown), "{out}");
+        // The run report must not credit the native path with a Burn run.
+        assert!(!out.contains("native CPU path ran"), "{out}");
+        assert!(out.contains("the networks ran on"), "{out}");
         kill_after_first_checkpoint(&td3_args(killed.to_str().unwrap(), device), &killed);
         let mut args = td3_args(killed.to_str().unwrap(), device);
         args.push("--resume");
