@@ -201,11 +201,19 @@ impl Burn {
                 }
             }
             Net::Conv(c) => {
-                // Observations are planes first (NCHW), as Burn's conv2d wants them.
-                let x: Tensor<4> = Tensor::from_data(
-                    TensorData::new(x.to_vec(), [rows, c.planes, c.h, c.w]),
-                    &self.device,
-                );
+                // Burn's conv2d wants NCHW; channels-last observations are permuted.
+                let x: Tensor<4> = if c.channels_last {
+                    let x: Tensor<4> = Tensor::from_data(
+                        TensorData::new(x.to_vec(), [rows, c.h, c.w, c.planes]),
+                        &self.device,
+                    );
+                    x.permute([0, 3, 1, 2])
+                } else {
+                    Tensor::from_data(
+                        TensorData::new(x.to_vec(), [rows, c.planes, c.h, c.w]),
+                        &self.device,
+                    )
+                };
                 let mut a = relu(conv_on(p, &c.stem, x));
                 for (ca, cb) in &c.blocks {
                     let inner = relu(conv_on(p, ca, a.clone()));

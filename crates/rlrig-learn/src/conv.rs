@@ -222,10 +222,14 @@ impl Conv2d {
 /// the head on the flattened features. ReLU throughout.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvNet {
-    /// Input planes, height, width (observations are `planes x h x w`, planes first).
+    /// Input planes, height, width (observations are `planes x h x w`, planes first,
+    /// unless `channels_last`).
     pub planes: usize,
     pub h: usize,
     pub w: usize,
+    /// Observations arrive `h x w x planes` (MinAtar's and Gymnasium's image layout)
+    /// instead of planes first; the network is the same, only the input is read so.
+    pub channels_last: bool,
     pub stem: Conv2d,
     pub blocks: Vec<(Conv2d, Conv2d)>,
     pub head: Mlp,
@@ -284,10 +288,35 @@ impl ConvNet {
             planes,
             h,
             w,
+            channels_last: false,
             stem,
             blocks,
             head,
         }
+    }
+
+    /// The same network reading `h x w x planes` observations.
+    pub fn with_channels_last(mut self) -> ConvNet {
+        self.channels_last = true;
+        self
+    }
+
+    /// CleanRL's `layer_init`: orthogonal weights (each convolution as its
+    /// `[(ky, kx, cin), cout]` matrix) with gain `hidden_gain`, the head's output layer
+    /// with `out_gain`, zero biases.
+    pub fn init(&self, params: &mut [f32], hidden_gain: f32, out_gain: f32, rng: &mut Rng) {
+        for c in self.convs() {
+            let rows = c.k * c.k * c.cin;
+            crate::nn::orthogonal(
+                &mut params[c.w..c.w + rows * c.cout],
+                rows,
+                c.cout,
+                hidden_gain,
+                rng,
+            );
+            params[c.w + rows * c.cout..c.end()].fill(0.0);
+        }
+        self.head.init(params, hidden_gain, out_gain, rng);
     }
 
     fn convs(&self) -> impl Iterator<Item = &Conv2d> {
@@ -353,10 +382,14 @@ impl ConvNet {
         );
         self.prepare(cache, batch);
         let (p, hw) = (self.planes, self.h * self.w);
-        for n in 0..batch {
-            for c in 0..p {
-                for i in 0..hw {
-                    cache.x[(n * hw + i) * p + c] = x[(n * p + c) * hw + i];
+        if self.channels_last {
+            cache.x.copy_from_slice(x);
+        } else {
+            for n in 0..batch {
+                for c in 0..p {
+                    for i in 0..hw {
+                        cache.x[(n * hw + i) * p + c] = x[(n * p + c) * hw + i];
+                    }
                 }
             }
         }
@@ -502,6 +535,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A channels-last net on `h x w x planes` inputs is the planes-first net on the
+    /// transposed inputs: same outputs, same gradients.
+    #[test]
+    fn channels_last_input_is_the_transposed_planes_first_input() {
+        let first = ConvNet::new(4, 5, 6, 3, 3, 0, 1, &[8], 3, 0);
+        let last = first.clone().with_channels_last();
+        let mut rng = Rng::stream(8, Purpose::User, 0);
+        let mut params = vec![0.0; first.end()];
+        first.init(&mut params, std::f32::consts::SQRT_2, 0.5, &mut rng);
+        let batch = 2;
+        let hwc: Vec<f32> = (0..batch * first.input_dim())
+            .map(|_| normal(&mut rng) as f32)
+            .collect();
+        let mut chw = vec![0.0; hwc.len()];
+        for n in 0..batch {
+            for c in 0..4 {
+                for i in 0..30 {
+                    chw[(n * 4 + c) * 30 + i] = hwc[(n * 30 + i) * 4 + c];
+                }
+            }
+        }
+        let (mut c1, mut c2) = (ConvCache::default(), ConvCache::default());
+        let a = first.forward(&params, &chw, batch, &mut c1).to_vec();
+        let b = last.forward(&params, &hwc, batch, &mut c2).to_vec();
+        assert_eq!(a, b);
+        assert!(
+            a.iter().any(|&v| v != 0.0),
+            "the test needs non-zero outputs"
+        );
+        let dout = vec![1.0; a.len()];
+        let (mut g1, mut g2) = (vec![0.0; params.len()], vec![0.0; params.len()]);
+        first.backward(&params, &mut g1, &dout, &mut c1);
+        last.backward(&params, &mut g2, &dout, &mut c2);
+        assert_eq!(g1, g2);
+        // The orthogonal init zeroes biases and scales the output layer by its gain.
+        assert!(
+            params[first.stem.b..first.stem.end()]
+                .iter()
+                .all(|&v| v == 0.0)
+        );
     }
 
     #[test]
