@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rlrig_env::{ENV_IDS, Purpose, RandomActions, Rng, VecConfig, make_sync, spec};
-use rlrig_learn::nn::MlpCache;
+use rlrig_learn::backend::NetCache;
 use rlrig_learn::ppo::{Agent, Ppo, PpoConfig, greedy_actions};
 use serde::{Deserialize, Serialize};
 
@@ -69,7 +69,7 @@ fn env_workload(id: &str, num_envs: usize, threads: usize, secs: f64) -> Result<
     let mut env = make_sync(id, cfg).map_err(|e| e.to_string())?;
     let mut rng = Rng::stream(0, Purpose::Init, 0);
     let agent = Agent::new(s.obs_dim, &s.action_space, &[64, 64], 0.0, &mut rng);
-    let (mut cache, mut scratch) = (MlpCache::default(), Vec::new());
+    let (mut cache, mut scratch) = (NetCache::default(), Vec::new());
     let (mut ai, mut af) = (
         vec![0i32; num_envs],
         vec![0.0f32; num_envs * agent.action_dim()],

@@ -21,3 +21,4 @@ pub mod ppo;
 pub mod run;
 pub mod serve;
 pub mod trainer;
+pub mod vtrace;

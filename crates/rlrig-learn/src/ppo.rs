@@ -13,8 +13,9 @@
 use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendMaker, Native, NetBackend, NetLayout};
-use crate::nn::{Mlp, MlpCache, normal};
+use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout};
+use crate::conv::ConvNet;
+use crate::nn::{Mlp, normal};
 use crate::normalize::RunningMeanStd;
 use crate::optim::Adam;
 
@@ -57,8 +58,13 @@ pub struct PpoConfig {
     pub vf_coef: f64,
     /// Global gradient-norm clip.
     pub max_grad_norm: f64,
-    /// Hidden layer sizes of actor and critic (tanh).
+    /// Hidden layer sizes of actor and critic (tanh; with `conv_channels`, the ReLU
+    /// layers after the convolution).
     pub hidden: Vec<usize>,
+    /// Channels of one 3x3 valid convolution (ReLU) in front of each network, for image
+    /// observations (`h x w x planes`, e.g. MinAtar); 0: plain MLPs on the flat
+    /// observation.
+    pub conv_channels: usize,
     /// Normalise observations with running statistics.
     pub norm_obs: bool,
     /// Scale rewards by the running std of the discounted return.
@@ -79,6 +85,16 @@ pub struct PpoConfig {
     pub bootstrap_truncated: bool,
     /// Environment steps between checkpoints (0: only at the end).
     pub checkpoint_every: u64,
+    /// IMPALA's learner: V-trace value targets and policy-gradient advantages
+    /// (Espeholt et al. 2018), recomputed with the current parameters, instead of GAE.
+    pub vtrace: bool,
+    /// V-trace's truncation of the importance weights in the targets and advantages.
+    pub vtrace_rho_bar: f64,
+    /// V-trace's truncation of the trace coefficients.
+    pub vtrace_c_bar: f64,
+    /// Rollouts are collected with the parameters of this many updates ago: IMPALA's
+    /// stale actors on a fixed schedule, so runs stay reproducible (0: on-policy).
+    pub policy_lag: usize,
 }
 
 impl Default for PpoConfig {
@@ -102,6 +118,7 @@ impl Default for PpoConfig {
             vf_coef: 0.5,
             max_grad_norm: 0.5,
             hidden: vec![64, 64],
+            conv_channels: 0,
             norm_obs: false,
             norm_reward: false,
             clip_obs: 10.0,
@@ -112,6 +129,10 @@ impl Default for PpoConfig {
             init_logstd: 0.0,
             bootstrap_truncated: true,
             checkpoint_every: 100_000,
+            vtrace: false,
+            vtrace_rho_bar: 1.0,
+            vtrace_c_bar: 1.0,
+            policy_lag: 0,
         }
     }
 }
@@ -159,6 +180,18 @@ impl PpoConfig {
             "MountainCarContinuous-v0" => {
                 c.norm_obs = true;
             }
+            // MinAtar (Young & Tian 2019): its reference network, one 3x3 convolution
+            // with 16 channels and 128 units, per actor and critic; PPO settings as
+            // gymnax's MinAtar PPO (64 envs x 128 steps, 8 minibatches, lr 5e-4).
+            id if id.starts_with("MinAtar/") => {
+                c.total_steps = 1_000_000;
+                c.conv_channels = 16;
+                c.hidden = vec![128];
+                c.num_envs = 64;
+                c.num_steps = 128;
+                c.num_minibatches = 8;
+                c.learning_rate = 5e-4;
+            }
             _ => {}
         }
         c
@@ -171,7 +204,7 @@ impl PpoConfig {
     /// 7e-4, entropy 0, gradient clip 0.5.
     pub fn a2c_for_env(env: &str) -> PpoConfig {
         let base = PpoConfig::for_env(env);
-        PpoConfig {
+        let a2c = PpoConfig {
             num_envs: 8,
             num_steps: 5,
             update_epochs: 1,
@@ -184,6 +217,29 @@ impl PpoConfig {
             ent_coef: 0.0,
             optimizer: "rmsprop".into(),
             ..base
+        };
+        if env.starts_with("MinAtar/") {
+            // rl-baselines3-zoo's Atari A2C: 16 envs, entropy 0.01, value 0.25. Without
+            // the entropy bonus the conv policy collapses to one action within 50k steps.
+            return PpoConfig {
+                num_envs: 16,
+                ent_coef: 0.01,
+                vf_coef: 0.25,
+                ..a2c
+            };
+        }
+        a2c
+    }
+
+    /// IMPALA (Espeholt et al. 2018) on A2C's settings: rollouts collected by a policy
+    /// one update behind the learner (the actor/learner pipeline's staleness, on a fixed
+    /// schedule) and V-trace corrections (rho_bar = c_bar = 1, lambda = 1) in the
+    /// learner. With `policy_lag = 0` it is A2C with V-trace targets, i.e. A2C.
+    pub fn impala_for_env(env: &str) -> PpoConfig {
+        PpoConfig {
+            vtrace: true,
+            policy_lag: 1,
+            ..PpoConfig::a2c_for_env(env)
         }
     }
 
@@ -216,6 +272,18 @@ impl PpoConfig {
         if self.hidden.is_empty() || self.hidden.contains(&0) {
             return Err("hidden: needs at least one layer, each of at least 1 unit".into());
         }
+        if self.conv_channels > 0 {
+            let space = rlrig_env::spec(&self.env)
+                .map_err(|e| format!("env: {e}"))?
+                .observation_space;
+            if image_shape(&space).is_none() {
+                return Err(format!(
+                    "conv_channels: {} has no image observations (h x w x planes, at least \
+                     3 x 3); set conv_channels = 0",
+                    self.env
+                ));
+            }
+        }
         if !self.batch_size().is_multiple_of(self.num_minibatches) {
             return Err(format!(
                 "num_minibatches ({}) must divide num_envs * num_steps ({})",
@@ -241,6 +309,26 @@ impl PpoConfig {
                 "rmsprop_alpha must be in [0, 1), got {}",
                 self.rmsprop_alpha
             ));
+        }
+        if self.policy_lag > 0 && !self.vtrace {
+            return Err(format!(
+                "policy_lag = {} needs vtrace = true (stale rollouts need V-trace's correction)",
+                self.policy_lag
+            ));
+        }
+        if self.policy_lag > 64 {
+            return Err(format!(
+                "policy_lag must be at most 64, got {}",
+                self.policy_lag
+            ));
+        }
+        for (k, v) in [
+            ("vtrace_rho_bar", self.vtrace_rho_bar),
+            ("vtrace_c_bar", self.vtrace_c_bar),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{k} must be a positive number, got {v}"));
+            }
         }
         for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
             if !(0.0..=1.0).contains(&v) {
@@ -281,12 +369,28 @@ pub const CRITIC: usize = 0;
 /// Index of the actor in the agent's [`NetLayout`].
 pub const ACTOR: usize = 1;
 
-/// Actor and critic MLPs in one flat parameter buffer: `[critic | actor | logstd]`.
+/// Low and high bounds of a Box action space.
+type Bounds = (Vec<f32>, Vec<f32>);
+
+/// `(h, w, planes)` of an image observation space (a Box of shape `[h, w, planes]`
+/// with room for a 3x3 valid convolution).
+pub fn image_shape(space: &Space) -> Option<(usize, usize, usize)> {
+    match space {
+        Space::Box { shape, .. } if shape.len() == 3 && shape[0] >= 3 && shape[1] >= 3 => {
+            Some((shape[0], shape[1], shape[2]))
+        }
+        _ => None,
+    }
+}
+
+/// Actor and critic networks in one flat parameter buffer: `[critic | actor | logstd]`.
+/// MLPs (tanh), or for image observations MinAtar's network (one 3x3 convolution,
+/// ReLU, then ReLU layers) each.
 #[derive(Clone, Debug)]
 pub struct Agent {
     pub obs_dim: usize,
-    pub critic: Mlp,
-    pub actor: Mlp,
+    pub critic: Net,
+    pub actor: Net,
     pub head: Head,
     pub params: Vec<f32>,
 }
@@ -305,12 +409,78 @@ impl Agent {
                 .chain([out])
                 .collect()
         };
+        let (out, _) = Self::outputs(action_space);
         let critic = Mlp::new(&sizes(1), 0);
-        let (out, head) = match action_space {
+        let actor = Mlp::new(&sizes(out), critic.end());
+        Self::assemble(
+            obs_dim,
+            critic.into(),
+            actor.into(),
+            action_space,
+            init_logstd,
+            rng,
+        )
+    }
+
+    /// The agent `cfg` asks for on `spec`'s spaces: MLPs, or convolutional networks
+    /// with `conv_channels` (the caller has validated the config).
+    pub fn for_config(spec: &rlrig_env::EnvSpec, cfg: &PpoConfig, rng: &mut Rng) -> Agent {
+        match image_shape(&spec.observation_space).filter(|_| cfg.conv_channels > 0) {
+            None => Agent::new(
+                spec.obs_dim,
+                &spec.action_space,
+                &cfg.hidden,
+                cfg.init_logstd,
+                rng,
+            ),
+            Some((h, w, planes)) => {
+                let (out, _) = Self::outputs(&spec.action_space);
+                let net = |outputs: usize, offset: usize| {
+                    ConvNet::new(
+                        planes,
+                        h,
+                        w,
+                        cfg.conv_channels,
+                        3,
+                        0,
+                        0,
+                        &cfg.hidden,
+                        outputs,
+                        offset,
+                    )
+                    .with_channels_last()
+                };
+                let critic = net(1, 0);
+                let actor = net(out, critic.end());
+                Self::assemble(
+                    spec.obs_dim,
+                    critic.into(),
+                    actor.into(),
+                    &spec.action_space,
+                    cfg.init_logstd,
+                    rng,
+                )
+            }
+        }
+    }
+
+    /// Actor outputs and, for Box actions, their bounds (low, high).
+    fn outputs(action_space: &Space) -> (usize, Option<Bounds>) {
+        match action_space {
             Space::Discrete { n } => (*n as usize, None),
             Space::Box { low, high, .. } => (low.len(), Some((low.clone(), high.clone()))),
-        };
-        let actor = Mlp::new(&sizes(out), critic.end());
+        }
+    }
+
+    fn assemble(
+        obs_dim: usize,
+        critic: Net,
+        actor: Net,
+        action_space: &Space,
+        init_logstd: f64,
+        rng: &mut Rng,
+    ) -> Agent {
+        let (out, head) = Self::outputs(action_space);
         let head = match head {
             None => Head::Categorical { n: out },
             Some((low, high)) => Head::Gaussian {
@@ -328,8 +498,12 @@ impl Agent {
             };
         let mut params = vec![0.0; total];
         // CleanRL's layer_init: sqrt(2) hidden, 1.0 critic output, 0.01 actor output.
-        critic.init(&mut params, std::f32::consts::SQRT_2, 1.0, rng);
-        actor.init(&mut params, std::f32::consts::SQRT_2, 0.01, rng);
+        for (net, out_gain) in [(&critic, 1.0), (&actor, 0.01)] {
+            match net {
+                Net::Mlp(m) => m.init(&mut params, std::f32::consts::SQRT_2, out_gain, rng),
+                Net::Conv(c) => c.init(&mut params, std::f32::consts::SQRT_2, out_gain, rng),
+            }
+        }
         if let Head::Gaussian { logstd, dim, .. } = &head {
             params[*logstd..*logstd + *dim].fill(init_logstd as f32);
         }
@@ -349,7 +523,7 @@ impl Agent {
             Head::Categorical { .. } => self.params.len()..self.params.len(),
         };
         NetLayout {
-            nets: vec![self.critic.clone().into(), self.actor.clone().into()],
+            nets: vec![self.critic.clone(), self.actor.clone()],
             free,
             total: self.params.len(),
         }
@@ -420,6 +594,10 @@ pub struct PpoState {
     /// Whether each env's current observation starts a new episode.
     pub next_done: Vec<bool>,
     pub envs: rlrig_env::VecSnapshot,
+    /// With `policy_lag`: the parameters of the last `policy_lag` updates before the
+    /// current ones, oldest first (the next rollout's policy is the first).
+    #[serde(default)]
+    pub behaviour: Vec<Vec<f32>>,
 }
 
 /// A PPO run in progress.
@@ -440,6 +618,9 @@ pub struct Ppo {
     pub global_step: u64,
     pub times: StageTimes,
     trace: Option<(std::time::Instant, Vec<Span>)>,
+    /// With `policy_lag`: earlier parameters, oldest first (see [`PpoState::behaviour`]).
+    behaviour: std::collections::VecDeque<Vec<f32>>,
+    behaviour_cache: NetCache,
     // Rollout storage, [num_steps x num_envs (x dim)], allocated once.
     obs: Vec<f32>,
     actions: Vec<f32>,
@@ -500,13 +681,7 @@ impl Ppo {
         }
         let spec = env.spec();
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
-        let agent = Agent::new(
-            spec.obs_dim,
-            &spec.action_space,
-            &cfg.hidden,
-            cfg.init_logstd,
-            &mut rng,
-        );
+        let agent = Agent::for_config(&spec, &cfg, &mut rng);
         let n = agent.params.len();
         let (t, e, d, a) = (
             cfg.num_steps,
@@ -531,6 +706,8 @@ impl Ppo {
             global_step: 0,
             times: StageTimes::default(),
             trace: None,
+            behaviour: std::collections::VecDeque::new(),
+            behaviour_cache: NetCache::default(),
             obs: vec![0.0; t * e * d],
             actions: vec![0.0; t * e * a],
             logprobs: vec![0.0; t * e],
@@ -585,6 +762,7 @@ impl Ppo {
             ep_length: self.ep_length.clone(),
             next_done: self.next_done.clone(),
             envs: self.env.snapshot(),
+            behaviour: self.behaviour.iter().cloned().collect(),
         }
     }
 
@@ -638,7 +816,15 @@ impl Ppo {
                 "checkpoint is for a different number of envs than {e}"
             ));
         }
+        if st.behaviour.len() > self.cfg.policy_lag || st.behaviour.iter().any(|b| b.len() != n) {
+            return Err(format!(
+                "checkpoint's behaviour parameters ({} sets) do not fit policy_lag = {} and {n} parameters",
+                st.behaviour.len(),
+                self.cfg.policy_lag
+            ));
+        }
         self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.behaviour = st.behaviour.into_iter().collect();
         self.backend.set_params(&params);
         self.backend.set_optimizer(Adam { m, v, ..st.adam });
         self.agent.params = params;
@@ -702,7 +888,15 @@ impl Ppo {
             }
             let values = self.backend.forward(CRITIC, obs_t, e);
             self.values[t * e..(t + 1) * e].copy_from_slice(values);
-            let out = self.backend.forward(ACTOR, obs_t, e);
+            // A lagged policy runs natively from its host copy, as IMPALA's actors do.
+            let behaviour = self.behaviour.front();
+            let out = match behaviour {
+                Some(b) => self
+                    .agent
+                    .actor
+                    .forward(b, obs_t, e, &mut self.behaviour_cache),
+                None => self.backend.forward(ACTOR, obs_t, e),
+            };
             match &self.agent.head {
                 Head::Categorical { n } => {
                     for k in 0..e {
@@ -729,7 +923,7 @@ impl Ppo {
                     high,
                     logstd,
                 } => {
-                    let ls = &self.agent.params[*logstd..*logstd + *dim];
+                    let ls = &behaviour.unwrap_or(&self.agent.params)[*logstd..*logstd + *dim];
                     for k in 0..e {
                         let mut lp = 0.0f32;
                         for j in 0..*dim {
@@ -817,6 +1011,30 @@ impl Ppo {
         let mut next_obs = vec![0.0f32; e * d];
         self.current_obs(&mut next_obs);
         let next_value = self.backend.forward(CRITIC, &next_obs, e).to_vec();
+        if cfg.vtrace {
+            self.vtrace_targets(&next_value);
+        } else {
+            self.gae(&next_value);
+        }
+        let pre_update = (cfg.policy_lag > 0).then(|| self.agent.params.clone());
+        self.update(lr, it, &mut stats);
+        if let Some(pre_update) = pre_update {
+            // The parameters this update started from join the queue of stale policies.
+            if self.behaviour.len() == cfg.policy_lag {
+                self.behaviour.pop_front();
+            }
+            self.behaviour.push_back(pre_update);
+        }
+        let t_end = std::time::Instant::now();
+        self.times.learner += (t_end - t_learn).as_secs_f64();
+        self.span("learner", t_learn, t_end);
+        self.finish_stats(stats, ret_sum, len_sum)
+    }
+
+    /// GAE over the rollout, bootstrapped from `next_value`.
+    fn gae(&mut self, next_value: &[f32]) {
+        let cfg = &self.cfg;
+        let (t_max, e) = (cfg.num_steps, cfg.num_envs);
         let (g, l) = (cfg.gamma as f32, cfg.gae_lambda as f32);
         let mut last = vec![0.0f32; e];
         for t in (0..t_max).rev() {
@@ -836,11 +1054,76 @@ impl Ppo {
                 self.returns[i] = last[k] + self.values[i];
             }
         }
-        self.update(lr, it, &mut stats);
-        let t_end = std::time::Instant::now();
-        self.times.learner += (t_end - t_learn).as_secs_f64();
-        self.span("learner", t_learn, t_end);
+    }
 
+    /// IMPALA's learner side: values and log-probabilities of the rollout under the
+    /// current parameters, V-trace targets (into `returns`) and advantages (into
+    /// `advantages`). The stored log-probabilities become the current ones, so the
+    /// update's ratio starts at 1 and its gradient is V-trace's `A_t * grad log pi`.
+    fn vtrace_targets(&mut self, next_value: &[f32]) {
+        let cfg = &self.cfg;
+        let (t_max, e) = (cfg.num_steps, cfg.num_envs);
+        let n = t_max * e;
+        let adim = self.agent.action_dim();
+        self.values
+            .copy_from_slice(self.backend.forward(CRITIC, &self.obs, n));
+        let out = self.backend.forward(ACTOR, &self.obs, n).to_vec();
+        let ls = self.backend.free_params().to_vec();
+        let mut logp_row = vec![0.0f32; self.actor_out()];
+        let mut log_rhos = vec![0.0f32; n];
+        for i in 0..n {
+            let new_lp = match &self.agent.head {
+                Head::Categorical { n: k } => {
+                    log_softmax(&out[i * k..(i + 1) * k], &mut logp_row);
+                    logp_row[self.actions[i] as usize]
+                }
+                Head::Gaussian { dim, .. } => (0..*dim)
+                    .map(|j| {
+                        let z = (self.actions[i * adim + j] - out[i * dim + j]) / ls[j].exp();
+                        -0.5 * z * z - ls[j] - LOG_SQRT_2PI
+                    })
+                    .sum(),
+            };
+            log_rhos[i] = new_lp - self.logprobs[i];
+            self.logprobs[i] = new_lp;
+        }
+        // discounts[t] = 0 where step t ended the episode (the next obs starts a new one).
+        let discounts: Vec<f32> = (0..n)
+            .map(|i| {
+                let (t, k) = (i / e, i % e);
+                let ended = if t + 1 == t_max {
+                    self.next_done[k]
+                } else {
+                    self.dones[i + e] != 0.0
+                };
+                if ended { 0.0 } else { 1.0 }
+            })
+            .collect();
+        crate::vtrace::vtrace(
+            t_max,
+            e,
+            crate::vtrace::VtraceParams {
+                gamma: cfg.gamma as f32,
+                lambda: cfg.gae_lambda as f32,
+                rho_bar: cfg.vtrace_rho_bar as f32,
+                c_bar: cfg.vtrace_c_bar as f32,
+            },
+            &log_rhos,
+            &self.rewards,
+            &discounts,
+            &self.values,
+            next_value,
+            &mut self.returns,
+            &mut self.advantages,
+        );
+    }
+
+    fn finish_stats(
+        &self,
+        mut stats: IterationStats,
+        ret_sum: f64,
+        len_sum: f64,
+    ) -> IterationStats {
         stats.global_step = self.global_step;
         stats.episode_return = if stats.episodes > 0 {
             ret_sum / stats.episodes as f64
@@ -1062,7 +1345,7 @@ pub fn greedy_actions<'a>(
     cfg: &PpoConfig,
     raw_obs: &[f32],
     n: usize,
-    cache: &mut MlpCache,
+    cache: &mut NetCache,
     scratch: &mut Vec<f32>,
     ai: &'a mut [i32],
     af: &'a mut [f32],
@@ -1106,7 +1389,7 @@ pub fn evaluate(
             .autoreset(AutoReset::NextStep),
     )
     .expect("config was validated");
-    let mut cache = MlpCache::default();
+    let mut cache = NetCache::default();
     let mut scratch = Vec::new();
     let mut returns = vec![0.0; episodes];
     let mut finished = vec![false; episodes];

@@ -312,13 +312,7 @@ pub fn load_agent(
     let cfg = ck.meta.config;
     let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
-    let mut agent = Agent::new(
-        spec.obs_dim,
-        &spec.action_space,
-        &cfg.hidden,
-        cfg.init_logstd,
-        &mut rng,
-    );
+    let mut agent = Agent::for_config(&spec, &cfg, &mut rng);
     if agent.params.len() != ck.params.len() {
         return Err(RunError::Mismatch(format!(
             "{}: checkpoint has {} parameters but {} with hidden {:?} needs {}",
@@ -381,6 +375,8 @@ pub fn record_episodes(
     seed: Option<u64>,
 ) -> Result<(String, Vec<Recording>), RunError> {
     /// The greedy policy of a checkpoint, whichever algorithm wrote it.
+    // One value per `play` call: the variants' sizes do not matter.
+    #[allow(clippy::large_enum_variant)]
     enum Policy {
         Ppo(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>),
         Off(Nets),
@@ -396,6 +392,7 @@ pub fn record_episodes(
         fn visit<E: rlrig_env::Env>(self) -> Vec<Recording> {
             let mut out = Vec::new();
             let (mut cache, mut scratch) = (crate::nn::MlpCache::default(), Vec::new());
+            let mut net_cache = crate::backend::NetCache::default();
             let dim = match self.policy {
                 Policy::Ppo(_, agent, _) => agent.action_dim(),
                 Policy::Off(nets) => nets.act_dim,
@@ -420,7 +417,7 @@ pub fn record_episodes(
                             cfg,
                             env.obs(),
                             1,
-                            &mut cache,
+                            &mut net_cache,
                             &mut scratch,
                             &mut ai,
                             &mut af,

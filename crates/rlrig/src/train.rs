@@ -24,6 +24,16 @@ pub enum TrainCommand {
     /// 8 envs x 5 steps, RMSprop, n-step returns. Runs on PPO's machinery with one
     /// gradient step per rollout; same run directory, checkpoints and determinism as ppo.
     A2c(PpoArgs),
+    /// IMPALA: an actor policy lagging the learner, corrected with V-trace.
+    ///
+    /// Rollouts are collected with the parameters of `policy_lag` updates ago (default
+    /// 1, the staleness of a pipelined actor/learner pair) and the learner computes
+    /// V-trace targets and advantages (rho_bar = c_bar = 1) with its current parameters;
+    /// A2C's settings otherwise. The staleness follows a fixed schedule, so runs are
+    /// bit-identical whatever --threads (this mode is deterministic). Actor threads
+    /// that run concurrently with the learner, with whatever policy is newest, are
+    /// not built yet.
+    Impala(PpoArgs),
     /// Deep Deterministic Policy Gradient, continuous actions (CleanRL's defaults).
     ///
     /// Deterministic at any --threads; checkpoints hold the replay buffer, so a resumed
@@ -311,12 +321,12 @@ fn parse_value(raw: &str) -> toml::Value {
 }
 
 /// Defaults for the env, then the config file, then `--set`, then explicit flags.
-fn resolve_config(a: &PpoArgs, a2c: bool) -> Result<PpoConfig> {
+fn resolve_config(a: &PpoArgs, label: &str) -> Result<PpoConfig> {
     let cfg: PpoConfig = resolve(a, "CartPole-v1", |env| {
-        let d = if a2c {
-            PpoConfig::a2c_for_env(env)
-        } else {
-            PpoConfig::for_env(env)
+        let d = match label {
+            "a2c" => PpoConfig::a2c_for_env(env),
+            "impala" => PpoConfig::impala_for_env(env),
+            _ => PpoConfig::for_env(env),
         };
         toml::Table::try_from(d).context("default config")
     })?;
@@ -574,23 +584,24 @@ pub fn train(cmd: TrainCommand) -> Result<()> {
         TrainCommand::Alphazero(a) => return train_alphazero_cli(a),
         TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
         TrainCommand::Ga(a) => return train_evolution_cli(a, Method::Ga),
-        TrainCommand::Ppo(a) => (a, None),
-        TrainCommand::A2c(a) => (a, Some(None)),
-        TrainCommand::Ddpg(a) => (a, Some(Some(Algo::Ddpg))),
-        TrainCommand::Td3(a) => (a, Some(Some(Algo::Td3))),
-        TrainCommand::Sac(a) => (a, Some(Some(Algo::Sac))),
+        TrainCommand::Ppo(a) => (a, Err("ppo")),
+        TrainCommand::A2c(a) => (a, Err("a2c")),
+        TrainCommand::Impala(a) => (a, Err("impala")),
+        TrainCommand::Ddpg(a) => (a, Ok(Algo::Ddpg)),
+        TrainCommand::Td3(a) => (a, Ok(Algo::Td3)),
+        TrainCommand::Sac(a) => (a, Ok(Algo::Sac)),
     };
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
+    // Ok: an off-policy algorithm; Err: one on PPO's machinery, by name.
     match algo {
-        None => train_ppo_cli(a, false),
-        Some(None) => train_ppo_cli(a, true),
-        Some(Some(algo)) => train_offpolicy_cli(a, algo),
+        Err(label) => train_ppo_cli(a, label),
+        Ok(algo) => train_offpolicy_cli(a, algo),
     }
 }
 
-/// `--device` to where the networks of PPO, A2C, DDPG, TD3, SAC and AlphaZero run:
+/// `--device` to where the networks of PPO, A2C, IMPALA, DDPG, TD3, SAC and AlphaZero run:
 /// `None` is the native CPU path.
 fn device_maker(device: &str) -> Result<Option<BackendMaker>> {
     match device {
@@ -755,9 +766,9 @@ fn report_times(
     Ok(())
 }
 
-fn train_ppo_cli(a: PpoArgs, a2c: bool) -> Result<()> {
-    let cfg = resolve_config(&a, a2c)?;
-    let label = if a2c { "a2c" } else { "ppo" };
+/// PPO and the algorithms on its machinery: `label` is "ppo", "a2c" or "impala".
+fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<()> {
+    let cfg = resolve_config(&a, label)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
             "runs/{}-{label}-seed{}",
@@ -788,7 +799,7 @@ fn train_ppo_cli(a: PpoArgs, a2c: bool) -> Result<()> {
             Some(server)
         }
     };
-    let labels = format!("env=\"{}\",algo=\"ppo\"", cfg.env);
+    let labels = format!("env=\"{}\",algo=\"{label}\"", cfg.env);
     let total = cfg.num_iterations() * cfg.batch_size() as u64;
     let bar = progress_bar(a.quiet, total);
     let summary = train_ppo(cfg, &opts, |p| {

@@ -186,12 +186,13 @@ fn a_layout_that_does_not_tile_its_parameters_is_refused() {
     assert!(err.contains("covers"), "{err}");
 }
 
-/// A whole PPO iteration (rollout with sampled actions, GAE, 4 epochs x 4 minibatches)
-/// gives the same losses and weights on native and Burn, discrete and continuous.
+/// A whole PPO iteration (rollout with sampled actions, GAE, 4 epochs x minibatches)
+/// gives the same losses and weights on native and Burn, discrete and continuous, with
+/// MLPs and with MinAtar's conv networks on channels-last observations.
 #[test]
 fn ppo_iterations_match_between_native_and_burn() {
     for (kind, mk) in devices() {
-        for env in ["CartPole-v1", "Pendulum-v1"] {
+        for env in ["CartPole-v1", "Pendulum-v1", "MinAtar/Breakout-v1"] {
             let mut cfg = PpoConfig::for_env(env);
             cfg.total_steps = 100_000;
             cfg.num_envs = 4;

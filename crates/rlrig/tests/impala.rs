@@ -1,0 +1,118 @@
+//! `rlrig train impala` end to end on MinAtar Breakout with the conv network: the lagged
+//! policy's schedule is fixed, so runs are bit-identical at any thread count and a
+//! killed run resumes exactly (the stale parameters are in the checkpoint).
+
+mod common;
+
+const COLS: usize = rlrig_learn::run::DETERMINISTIC_COLUMNS;
+
+use common::{
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+};
+
+fn args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        "impala",
+        "--env",
+        "MinAtar/Breakout-v1",
+        "--total-steps",
+        "16000",
+        // Two updates stale: the checkpoint must carry two earlier parameter sets.
+        "--set",
+        "policy_lag=2",
+        "--set",
+        "checkpoint_every=4000",
+        "--threads",
+        threads,
+        "--run-dir",
+        dir,
+        "--quiet",
+        "--eval-episodes",
+        "2",
+    ]
+}
+
+#[test]
+fn impala_is_deterministic_resumes_exactly_and_plays() {
+    let (a, b, killed) = (tmp("impala1"), tmp("impala2"), tmp("impala-killed"));
+    for (d, t) in [(&a, "1"), (&b, "2")] {
+        let o = rlrig(&args(d.to_str().unwrap(), t));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("MinAtar/Breakout-v1 impala on cpu"), "{out}");
+    }
+    let cols = learning_columns(&a, COLS);
+    assert_eq!(
+        cols.len(),
+        201,
+        "header + 200 iterations of 16 envs x 5 steps"
+    );
+    assert_eq!(cols, learning_columns(&b, COLS));
+    // assert! rather than assert_eq!: a failure should not print megabytes of weights.
+    assert!(
+        final_weights(&a) == final_weights(&b),
+        "weights differ by thread count"
+    );
+    let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
+    for key in ["vtrace = true", "policy_lag = 2", "conv_channels = 16"] {
+        assert!(config.contains(key), "{key} not in config.toml:\n{config}");
+    }
+
+    kill_after_first_checkpoint(&args(killed.to_str().unwrap(), "2"), &killed);
+    let mut resume = args(killed.to_str().unwrap(), "1");
+    resume.push("--resume");
+    let o = rlrig(&resume);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
+    assert!(
+        final_weights(&a) == final_weights(&killed),
+        "the resumed run ended with other weights"
+    );
+    assert_eq!(cols, learning_columns(&killed, COLS));
+
+    let gif = a.join("breakout.gif");
+    let o = rlrig(&[
+        "play",
+        "--run",
+        a.to_str().unwrap(),
+        "--gif",
+        gif.to_str().unwrap(),
+        "--max-frames",
+        "20",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+    for d in [a, b, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn impala_and_conv_settings_are_checked() {
+    fails_with(
+        &["train", "ppo", "--set", "policy_lag=1"],
+        None,
+        &["policy_lag = 1 needs vtrace = true"],
+    );
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "--set",
+            "conv_channels=16",
+        ],
+        None,
+        &["conv_channels", "CartPole-v1", "no image observations"],
+    );
+    fails_with(
+        &["train", "impala", "--set", "vtrace_rho_bar=0"],
+        None,
+        &["vtrace_rho_bar must be a positive number"],
+    );
+    let help = rlrig(&["train", "impala", "--help"]);
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.contains("deterministic"), "{text}");
+}
