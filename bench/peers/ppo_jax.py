@@ -1,5 +1,5 @@
-"""PureJaxRL-style PPO on gymnax CartPole-v1 (JAX, CPU), for comparison with
-`rlrig train ppo --env CartPole-v1`.
+"""PureJaxRL-style PPO on gymnax CartPole-v1 or MinAtar Breakout (JAX, CPU), for
+comparison with `rlrig train ppo --env CartPole-v1|MinAtar/Breakout-v1`.
 
 The whole training run is one jitted function: a `lax.scan` over updates;
 each update scans over rollout steps (vmapped gymnax envs, whose `step`
@@ -11,6 +11,11 @@ minibatches. Hyperparameters are CleanRL ppo.py's (the ones rlrig uses):
     value), entropy 0.01, value 0.5, global grad-norm clip 0.5, advantages
     normalised per minibatch, separate 64-64 tanh actor and critic with
     orthogonal init (sqrt 2; actor head 0.01, critic head 1), zero biases.
+
+With `--env MinAtar/Breakout-v1` (gymnax's `Breakout-MinAtar`) the settings are
+rlrig's MinAtar preset instead: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr
+5e-4, and MinAtar's network for actor and critic each (one 3x3 valid convolution
+with 16 channels, ReLU, 128 ReLU units), orthogonal init as above.
 
 Episode ends (termination or gymnax's 500-step truncation) are treated as
 terminal, as in CleanRL's ppo.py and PureJaxRL.
@@ -78,6 +83,32 @@ class ActorCritic(nn.Module):
         return logits, jnp.squeeze(value, -1)
 
 
+class ConvActorCritic(nn.Module):
+    """MinAtar's reference network (Young & Tian 2019), separate for actor and critic."""
+    num_actions: int
+    hidden: int = 128
+    channels: int = 16
+
+    @nn.compact
+    def __call__(self, obs):
+        s2 = jnp.sqrt(2.0)
+
+        def torso(x):
+            x = nn.Conv(self.channels, (3, 3), padding="VALID",
+                        kernel_init=nn.initializers.orthogonal(s2),
+                        bias_init=nn.initializers.zeros)(x)
+            x = nn.relu(x).reshape(x.shape[:-3] + (-1,))
+            return nn.relu(dense(self.hidden, s2)(x))
+
+        logits = dense(self.num_actions, 0.01)(torso(obs))
+        value = dense(1, 1.0)(torso(obs))
+        return logits, jnp.squeeze(value, -1)
+
+
+MINATAR_HP = dict(HP, num_envs=64, num_steps=128, num_minibatches=8, lr=5e-4, hidden=128)
+GYMNAX_IDS = {"CartPole-v1": "CartPole-v1", "MinAtar/Breakout-v1": "Breakout-MinAtar"}
+
+
 def log_prob(logits, actions):
     logp = jax.nn.log_softmax(logits)
     return jnp.take_along_axis(logp, actions[..., None], axis=-1)[..., 0]
@@ -88,14 +119,16 @@ def entropy(logits):
     return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 
-def make_train(total_steps, hp=HP):
+def make_train(total_steps, env_id="CartPole-v1"):
+    minatar = env_id.startswith("MinAtar/")
+    hp = MINATAR_HP if minatar else HP
     n_envs, n_steps = hp["num_envs"], hp["num_steps"]
     batch = n_envs * n_steps
     num_updates = total_steps // batch
     mb_size = batch // hp["num_minibatches"]
-    env, env_params = gymnax.make("CartPole-v1")
+    env, env_params = gymnax.make(GYMNAX_IDS[env_id])
     n_actions = env.action_space(env_params).n
-    net = ActorCritic(n_actions, hp["hidden"])
+    net = ConvActorCritic(n_actions, hp["hidden"]) if minatar else ActorCritic(n_actions, hp["hidden"])
     grad_steps_per_update = hp["update_epochs"] * hp["num_minibatches"]
 
     def lr_schedule(count):
@@ -210,11 +243,12 @@ def main():
     ap.add_argument("--total-steps", type=int,
                     default=int(os.environ.get("PPO_TOTAL_STEPS", "500000")))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--env", default="CartPole-v1", choices=sorted(GYMNAX_IDS))
     ap.add_argument("--final-updates", type=int, default=20,
                     help="final_return averages episodes finished in the last N updates")
     args = ap.parse_args()
 
-    train, steps, num_updates = make_train(args.total_steps)
+    train, steps, num_updates = make_train(args.total_steps, args.env)
     key = jax.random.PRNGKey(args.seed)
 
     t0 = time.perf_counter()
@@ -234,7 +268,7 @@ def main():
     final_return = float(ret_sum[-k:].sum()) / n if n > 0 else None
     print(json.dumps({
         "peer": "purejaxrl-style",
-        "env": "CartPole-v1",
+        "env": args.env,
         "total_steps": steps,
         "num_updates": num_updates,
         "compile_seconds": round(compile_s, 3),

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Side-by-side PPO on CartPole-v1: `rlrig train ppo` vs a PureJaxRL-style JAX
-# PPO (bench/peers/ppo_jax.py), same CleanRL hyperparameters. Writes JSON lines
-# to bench/peers/results/ppo-<date>.jsonl and prints a markdown table.
+# Side-by-side PPO: `rlrig train ppo` vs a PureJaxRL-style JAX PPO
+# (bench/peers/ppo_jax.py), same hyperparameters (CleanRL's on CartPole-v1,
+# rlrig's MinAtar preset with MinAtar's conv network on MinAtar/Breakout-v1).
+# Writes JSON lines to bench/peers/results/ppo[-<env>]-<date>.jsonl and prints a
+# markdown table.
 #
-#   bench/peers/run_ppo.sh [--no-build] [--total-steps N] [--seed S]
+#   bench/peers/run_ppo.sh [--no-build] [--env ID] [--total-steps N] [--seed S]
 #
+#   --env           CartPole-v1 (default) or MinAtar/Breakout-v1
 #   --no-build      use target/release/rlrig as it is (default: cargo build
 #                   --release -p rlrig first, a no-op when fresh)
 #   --total-steps   env steps for both (default 500000, or $PPO_TOTAL_STEPS);
-#                   any other count writes ppo-<date>-quick.jsonl (git-ignored)
+#                   on CartPole any other count writes ppo-<date>-quick.jsonl
+#                   (git-ignored)
 #   --seed          seed for both (default 1)
 #
 # rlrig: wall clock of the whole process (start-up, training, the final 10-episode
@@ -20,13 +24,14 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 exec </dev/null
 
-BUILD=1 STEPS=${PPO_TOTAL_STEPS:-500000} SEED=1
+BUILD=1 STEPS=${PPO_TOTAL_STEPS:-500000} SEED=1 ENV=CartPole-v1
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-build) BUILD=0 ;;
         --total-steps) STEPS=$2; shift ;;
         --seed) SEED=$2; shift ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        --env) ENV=$2; shift ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "run_ppo.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -56,7 +61,10 @@ fi
 
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT="$HERE/results/ppo-$DATE$([ "$STEPS" = 500000 ] || echo -quick).jsonl"
+SLUG=$([ "$ENV" = CartPole-v1 ] || echo "-$ENV" | tr '/' '-' | tr 'A-Z' 'a-z')
+# Quick (git-ignored) runs: CartPole with another step count than the recorded 500k.
+QUICK=$([ "$ENV" != CartPole-v1 ] || [ "$STEPS" = 500000 ] || echo -quick)
+OUT="$HERE/results/ppo$SLUG-$DATE$QUICK.jsonl"
 TMP=$(mktemp -d /tmp/rlrig-ppo-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -66,36 +74,36 @@ rss_mb() {  # file -> MB or null
     if [ -n "$kb" ]; then awk -v k="$kb" 'BEGIN{printf "%.1f", k/1024}'; else echo null; fi
 }
 
-python3 - "$DATE" "$ROOT" "$STEPS" "$SEED" >"$OUT" <<'EOF'
+python3 - "$DATE" "$ROOT" "$STEPS" "$SEED" "$ENV" >"$OUT" <<'EOF'
 import json, os, platform, subprocess, sys
-date, root, steps, seed = sys.argv[1:]
+date, root, steps, seed, env = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 print(json.dumps({"meta": True, "bench": "ppo", "date": date, "cpu": cpu, "cores": os.cpu_count(),
-                  "loadavg": os.getloadavg()[0], "rlrig_rev": rev, "total_steps": int(steps), "seed": int(seed)}))
+                  "loadavg": os.getloadavg()[0], "rlrig_rev": rev, "total_steps": int(steps), "seed": int(seed), "env": env}))
 EOF
 
 # ---- rlrig ----
-echo "[run] rlrig train ppo --env CartPole-v1 --total-steps $STEPS --threads 2" >&2
+echo "[run] rlrig train ppo --env $ENV --total-steps $STEPS --threads 2" >&2
 T0=$(date +%s.%N)
-"${TIMEV[@]}" ${TIMEV:+"$TMP/rlrig.time"} "$RLRIG" train ppo --env CartPole-v1 --quiet --threads 2 \
+"${TIMEV[@]}" ${TIMEV:+"$TMP/rlrig.time"} "$RLRIG" train ppo --env "$ENV" --quiet --threads 2 \
     --seed "$SEED" --total-steps "$STEPS" --run-dir "$TMP/run" >"$TMP/rlrig.out" 2>&1
 RC=$?
 T1=$(date +%s.%N)
 cat "$TMP/rlrig.out" >&2
 [ "$RC" = 0 ] || { echo "[run] rlrig failed (exit $RC)" >&2; exit 1; }
 python3 - "$TMP/run" "$TMP/rlrig.out" "$(echo "$T1 - $T0" | bc -l)" "$(rss_mb "$TMP/rlrig.time")" \
-    "$("$RLRIG" --version 2>/dev/null)" >>"$OUT" <<'EOF'
+    "$("$RLRIG" --version 2>/dev/null)" "$ENV" >>"$OUT" <<'EOF'
 import csv, json, re, sys
-run, out, wall, rss, version = sys.argv[1:]
+run, out, wall, rss, version, env = sys.argv[1:]
 text = open(out).read()
-m = re.search(r"ppo: (\d+) steps in ([\d.]+) s \(([\d.]+) steps/s\)", text)
+m = re.search(r"ppo on [^:]+: (\d+) steps in ([\d.]+) s \(([\d.]+) steps/s\)", text)
 ev = json.load(open(f"{run}/eval.json"))
 rows = list(csv.DictReader(open(f"{run}/metrics.csv")))[-20:]   # last 20 updates, as ppo_jax.py
 eps = sum(int(r["episodes"]) for r in rows)
 tot = sum(int(r["episodes"]) * float(r["episode_return"]) for r in rows if int(r["episodes"]) > 0)
 print(json.dumps({
-    "peer": "rlrig", "env": "CartPole-v1", "total_steps": int(m.group(1)),
+    "peer": "rlrig", "env": env, "total_steps": int(m.group(1)),
     "wall_seconds": round(float(wall), 3), "train_seconds": float(m.group(2)),
     "steps_per_sec": float(m.group(3)),
     "final_return": round(tot / eps, 2) if eps else None, "final_return_episodes": eps,
@@ -104,8 +112,8 @@ print(json.dumps({
 EOF
 
 # ---- JAX ----
-echo "[run] ppo_jax.py --total-steps $STEPS" >&2
-"${TIMEV[@]}" ${TIMEV:+"$TMP/jax.time"} "$PY" "$HERE/ppo_jax.py" --total-steps "$STEPS" --seed "$SEED" \
+echo "[run] ppo_jax.py --env $ENV --total-steps $STEPS" >&2
+"${TIMEV[@]}" ${TIMEV:+"$TMP/jax.time"} "$PY" "$HERE/ppo_jax.py" --env "$ENV" --total-steps "$STEPS" --seed "$SEED" \
     >"$TMP/jax.out" 2>"$TMP/jax.err"
 RC=$?
 [ "$RC" = 0 ] || { cat "$TMP/jax.err" >&2; echo "[run] ppo_jax.py failed (exit $RC)" >&2; exit 1; }
@@ -124,7 +132,7 @@ import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 meta = recs[0]; r = next(x for x in recs if x.get("peer") == "rlrig"); j = next(x for x in recs if x.get("peer") == "purejaxrl-style")
 f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"
-print(f"PPO CartPole-v1, {meta['total_steps']} steps, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}\n")
+print(f"PPO {meta.get('env', 'CartPole-v1')}, {meta['total_steps']} steps, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}\n")
 print("| peer | wall s | wall s incl. compile | steps/s | final return (train, last 20 updates) | peak RSS MB | jax_train_s / rlrig_s |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 print(f"| rlrig (incl. start-up + eval; greedy eval {f(r['eval_mean_return'], 1)}) | {f(r['wall_seconds'])} | {f(r['wall_seconds'])} "
