@@ -600,20 +600,265 @@ pub struct PpoState {
     pub behaviour: Vec<Vec<f32>>,
 }
 
-/// A PPO run in progress.
-pub struct Ppo {
-    pub cfg: PpoConfig,
-    pub agent: Agent,
+/// The acting side of a run: the envs, observation and return normalisation, and
+/// per-env episode bookkeeping. It moves to the actor thread for a prefetched rollout.
+struct ActorSide {
     env: Box<dyn VecEnvDyn>,
-    /// Where the critic (net 0) and actor (net 1) run; `agent.params` mirrors its
-    /// parameters after every update.
-    backend: Box<dyn NetBackend>,
     obs_rms: Option<RunningMeanStd>,
     ret_rms: Option<RunningMeanStd>,
     discounted: Vec<f64>,
     ep_return: Vec<f64>,
     ep_length: Vec<u64>,
     next_done: Vec<bool>,
+}
+
+impl ActorSide {
+    /// Writes the current observations, normalised as the policy sees them, into `out`.
+    fn current_obs(&self, cfg: &PpoConfig, out: &mut [f32]) {
+        out.copy_from_slice(self.env.obs());
+        if let Some(rms) = &self.obs_rms {
+            rms.normalize(out, cfg.clip_obs);
+        }
+    }
+}
+
+/// One rollout's storage, `[num_steps x num_envs (x dim)]`, allocated once.
+#[derive(Default)]
+struct RolloutBuf {
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    logprobs: Vec<f32>,
+    rewards: Vec<f32>,
+    dones: Vec<f32>,
+    values: Vec<f32>,
+}
+
+impl RolloutBuf {
+    fn new(t: usize, e: usize, d: usize, a: usize) -> RolloutBuf {
+        RolloutBuf {
+            obs: vec![0.0; t * e * d],
+            actions: vec![0.0; t * e * a],
+            logprobs: vec![0.0; t * e],
+            rewards: vec![0.0; t * e],
+            dones: vec![0.0; t * e],
+            values: vec![0.0; t * e],
+        }
+    }
+}
+
+/// Where a rollout's policy runs: the learner's backend (on-policy), or a host copy of
+/// earlier parameters (IMPALA's lagged actor), which another thread can own.
+enum Policy<'a> {
+    Backend(&'a mut dyn NetBackend),
+    Host {
+        params: &'a [f32],
+        cache: &'a mut NetCache,
+    },
+}
+
+/// What a rollout adds to the run: steps, finished episodes, stage times and spans.
+#[derive(Clone, Debug, Default)]
+struct RolloutStats {
+    steps: u64,
+    episodes: u64,
+    ret_sum: f64,
+    len_sum: f64,
+    env: f64,
+    inference: f64,
+    spans: Vec<Span>,
+}
+
+impl RolloutStats {
+    fn span(
+        &mut self,
+        origin: Option<std::time::Instant>,
+        name: &'static str,
+        from: std::time::Instant,
+        to: std::time::Instant,
+    ) {
+        if let Some(origin) = origin {
+            self.spans.push(Span {
+                name,
+                start: from.duration_since(origin).as_secs_f64(),
+                dur: to.duration_since(from).as_secs_f64(),
+            });
+        }
+    }
+}
+
+/// Collects rollout `it` (1-based) into `buf`: `num_steps` steps of every env, actions
+/// sampled from `policy` (whose Gaussian log-std is read from `policy_params`).
+#[allow(clippy::too_many_arguments)]
+fn collect(
+    cfg: &PpoConfig,
+    agent: &Agent,
+    act: &mut ActorSide,
+    buf: &mut RolloutBuf,
+    mut policy: Policy<'_>,
+    policy_params: &[f32],
+    it: u64,
+    origin: Option<std::time::Instant>,
+) -> RolloutStats {
+    let (t_max, e, d) = (cfg.num_steps, cfg.num_envs, agent.obs_dim);
+    let adim = agent.action_dim();
+    let mut rngs: Vec<Rng> = (0..e as u64)
+        .map(|k| Rng::stream(cfg.seed, Purpose::Policy, (it - 1) * e as u64 + k))
+        .collect();
+    let mut out_stats = RolloutStats::default();
+    let mut act_f32 = vec![0.0f32; e * adim];
+    let mut act_i32 = vec![0i32; e];
+    let mut logp_row = vec![0.0f32; agent.actor.output_dim()];
+    let mut final_obs = Vec::new();
+    let mut trunc_envs = Vec::new();
+
+    for t in 0..t_max {
+        let t0 = std::time::Instant::now();
+        if let Some(rms) = &mut act.obs_rms {
+            rms.update(act.env.obs(), e);
+        }
+        act.current_obs(cfg, &mut buf.obs[t * e * d..(t + 1) * e * d]);
+        let obs_t = &buf.obs[t * e * d..(t + 1) * e * d];
+        for k in 0..e {
+            buf.dones[t * e + k] = f32::from(u8::from(act.next_done[k]));
+        }
+        let out = match &mut policy {
+            Policy::Backend(backend) => {
+                let values = backend.forward(CRITIC, obs_t, e);
+                buf.values[t * e..(t + 1) * e].copy_from_slice(values);
+                backend.forward(ACTOR, obs_t, e)
+            }
+            // V-trace recomputes the values with the learner's parameters: the
+            // actor only needs its policy.
+            Policy::Host { params, cache } => agent.actor.forward(params, obs_t, e, cache),
+        };
+        match &agent.head {
+            Head::Categorical { n } => {
+                for k in 0..e {
+                    log_softmax(&out[k * n..(k + 1) * n], &mut logp_row);
+                    // Inverse-CDF sampling from this env's stream.
+                    let u = rngs[k].unit_f64();
+                    let mut acc = 0.0f64;
+                    let mut a = n - 1;
+                    for (j, lp) in logp_row.iter().enumerate() {
+                        acc += f64::from(lp.exp());
+                        if u < acc {
+                            a = j;
+                            break;
+                        }
+                    }
+                    act_i32[k] = a as i32;
+                    buf.actions[t * e + k] = a as f32;
+                    buf.logprobs[t * e + k] = logp_row[a];
+                }
+            }
+            Head::Gaussian {
+                dim,
+                low,
+                high,
+                logstd,
+            } => {
+                let ls = &policy_params[*logstd..*logstd + *dim];
+                for k in 0..e {
+                    let mut lp = 0.0f32;
+                    for j in 0..*dim {
+                        let mu = out[k * dim + j];
+                        let z = normal(&mut rngs[k]) as f32;
+                        let a = mu + ls[j].exp() * z;
+                        lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
+                        buf.actions[(t * e + k) * dim + j] = a;
+                        act_f32[k * dim + j] = a.clamp(low[j], high[j]);
+                    }
+                    buf.logprobs[t * e + k] = lp;
+                }
+            }
+        }
+        let t1 = std::time::Instant::now();
+        out_stats.inference += (t1 - t0).as_secs_f64();
+        out_stats.span(origin, "inference", t0, t1);
+        let actions = match agent.head {
+            Head::Categorical { .. } => ActionBuf::Discrete(&act_i32),
+            Head::Gaussian { .. } => ActionBuf::Continuous(&act_f32),
+        };
+        act.env
+            .step(actions)
+            .expect("the policy only emits valid actions");
+        let t2 = std::time::Instant::now();
+        out_stats.env += (t2 - t1).as_secs_f64();
+        out_stats.span(origin, "env.step", t1, t2);
+        out_stats.steps += e as u64;
+
+        // Rewards: statistics on raw rewards, learning on normalised ones.
+        trunc_envs.clear();
+        for k in 0..e {
+            let r = act.env.rewards()[k];
+            let (term, trunc) = (act.env.terminated()[k], act.env.truncated()[k]);
+            act.ep_return[k] += r;
+            act.ep_length[k] += 1;
+            let mut rr = r;
+            if let Some(rms) = &mut act.ret_rms {
+                act.discounted[k] = act.discounted[k] * cfg.gamma + r;
+                rms.update(&[act.discounted[k] as f32], 1);
+                rr = (r / (rms.var[0] + 1e-8).sqrt()).clamp(-cfg.clip_reward, cfg.clip_reward);
+                if term || trunc {
+                    act.discounted[k] = 0.0;
+                }
+            }
+            buf.rewards[t * e + k] = rr as f32;
+            if term || trunc {
+                out_stats.episodes += 1;
+                out_stats.ret_sum += act.ep_return[k];
+                out_stats.len_sum += act.ep_length[k] as f64;
+                act.ep_return[k] = 0.0;
+                act.ep_length[k] = 0;
+            }
+            if trunc && !term && cfg.bootstrap_truncated {
+                trunc_envs.push(k);
+            }
+            act.next_done[k] = term || trunc;
+        }
+        if !trunc_envs.is_empty() {
+            // The episode was cut by the time limit, not ended by the MDP:
+            // bootstrap from the value of the observation it was cut at.
+            let fo = act
+                .env
+                .final_obs()
+                .expect("SameStep mode keeps final observations");
+            final_obs.clear();
+            for &k in &trunc_envs {
+                final_obs.extend_from_slice(&fo[k * d..(k + 1) * d]);
+            }
+            if let Some(rms) = &act.obs_rms {
+                rms.normalize(&mut final_obs, cfg.clip_obs);
+            }
+            let v = match &mut policy {
+                Policy::Backend(backend) => backend.forward(CRITIC, &final_obs, trunc_envs.len()),
+                Policy::Host { params, cache } => {
+                    agent
+                        .critic
+                        .forward(params, &final_obs, trunc_envs.len(), cache)
+                }
+            };
+            for (j, &k) in trunc_envs.iter().enumerate() {
+                buf.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
+            }
+        }
+        let t3 = std::time::Instant::now();
+        out_stats.inference += (t3 - t2).as_secs_f64();
+        out_stats.span(origin, "inference", t2, t3);
+    }
+    out_stats
+}
+
+/// A PPO run in progress.
+pub struct Ppo {
+    pub cfg: PpoConfig,
+    pub agent: Agent,
+    /// The envs and their bookkeeping; away on the actor thread while a prefetched
+    /// rollout is collected (only inside `iterate_prefetching`).
+    actor: Option<ActorSide>,
+    /// Where the critic (net 0) and actor (net 1) run; `agent.params` mirrors its
+    /// parameters after every update.
+    backend: Box<dyn NetBackend>,
     pub iteration: u64,
     pub global_step: u64,
     pub times: StageTimes,
@@ -621,13 +866,11 @@ pub struct Ppo {
     /// With `policy_lag`: earlier parameters, oldest first (see [`PpoState::behaviour`]).
     behaviour: std::collections::VecDeque<Vec<f32>>,
     behaviour_cache: NetCache,
-    // Rollout storage, [num_steps x num_envs (x dim)], allocated once.
-    obs: Vec<f32>,
-    actions: Vec<f32>,
-    logprobs: Vec<f32>,
-    rewards: Vec<f32>,
-    dones: Vec<f32>,
-    values: Vec<f32>,
+    /// The rollout being learned from, and a second buffer for prefetching.
+    buf: RolloutBuf,
+    spare: RolloutBuf,
+    /// A rollout collected ahead (see [`Ppo::iterate_prefetching`]).
+    prefetched: Option<(RolloutBuf, RolloutStats)>,
     advantages: Vec<f32>,
     returns: Vec<f32>,
 }
@@ -696,30 +939,42 @@ impl Ppo {
         };
         Ok(Ppo {
             backend: Box::new(Native::new(&agent.layout(), &agent.params, opt)),
-            obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
-            ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
-            discounted: vec![0.0; e],
-            ep_return: vec![0.0; e],
-            ep_length: vec![0; e],
-            next_done: vec![false; e],
+            actor: Some(ActorSide {
+                env,
+                obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
+                ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
+                discounted: vec![0.0; e],
+                ep_return: vec![0.0; e],
+                ep_length: vec![0; e],
+                next_done: vec![false; e],
+            }),
             iteration: 0,
             global_step: 0,
             times: StageTimes::default(),
             trace: None,
             behaviour: std::collections::VecDeque::new(),
             behaviour_cache: NetCache::default(),
-            obs: vec![0.0; t * e * d],
-            actions: vec![0.0; t * e * a],
-            logprobs: vec![0.0; t * e],
-            rewards: vec![0.0; t * e],
-            dones: vec![0.0; t * e],
-            values: vec![0.0; t * e],
+            buf: RolloutBuf::new(t, e, d, a),
+            spare: RolloutBuf::new(t, e, d, a),
+            prefetched: None,
             advantages: vec![0.0; t * e],
             returns: vec![0.0; t * e],
             agent,
-            env,
             cfg,
         })
+    }
+
+    /// The envs and their bookkeeping (home except inside `iterate_prefetching`).
+    fn act(&self) -> &ActorSide {
+        self.actor
+            .as_ref()
+            .expect("the actor side is home between calls")
+    }
+
+    fn act_mut(&mut self) -> &mut ActorSide {
+        self.actor
+            .as_mut()
+            .expect("the actor side is home between calls")
     }
 
     /// Starts recording a span per stage and step (see [`Ppo::take_trace`]).
@@ -751,17 +1006,23 @@ impl Ppo {
 
     /// The state a checkpoint needs besides `agent.params` and the Adam moments.
     pub fn state(&self) -> PpoState {
+        // A prefetched rollout has moved the envs past `iteration`: a checkpoint then
+        // would resume wrong, so callers stop prefetching before they save.
+        assert!(
+            self.prefetched.is_none(),
+            "Ppo::state with a prefetched rollout pending"
+        );
         PpoState {
             iteration: self.iteration,
             global_step: self.global_step,
             adam: self.backend.optimizer(),
-            obs_rms: self.obs_rms.clone(),
-            ret_rms: self.ret_rms.clone(),
-            discounted: self.discounted.clone(),
-            ep_return: self.ep_return.clone(),
-            ep_length: self.ep_length.clone(),
-            next_done: self.next_done.clone(),
-            envs: self.env.snapshot(),
+            obs_rms: self.act().obs_rms.clone(),
+            ret_rms: self.act().ret_rms.clone(),
+            discounted: self.act().discounted.clone(),
+            ep_return: self.act().ep_return.clone(),
+            ep_length: self.act().ep_length.clone(),
+            next_done: self.act().next_done.clone(),
+            envs: self.act().env.snapshot(),
             behaviour: self.behaviour.iter().cloned().collect(),
         }
     }
@@ -823,17 +1084,22 @@ impl Ppo {
                 self.cfg.policy_lag
             ));
         }
-        self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.act_mut()
+            .env
+            .restore(&st.envs)
+            .map_err(|e| e.to_string())?;
+        self.prefetched = None;
         self.behaviour = st.behaviour.into_iter().collect();
         self.backend.set_params(&params);
         self.backend.set_optimizer(Adam { m, v, ..st.adam });
         self.agent.params = params;
-        self.obs_rms = st.obs_rms;
-        self.ret_rms = st.ret_rms;
-        self.discounted = st.discounted;
-        self.ep_return = st.ep_return;
-        self.ep_length = st.ep_length;
-        self.next_done = st.next_done;
+        let act = self.act_mut();
+        act.obs_rms = st.obs_rms;
+        act.ret_rms = st.ret_rms;
+        act.discounted = st.discounted;
+        act.ep_return = st.ep_return;
+        act.ep_length = st.ep_length;
+        act.next_done = st.next_done;
         self.iteration = st.iteration;
         self.global_step = st.global_step;
         Ok(())
@@ -841,17 +1107,22 @@ impl Ppo {
 
     /// Writes the current observations, normalised as the policy sees them, into `out`.
     fn current_obs(&self, out: &mut [f32]) {
-        out.copy_from_slice(self.env.obs());
-        if let Some(rms) = &self.obs_rms {
-            rms.normalize(out, self.cfg.clip_obs);
-        }
+        self.act().current_obs(&self.cfg, out);
     }
 
     /// Runs one rollout and one update; returns the iteration's metrics.
     pub fn iterate(&mut self) -> IterationStats {
+        self.iterate_prefetching(false)
+    }
+
+    /// [`Ppo::iterate`]; with `prefetch` (IMPALA with `policy_lag >= 1` only), the next
+    /// rollout is collected on another thread while this update runs, as its policy,
+    /// `policy_lag` updates old, is already known. Results are the same either way. A
+    /// prefetched rollout is pending until the next call: the last call before
+    /// [`Ppo::state`] (a checkpoint) must not prefetch.
+    pub fn iterate_prefetching(&mut self, prefetch: bool) -> IterationStats {
         let cfg = self.cfg.clone();
-        let (t_max, e, d) = (cfg.num_steps, cfg.num_envs, self.agent.obs_dim);
-        let adim = self.agent.action_dim();
+        let (e, d) = (cfg.num_envs, self.agent.obs_dim);
         self.iteration += 1;
         let it = self.iteration;
         let lr = if cfg.anneal_lr {
@@ -864,150 +1135,55 @@ impl Ppo {
             learning_rate: lr,
             ..Default::default()
         };
-        let mut rngs: Vec<Rng> = (0..e as u64)
-            .map(|k| Rng::stream(cfg.seed, Purpose::Policy, (it - 1) * e as u64 + k))
-            .collect();
-        let (mut ret_sum, mut len_sum) = (0.0, 0.0);
-        let mut act_f32 = vec![0.0f32; e * adim];
-        let mut act_i32 = vec![0i32; e];
-        let mut logp_row = vec![0.0f32; self.actor_out()];
-        let mut final_obs = Vec::new();
-        let mut trunc_envs = Vec::new();
-
-        for t in 0..t_max {
-            let t0 = std::time::Instant::now();
-            if let Some(rms) = &mut self.obs_rms {
-                rms.update(self.env.obs(), e);
+        let rollout = match self.prefetched.take() {
+            Some((buf, r)) => {
+                self.spare = std::mem::replace(&mut self.buf, buf);
+                r
             }
-            let mut cur = std::mem::take(&mut self.obs);
-            self.current_obs(&mut cur[t * e * d..(t + 1) * e * d]);
-            self.obs = cur;
-            let obs_t = &self.obs[t * e * d..(t + 1) * e * d];
-            for k in 0..e {
-                self.dones[t * e + k] = f32::from(u8::from(self.next_done[k]));
-            }
-            let values = self.backend.forward(CRITIC, obs_t, e);
-            self.values[t * e..(t + 1) * e].copy_from_slice(values);
-            // A lagged policy runs natively from its host copy, as IMPALA's actors do.
-            let behaviour = self.behaviour.front();
-            let out = match behaviour {
-                Some(b) => self
-                    .agent
+            None => {
+                let origin = self.trace.as_ref().map(|(o, _)| *o);
+                let act = self
                     .actor
-                    .forward(b, obs_t, e, &mut self.behaviour_cache),
-                None => self.backend.forward(ACTOR, obs_t, e),
-            };
-            match &self.agent.head {
-                Head::Categorical { n } => {
-                    for k in 0..e {
-                        log_softmax(&out[k * n..(k + 1) * n], &mut logp_row);
-                        // Inverse-CDF sampling from this env's stream.
-                        let u = rngs[k].unit_f64();
-                        let mut acc = 0.0f64;
-                        let mut a = n - 1;
-                        for (j, lp) in logp_row.iter().enumerate() {
-                            acc += f64::from(lp.exp());
-                            if u < acc {
-                                a = j;
-                                break;
-                            }
-                        }
-                        act_i32[k] = a as i32;
-                        self.actions[t * e + k] = a as f32;
-                        self.logprobs[t * e + k] = logp_row[a];
-                    }
-                }
-                Head::Gaussian {
-                    dim,
-                    low,
-                    high,
-                    logstd,
-                } => {
-                    let ls = &behaviour.unwrap_or(&self.agent.params)[*logstd..*logstd + *dim];
-                    for k in 0..e {
-                        let mut lp = 0.0f32;
-                        for j in 0..*dim {
-                            let mu = out[k * dim + j];
-                            let z = normal(&mut rngs[k]) as f32;
-                            let a = mu + ls[j].exp() * z;
-                            lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
-                            self.actions[(t * e + k) * dim + j] = a;
-                            act_f32[k * dim + j] = a.clamp(low[j], high[j]);
-                        }
-                        self.logprobs[t * e + k] = lp;
-                    }
+                    .as_mut()
+                    .expect("the actor side is home between calls");
+                if cfg.policy_lag > 0 {
+                    // A lagged policy runs natively from a host copy, as IMPALA's actors.
+                    let params = self.behaviour.front().unwrap_or(&self.agent.params);
+                    let policy = Policy::Host {
+                        params,
+                        cache: &mut self.behaviour_cache,
+                    };
+                    collect(
+                        &cfg,
+                        &self.agent,
+                        act,
+                        &mut self.buf,
+                        policy,
+                        params,
+                        it,
+                        origin,
+                    )
+                } else {
+                    let policy = Policy::Backend(self.backend.as_mut());
+                    let params = &self.agent.params;
+                    collect(
+                        &cfg,
+                        &self.agent,
+                        act,
+                        &mut self.buf,
+                        policy,
+                        params,
+                        it,
+                        origin,
+                    )
                 }
             }
-            let t1 = std::time::Instant::now();
-            self.times.inference += (t1 - t0).as_secs_f64();
-            self.span("inference", t0, t1);
-            let buf = match self.agent.head {
-                Head::Categorical { .. } => ActionBuf::Discrete(&act_i32),
-                Head::Gaussian { .. } => ActionBuf::Continuous(&act_f32),
-            };
-            self.env
-                .step(buf)
-                .expect("the policy only emits valid actions");
-            let t2 = std::time::Instant::now();
-            self.times.env += (t2 - t1).as_secs_f64();
-            self.span("env.step", t1, t2);
-            self.global_step += e as u64;
-
-            // Rewards: statistics on raw rewards, learning on normalised ones.
-            trunc_envs.clear();
-            for k in 0..e {
-                let r = self.env.rewards()[k];
-                let (term, trunc) = (self.env.terminated()[k], self.env.truncated()[k]);
-                self.ep_return[k] += r;
-                self.ep_length[k] += 1;
-                let mut rr = r;
-                if let Some(rms) = &mut self.ret_rms {
-                    self.discounted[k] = self.discounted[k] * cfg.gamma + r;
-                    rms.update(&[self.discounted[k] as f32], 1);
-                    rr = (r / (rms.var[0] + 1e-8).sqrt()).clamp(-cfg.clip_reward, cfg.clip_reward);
-                    if term || trunc {
-                        self.discounted[k] = 0.0;
-                    }
-                }
-                self.rewards[t * e + k] = rr as f32;
-                if term || trunc {
-                    stats.episodes += 1;
-                    ret_sum += self.ep_return[k];
-                    len_sum += self.ep_length[k] as f64;
-                    self.ep_return[k] = 0.0;
-                    self.ep_length[k] = 0;
-                }
-                if trunc && !term && cfg.bootstrap_truncated {
-                    trunc_envs.push(k);
-                }
-                self.next_done[k] = term || trunc;
-            }
-            if !trunc_envs.is_empty() {
-                // The episode was cut by the time limit, not ended by the MDP:
-                // bootstrap from the value of the observation it was cut at.
-                let fo = self
-                    .env
-                    .final_obs()
-                    .expect("SameStep mode keeps final observations");
-                final_obs.clear();
-                for &k in &trunc_envs {
-                    final_obs.extend_from_slice(&fo[k * d..(k + 1) * d]);
-                }
-                if let Some(rms) = &self.obs_rms {
-                    rms.normalize(&mut final_obs, cfg.clip_obs);
-                }
-                let v = self.backend.forward(CRITIC, &final_obs, trunc_envs.len());
-                for (j, &k) in trunc_envs.iter().enumerate() {
-                    self.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
-                }
-            }
-            let t3 = std::time::Instant::now();
-            self.times.inference += (t3 - t2).as_secs_f64();
-            self.span("inference", t2, t3);
-        }
+        };
+        self.absorb(&rollout);
+        stats.episodes = rollout.episodes;
 
         let t_learn = std::time::Instant::now();
-        // GAE over the rollout, bootstrapped from the value of the next observation.
+        // Targets over the rollout, bootstrapped from the value of the next observation.
         let mut next_obs = vec![0.0f32; e * d];
         self.current_obs(&mut next_obs);
         let next_value = self.backend.forward(CRITIC, &next_obs, e).to_vec();
@@ -1016,19 +1192,67 @@ impl Ppo {
         } else {
             self.gae(&next_value);
         }
-        let pre_update = (cfg.policy_lag > 0).then(|| self.agent.params.clone());
-        self.update(lr, it, &mut stats);
-        if let Some(pre_update) = pre_update {
-            // The parameters this update started from join the queue of stale policies.
+        if cfg.policy_lag > 0 {
+            // The parameters this update starts from join the queue of stale policies;
+            // the next rollout's policy is the queue's front.
             if self.behaviour.len() == cfg.policy_lag {
                 self.behaviour.pop_front();
             }
-            self.behaviour.push_back(pre_update);
+            self.behaviour.push_back(self.agent.params.clone());
+        }
+        if prefetch && cfg.policy_lag > 0 && it < cfg.num_iterations() {
+            let mut act = self
+                .actor
+                .take()
+                .expect("the actor side is home between calls");
+            let mut spare = std::mem::take(&mut self.spare);
+            let mut cache = std::mem::take(&mut self.behaviour_cache);
+            let params = self.behaviour.front().expect("just pushed").clone();
+            // The thread needs the networks' shapes, not the learner's parameters.
+            let agent = Agent {
+                params: Vec::new(),
+                ..self.agent.clone()
+            };
+            let origin = self.trace.as_ref().map(|(o, _)| *o);
+            let worker = std::thread::spawn(move || {
+                let policy = Policy::Host {
+                    params: &params,
+                    cache: &mut cache,
+                };
+                let r = collect(
+                    &cfg,
+                    &agent,
+                    &mut act,
+                    &mut spare,
+                    policy,
+                    &params,
+                    it + 1,
+                    origin,
+                );
+                (act, spare, cache, r)
+            });
+            self.update(lr, it, &mut stats);
+            let (act, spare, cache, r) = worker.join().expect("the actor thread does not panic");
+            self.actor = Some(act);
+            self.behaviour_cache = cache;
+            self.prefetched = Some((spare, r));
+        } else {
+            self.update(lr, it, &mut stats);
         }
         let t_end = std::time::Instant::now();
         self.times.learner += (t_end - t_learn).as_secs_f64();
         self.span("learner", t_learn, t_end);
-        self.finish_stats(stats, ret_sum, len_sum)
+        self.finish_stats(stats, rollout.ret_sum, rollout.len_sum)
+    }
+
+    /// Adds a rollout's steps, stage times and spans to the run's.
+    fn absorb(&mut self, r: &RolloutStats) {
+        self.global_step += r.steps;
+        self.times.env += r.env;
+        self.times.inference += r.inference;
+        if let Some((_, spans)) = &mut self.trace {
+            spans.extend_from_slice(&r.spans);
+        }
     }
 
     /// GAE over the rollout, bootstrapped from `next_value`.
@@ -1040,18 +1264,21 @@ impl Ppo {
         for t in (0..t_max).rev() {
             for k in 0..e {
                 let (nonterminal, next_v) = if t + 1 == t_max {
-                    (1.0 - f32::from(u8::from(self.next_done[k])), next_value[k])
+                    (
+                        1.0 - f32::from(u8::from(self.act().next_done[k])),
+                        next_value[k],
+                    )
                 } else {
                     (
-                        1.0 - self.dones[(t + 1) * e + k],
-                        self.values[(t + 1) * e + k],
+                        1.0 - self.buf.dones[(t + 1) * e + k],
+                        self.buf.values[(t + 1) * e + k],
                     )
                 };
                 let i = t * e + k;
-                let delta = self.rewards[i] + g * next_v * nonterminal - self.values[i];
+                let delta = self.buf.rewards[i] + g * next_v * nonterminal - self.buf.values[i];
                 last[k] = delta + g * l * nonterminal * last[k];
                 self.advantages[i] = last[k];
-                self.returns[i] = last[k] + self.values[i];
+                self.returns[i] = last[k] + self.buf.values[i];
             }
         }
     }
@@ -1065,9 +1292,10 @@ impl Ppo {
         let (t_max, e) = (cfg.num_steps, cfg.num_envs);
         let n = t_max * e;
         let adim = self.agent.action_dim();
-        self.values
-            .copy_from_slice(self.backend.forward(CRITIC, &self.obs, n));
-        let out = self.backend.forward(ACTOR, &self.obs, n).to_vec();
+        self.buf
+            .values
+            .copy_from_slice(self.backend.forward(CRITIC, &self.buf.obs, n));
+        let out = self.backend.forward(ACTOR, &self.buf.obs, n).to_vec();
         let ls = self.backend.free_params().to_vec();
         let mut logp_row = vec![0.0f32; self.actor_out()];
         let mut log_rhos = vec![0.0f32; n];
@@ -1075,26 +1303,26 @@ impl Ppo {
             let new_lp = match &self.agent.head {
                 Head::Categorical { n: k } => {
                     log_softmax(&out[i * k..(i + 1) * k], &mut logp_row);
-                    logp_row[self.actions[i] as usize]
+                    logp_row[self.buf.actions[i] as usize]
                 }
                 Head::Gaussian { dim, .. } => (0..*dim)
                     .map(|j| {
-                        let z = (self.actions[i * adim + j] - out[i * dim + j]) / ls[j].exp();
+                        let z = (self.buf.actions[i * adim + j] - out[i * dim + j]) / ls[j].exp();
                         -0.5 * z * z - ls[j] - LOG_SQRT_2PI
                     })
                     .sum(),
             };
-            log_rhos[i] = new_lp - self.logprobs[i];
-            self.logprobs[i] = new_lp;
+            log_rhos[i] = new_lp - self.buf.logprobs[i];
+            self.buf.logprobs[i] = new_lp;
         }
         // discounts[t] = 0 where step t ended the episode (the next obs starts a new one).
         let discounts: Vec<f32> = (0..n)
             .map(|i| {
                 let (t, k) = (i / e, i % e);
                 let ended = if t + 1 == t_max {
-                    self.next_done[k]
+                    self.act().next_done[k]
                 } else {
-                    self.dones[i + e] != 0.0
+                    self.buf.dones[i + e] != 0.0
                 };
                 if ended { 0.0 } else { 1.0 }
             })
@@ -1109,9 +1337,9 @@ impl Ppo {
                 c_bar: cfg.vtrace_c_bar as f32,
             },
             &log_rhos,
-            &self.rewards,
+            &self.buf.rewards,
             &discounts,
-            &self.values,
+            &self.buf.values,
             next_value,
             &mut self.returns,
             &mut self.advantages,
@@ -1135,7 +1363,7 @@ impl Ppo {
         } else {
             f64::NAN
         };
-        let (vs, rs) = (&self.values, &self.returns);
+        let (vs, rs) = (&self.buf.values, &self.returns);
         let mean = |x: &[f32]| x.iter().map(|v| f64::from(*v)).sum::<f64>() / x.len() as f64;
         let var = |x: &[f32], m: f64| {
             x.iter().map(|v| (f64::from(*v) - m).powi(2)).sum::<f64>() / x.len() as f64
@@ -1193,7 +1421,7 @@ impl Ppo {
             }
             for chunk in idx.chunks_exact(mb) {
                 for (r, &i) in chunk.iter().enumerate() {
-                    mb_obs[r * d..(r + 1) * d].copy_from_slice(&self.obs[i * d..(i + 1) * d]);
+                    mb_obs[r * d..(r + 1) * d].copy_from_slice(&self.buf.obs[i * d..(i + 1) * d]);
                     mb_adv[r] = self.advantages[i];
                 }
                 if cfg.norm_adv && mb > 1 {
@@ -1221,11 +1449,11 @@ impl Ppo {
                 d_logstd.fill(0.0);
                 for (r, &i) in chunk.iter().enumerate() {
                     let adv = mb_adv[r];
-                    let old_lp = self.logprobs[i];
+                    let old_lp = self.buf.logprobs[i];
                     let (new_lp, entropy) = match &self.agent.head {
                         Head::Categorical { n } => {
                             log_softmax(&out[r * n..(r + 1) * n], &mut logp_row);
-                            let a = self.actions[i] as usize;
+                            let a = self.buf.actions[i] as usize;
                             let h: f32 = -logp_row.iter().map(|lp| lp.exp() * lp).sum::<f32>();
                             (logp_row[a], h)
                         }
@@ -1233,8 +1461,8 @@ impl Ppo {
                             let mut lp = 0.0f32;
                             let mut h = 0.0f32;
                             for j in 0..*dim {
-                                let z =
-                                    (self.actions[i * adim + j] - out[r * dim + j]) / ls[j].exp();
+                                let z = (self.buf.actions[i * adim + j] - out[r * dim + j])
+                                    / ls[j].exp();
                                 lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
                                 h += 0.5 + LOG_SQRT_2PI + ls[j];
                             }
@@ -1261,7 +1489,7 @@ impl Ppo {
                     match &self.agent.head {
                         Head::Categorical { n } => {
                             // Recompute this row's log-probs (logp_row holds them already).
-                            let a = self.actions[i] as usize;
+                            let a = self.buf.actions[i] as usize;
                             for j in 0..*n {
                                 let p = logp_row[j].exp();
                                 let onehot = if j == a { 1.0 } else { 0.0 };
@@ -1273,14 +1501,14 @@ impl Ppo {
                         Head::Gaussian { dim, .. } => {
                             for j in 0..*dim {
                                 let sd = ls[j].exp();
-                                let z = (self.actions[i * adim + j] - out[r * dim + j]) / sd;
+                                let z = (self.buf.actions[i * adim + j] - out[r * dim + j]) / sd;
                                 d_out[r * dim + j] = g_lp * z / sd;
                                 d_logstd[j] += g_lp * (z * z - 1.0) - ec * inv;
                             }
                         }
                     }
                     // Value loss.
-                    let (ret, oldv, v) = (self.returns[i], self.values[i], newv[r]);
+                    let (ret, oldv, v) = (self.returns[i], self.buf.values[i], newv[r]);
                     let unclipped = (v - ret) * (v - ret);
                     let vf = cfg.vf_coef as f32;
                     if cfg.clip_vloss {
@@ -1329,7 +1557,7 @@ impl Ppo {
     pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
         evaluate(
             &self.agent,
-            self.obs_rms.as_ref(),
+            self.act().obs_rms.as_ref(),
             &self.cfg,
             episodes,
             seed,

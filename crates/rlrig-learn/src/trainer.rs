@@ -241,7 +241,11 @@ pub fn train_ppo(
     while !ppo.done() {
         let t0 = Instant::now();
         let before = ppo.times;
-        let s = ppo.iterate();
+        // IMPALA's actor collects the next rollout during this update, except before a
+        // checkpoint, which must not hold a rollout in flight.
+        let batch = ppo.cfg.batch_size() as u64;
+        let checkpoint_next = every > 0 && ppo.global_step + batch - last_ckpt >= every;
+        let s = ppo.iterate_prefetching(!checkpoint_next);
         let wall = t0.elapsed().as_secs_f64();
         let dt = ppo.times.since(&before);
         let other = (wall - dt.total()).max(0.0);

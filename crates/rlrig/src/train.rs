@@ -24,15 +24,17 @@ pub enum TrainCommand {
     /// 8 envs x 5 steps, RMSprop, n-step returns. Runs on PPO's machinery with one
     /// gradient step per rollout; same run directory, checkpoints and determinism as ppo.
     A2c(PpoArgs),
-    /// IMPALA: an actor policy lagging the learner, corrected with V-trace.
+    /// IMPALA: an actor thread collecting with a stale policy while the learner
+    /// updates, corrected with V-trace.
     ///
     /// Rollouts are collected with the parameters of `policy_lag` updates ago (default
-    /// 1, the staleness of a pipelined actor/learner pair) and the learner computes
-    /// V-trace targets and advantages (rho_bar = c_bar = 1) with its current parameters;
-    /// A2C's settings otherwise. The staleness follows a fixed schedule, so runs are
-    /// bit-identical whatever --threads (this mode is deterministic). Actor threads
-    /// that run concurrently with the learner, with whatever policy is newest, are
-    /// not built yet.
+    /// 1): an actor thread collects the next rollout while the learner updates on the
+    /// last one, and the learner computes V-trace targets and advantages (rho_bar =
+    /// c_bar = 1) with its current parameters; A2C's settings otherwise. The lag
+    /// follows a fixed schedule, so this mode is deterministic: runs are bit-identical
+    /// whatever --threads, and a killed run resumes exactly. IMPALA's asynchronous
+    /// mode (actors taking whatever policy is newest, which cannot be reproducible)
+    /// is not built.
     Impala(PpoArgs),
     /// Deep Deterministic Policy Gradient, continuous actions (CleanRL's defaults).
     ///
