@@ -36,7 +36,7 @@ ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0
         "BipedalWalkerHardcore-v3"]
 # gymnax names the MinAtar games differently.
 GYMNAX_IDS = {"MinAtar/Breakout-v1": "Breakout-MinAtar"}
-PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "operant"]
+PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "pgx", "operant"]
 ACTION_POOL = 64  # pre-generated action batches, cycled (power of two)
 WARMUP_SECONDS = 0.3
 
@@ -267,6 +267,69 @@ def run_gymnax(args):
 
 
 # --------------------------------------------------------------------------
+# pgx (MinAtar only): vmap over envs, lax.scan over steps, under jit; pgx's
+# experimental auto_reset wrapper (pgx games never truncate).
+# --------------------------------------------------------------------------
+
+PGX_IDS = {"MinAtar/Breakout-v1": "minatar-breakout"}
+
+
+def run_pgx(args):
+    import jax
+    import jax.numpy as jnp
+    import pgx
+    from pgx.experimental import auto_reset
+
+    if args.env not in PGX_IDS:
+        raise Unsupported(f"pgx has no {args.env}")
+    env = pgx.make(PGX_IDS[args.env])
+    n = args.num_envs
+    n_actions = env.num_actions
+    init = jax.vmap(env.init)
+    step = jax.vmap(auto_reset(env.step, env.init))
+
+    def body(carry, _):
+        key, state, ret, dones = carry
+        key, k_act, k_step = jax.random.split(key, 3)
+        actions = jax.random.randint(k_act, (n,), 0, n_actions)
+        state = step(state, actions, jax.random.split(k_step, n))
+        # consume the observation, reward and done so XLA cannot drop them
+        ret = ret + state.rewards.sum() + state.observation[:, 0, 0, 0].sum()
+        return (key, state, ret, dones + state.terminated.sum()), None
+
+    def rollout(carry, length):
+        carry, _ = jax.lax.scan(body, carry, None, length=length)
+        return carry
+
+    rollout = jax.jit(rollout, static_argnames=("length",))
+    key = jax.random.PRNGKey(0)
+    key, k0 = jax.random.split(key)
+    state = init(jax.random.split(k0, n))
+    carry = jax.block_until_ready((key, state, jnp.float32(0), jnp.int32(0)))
+    iters = args.iters
+    if not iters:
+        probe = 512
+        c = jax.block_until_ready(rollout(carry, length=probe))
+        c = jax.block_until_ready(rollout(c, length=probe))
+        calls, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < WARMUP_SECONDS:
+            c = jax.block_until_ready(rollout(c, length=probe))
+            calls += 1
+        per_iter = (time.perf_counter() - t0) / (calls * probe)
+        iters = max(1, int(math.ceil(args.target_seconds / per_iter)))
+    compiled = rollout.lower(carry, length=iters).compile()  # compile outside the clock
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(carry))
+    seconds = time.perf_counter() - t0
+    del out
+    return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
+                version=f"pgx {pkg_version('pgx')}, jax {jax.__version__} ({jax.default_backend()})",
+                note="jit(lax.scan(vmap(auto_reset(env.step)))), sticky actions 0.1; compile excluded; "
+                     + ("XLA intra-op threads limited to 1" if args.threads == 1
+                        else "XLA may use all cores"))
+
+
+# --------------------------------------------------------------------------
 
 
 def main(argv=None):
@@ -286,7 +349,7 @@ def main(argv=None):
         ap.error("--num-envs and --threads must be >= 1")
     args.iters = int(math.ceil(args.steps / args.num_envs)) if args.steps > 0 else 0
 
-    if args.peer == "gymnax":
+    if args.peer in ("gymnax", "pgx"):
         # Must be set before jax is imported. One host device; with --threads 1
         # also keep XLA's CPU intra-op parallelism to a single thread.
         flags = os.environ.get("XLA_FLAGS", "").split()
@@ -310,6 +373,7 @@ def main(argv=None):
         "envpool": lambda: run_envpool(args),
         "envpool-async": lambda: run_envpool_async(args),
         "gymnax": lambda: run_gymnax(args),
+        "pgx": lambda: run_pgx(args),
         "operant": lambda: run_operant(args),
     }
     try:

@@ -14,7 +14,9 @@
 #
 # Matrix: CartPole-v1 x 4096 envs x threads {1,2} (rlrig sync and async, all
 # peers; single-threaded peers only at threads=1), then every env x 256 envs x
-# 1 thread, then the Box2D envs x 256 envs x threads {1,2}. Run ./setup.sh first; peers that are missing are skipped.
+# 1 thread, then the Box2D envs x 256 envs x threads {1,2}, then MinAtar Breakout x
+# {256, 4096} envs x threads {1,2} against gymnax and pgx. Run ./setup.sh first;
+# peers that are missing are skipped.
 # Environment: RLRIG=/path/to/rlrig overrides the binary.
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -146,6 +148,15 @@ for env in BipedalWalker-v3 BipedalWalkerHardcore-v3 LunarLander-v3 LunarLanderC
         run_peer envpool "$env" 256 "$t"
     done
     run_peer gymnasium-sync "$env" 256 1
+done
+
+# MinAtar Breakout against the JAX MinAtar ports (gymnax, pgx), 256 and 4096 envs
+for n in 256 4096; do
+    for t in 1 2; do
+        run_rlrig MinAtar/Breakout-v1 "$n" "$t" sync
+        run_peer gymnax MinAtar/Breakout-v1 "$n" "$t"
+        run_peer pgx MinAtar/Breakout-v1 "$n" "$t"
+    done
 done
 
 say "results: $OUT (stderr of the runs: $LOG)"
