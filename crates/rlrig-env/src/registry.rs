@@ -2,8 +2,9 @@
 
 use crate::env::Env;
 use crate::envs::{
-    Acrobot, BipedalWalker, BipedalWalkerHardcore, Breakout, CartPole, LunarLander,
-    LunarLanderContinuous, MountainCar, MountainCarContinuous, Pendulum,
+    Acrobot, Asterix, BipedalWalker, BipedalWalkerHardcore, Breakout, CartPole, Freeway,
+    LunarLander, LunarLanderContinuous, MountainCar, MountainCarContinuous, Pendulum, Seaquest,
+    SpaceInvaders,
 };
 use crate::error::EnvError;
 use crate::space::Space;
@@ -20,7 +21,11 @@ pub const ENV_IDS: &[&str] = &[
     LunarLanderContinuous::ID,
     BipedalWalker::ID,
     BipedalWalkerHardcore::ID,
+    Asterix::ID,
     Breakout::ID,
+    Freeway::ID,
+    Seaquest::ID,
+    SpaceInvaders::ID,
 ];
 
 /// What a caller needs to know about an env without its type.
@@ -63,7 +68,11 @@ pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
         LunarLanderContinuous::ID => v.visit::<LunarLanderContinuous>(),
         BipedalWalker::ID => v.visit::<BipedalWalker>(),
         BipedalWalkerHardcore::ID => v.visit::<BipedalWalkerHardcore>(),
+        Asterix::ID => v.visit::<Asterix>(),
         Breakout::ID => v.visit::<Breakout>(),
+        Freeway::ID => v.visit::<Freeway>(),
+        Seaquest::ID => v.visit::<Seaquest>(),
+        SpaceInvaders::ID => v.visit::<SpaceInvaders>(),
         _ => return Err(unknown(id)),
     })
 }

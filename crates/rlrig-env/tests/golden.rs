@@ -193,3 +193,191 @@ fn minatar_breakout_matches_the_minatar_package() {
     }
     assert!(rewards >= 4.0, "the golden episodes should break bricks");
 }
+
+/// The draws the `minatar` package made, fed back in order; asking for a different kind
+/// of draw, other bounds, or more draws than it made fails the test.
+struct Recorded<'a> {
+    draws: std::slice::Iter<'a, Value>,
+    what: String,
+}
+
+impl Recorded<'_> {
+    fn of<'a>(draws: Option<&'a Value>, what: String) -> Recorded<'a> {
+        static NONE: Vec<Value> = Vec::new();
+        let draws = draws.map_or(&NONE, |d| d.as_array().unwrap());
+        Recorded {
+            draws: draws.iter(),
+            what,
+        }
+    }
+
+    fn next(&mut self) -> &Value {
+        let what = &self.what;
+        self.draws
+            .next()
+            .unwrap_or_else(|| panic!("{what}: rlrig draws more than the package did"))
+    }
+
+    fn done(mut self) {
+        if let Some(d) = self.draws.next() {
+            panic!(
+                "{}: the package drew {d} and more, rlrig did not",
+                self.what
+            );
+        }
+    }
+}
+
+impl rlrig_env::envs::minatar::Draws for Recorded<'_> {
+    fn rand(&mut self) -> f64 {
+        let what = self.what.clone();
+        let d = self.next();
+        assert_eq!(
+            d[0], "u",
+            "{what}: rlrig asks for rand(), the package drew {d}"
+        );
+        d[1].as_f64().unwrap()
+    }
+
+    fn randint(&mut self, low: i32, high: i32) -> i32 {
+        let what = self.what.clone();
+        let d = self.next();
+        assert!(
+            d[0] == "i" && d[1] == low && d[2] == high,
+            "{what}: rlrig asks for randint({low}, {high}), the package drew {d}"
+        );
+        d[3].as_i64().unwrap() as i32
+    }
+}
+
+/// FNV-1a (64 bit) of the 1s' indices as u32 little-endian, as the golden script hashes
+/// frames after step 300.
+fn fnv(ones: &[usize]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &i in ones {
+        for b in (i as u32).to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+/// Replays a MinAtar golden file of a game that draws as it plays: the package's draws
+/// go in, frames (every channel), rewards and termination must come out exactly.
+/// Returns the total reward, for the callers' coverage checks.
+fn check_minatar_game<E: rlrig_env::Env<Action = i32>>(
+    file: &str,
+    reset: impl Fn(&mut Recorded<'_>) -> E::State,
+    step: impl Fn(&mut E::State, u8, &mut Recorded<'_>) -> rlrig_env::env::Transition,
+) -> f64 {
+    let path = format!("{}/tests/golden/{file}.json", env!("CARGO_MANIFEST_DIR"));
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(doc["env"], E::ID);
+    assert_eq!(doc["sticky_action_prob"], 0.0);
+    let p = E::Params::default();
+    let mut frame = vec![0.0f32; E::OBS_DIM];
+    let ones_of = |frame: &[f32]| -> Vec<usize> {
+        assert!(frame.iter().all(|v| *v == 0.0 || *v == 1.0));
+        (0..frame.len()).filter(|&i| frame[i] == 1.0).collect()
+    };
+    let as_ones = |v: &Value| -> Vec<usize> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_u64().unwrap() as usize)
+            .collect()
+    };
+    let mut total = 0.0;
+    for ep in doc["episodes"].as_array().unwrap() {
+        let what = format!("{} seed {} policy {}", E::ID, ep["seed"], ep["policy"]);
+        let mut d = Recorded::of(Some(&ep["reset_draws"]), format!("{what} reset"));
+        let mut s = reset(&mut d);
+        d.done();
+        E::observe(&p, &s, &mut frame);
+        assert_eq!(ones_of(&frame), as_ones(&ep["obs0"]), "{what}: first frame");
+        let actions = ep["actions"].as_array().unwrap();
+        let steps = ep["steps"].as_array().unwrap();
+        for (t, (a, w)) in actions.iter().zip(steps).enumerate() {
+            let what = format!("{what} step {t}");
+            let mut d = Recorded::of(w.get("d"), what.clone());
+            let tr = step(&mut s, a.as_u64().unwrap() as u8, &mut d);
+            d.done();
+            E::observe(&p, &s, &mut frame);
+            let ones = ones_of(&frame);
+            match (w.get("o"), w.get("h")) {
+                (Some(o), _) => assert_eq!(ones, as_ones(o), "{what}: frame"),
+                (_, Some(h)) => assert_eq!(fnv(&ones), h.as_str().unwrap(), "{what}: frame hash"),
+                _ => panic!("{what}: the golden step has no frame"),
+            }
+            assert_eq!(tr.reward, w["r"].as_f64().unwrap(), "{what}: reward");
+            assert_eq!(tr.terminated, w["t"] == 1, "{what}: terminated");
+            // The state vector (replay, checkpoints) must carry the whole state.
+            let v = E::state_to_vec(&s);
+            let back = E::state_from_slice(&p, &v).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(E::state_to_vec(&back), v, "{what}: state vector round trip");
+            total += tr.reward;
+        }
+        let last = &steps[steps.len() - 1];
+        assert!(
+            last["t"] == 1 || steps.len() >= 400,
+            "{what}: the episode neither ended nor ran long"
+        );
+    }
+    total
+}
+
+#[test]
+fn minatar_asterix_matches_the_minatar_package() {
+    use rlrig_env::envs::Asterix;
+    use rlrig_env::envs::minatar_asterix::AsterixParams;
+    let p = AsterixParams::default();
+    let total = check_minatar_game::<Asterix>(
+        "MinAtar-Asterix-v1",
+        |_| Asterix::reset_game(),
+        |s, a, d| Asterix::step_game(&p, s, a, d),
+    );
+    assert!(
+        total >= 20.0,
+        "the golden episodes should collect gold: {total}"
+    );
+}
+
+#[test]
+fn minatar_freeway_matches_the_minatar_package() {
+    use rlrig_env::envs::Freeway;
+    let total = check_minatar_game::<Freeway>(
+        "MinAtar-Freeway-v1",
+        |d| Freeway::reset_game(d),
+        |s, a, d| Freeway::step_game(s, a, d),
+    );
+    assert!(total >= 20.0, "the golden episodes should cross: {total}");
+}
+
+#[test]
+fn minatar_seaquest_matches_the_minatar_package() {
+    use rlrig_env::envs::Seaquest;
+    use rlrig_env::envs::minatar_seaquest::SeaquestParams;
+    let p = SeaquestParams::default();
+    let total = check_minatar_game::<Seaquest>(
+        "MinAtar-Seaquest-v1",
+        |_| Seaquest::reset_game(),
+        |s, a, d| Seaquest::step_game(&p, s, a, d),
+    );
+    assert!(total >= 10.0, "the golden episodes should score: {total}");
+}
+
+#[test]
+fn minatar_space_invaders_matches_the_minatar_package() {
+    use rlrig_env::envs::SpaceInvaders;
+    use rlrig_env::envs::minatar_space_invaders::SpaceInvadersParams;
+    let p = SpaceInvadersParams::default();
+    let total = check_minatar_game::<SpaceInvaders>(
+        "MinAtar-SpaceInvaders-v1",
+        |_| SpaceInvaders::reset_game(),
+        |s, a, _| SpaceInvaders::step_game(&p, s, a),
+    );
+    assert!(
+        total >= 20.0,
+        "the golden episodes should shoot aliens: {total}"
+    );
+}

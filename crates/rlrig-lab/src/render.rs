@@ -9,7 +9,7 @@ use plotters::prelude::*;
 fn fps(env: &str) -> u32 {
     match env {
         "CartPole-v1" => 50,
-        "MinAtar/Breakout-v1" => 10,
+        id if id.starts_with("MinAtar/") => 10,
         "Acrobot-v1" => 15,
         "LunarLander-v3"
         | "LunarLanderContinuous-v3"
@@ -24,7 +24,7 @@ type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 fn size(env: &str) -> (u32, u32) {
     match env {
         "Pendulum-v1" => (400, 400),
-        "MinAtar/Breakout-v1" => (400, 430),
+        id if id.starts_with("MinAtar/") => (400, 430),
         "Acrobot-v1" => (500, 500),
         _ => (600, 400),
     }
@@ -163,6 +163,49 @@ fn draw_breakout(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     a.draw(&cell(s[0], s[1], RGBColor(230, 230, 230)))
         .map_err(e)?;
     a.draw(&cell(9.0, s[3], RGBColor(0, 170, 200))).map_err(e)?;
+    Ok(())
+}
+
+/// The colour of MinAtar channel `c` of `n`, as the package's `display_state` picks it:
+/// seaborn's `color_palette("cubehelix", n)`, i.e. matplotlib's cubehelix map (gamma 1,
+/// s 0.5, r -1.5, hue 1) sampled at `(c + 1) / (n + 1)`.
+fn cubehelix(c: usize, n: usize) -> RGBColor {
+    let x = (c + 1) as f64 / (n + 1) as f64;
+    let amp = x * (1.0 - x) / 2.0;
+    let phi = 2.0 * std::f64::consts::PI * (0.5 / 3.0 - 1.5 * x);
+    let (sin, cos) = phi.sin_cos();
+    let ch = |p0: f64, p1: f64| ((x + amp * (p0 * cos + p1 * sin)).clamp(0.0, 1.0) * 255.0) as u8;
+    RGBColor(
+        ch(-0.14861, 1.78277),
+        ch(-0.29227, -0.90649),
+        ch(1.97294, 0.0),
+    )
+}
+
+/// A MinAtar game from its frame (`render_state`: the channel count, then the
+/// `10 x 10 x channels` frame): each cell in the colour of its highest set channel, on
+/// black, as the package's `display_state` draws it; 40 px a cell.
+fn draw_minatar(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+    let n = s.first().copied().unwrap_or(0.0) as usize;
+    if n == 0 || s.len() != 1 + 100 * n {
+        return Err(format!(
+            "a MinAtar frame is the channel count then 100 x channels values, got {} values",
+            s.len()
+        ));
+    }
+    a.draw(&Rectangle::new([(0, 30), (400, 430)], BLACK.filled()))
+        .map_err(e)?;
+    for i in 0..100 {
+        if let Some(c) = (0..n).rev().find(|&c| s[1 + i * n + c] != 0.0) {
+            let (x0, y0) = ((i % 10) as i32 * 40, 30 + (i / 10) as i32 * 40);
+            a.draw(&Rectangle::new(
+                [(x0 + 1, y0 + 1), (x0 + 39, y0 + 39)],
+                cubehelix(c, n).filled(),
+            ))
+            .map_err(e)?;
+        }
+    }
     Ok(())
 }
 
@@ -330,6 +373,7 @@ pub fn episodes_gif(
         "MountainCar-v0" => |a, s| draw_mountain_car(a, s, 0.5),
         "MountainCarContinuous-v0" => |a, s| draw_mountain_car(a, s, 0.45),
         "MinAtar/Breakout-v1" => draw_breakout,
+        id if id.starts_with("MinAtar/") => draw_minatar,
         "LunarLander-v3" | "LunarLanderContinuous-v3" => draw_lunar_lander,
         "BipedalWalker-v3" | "BipedalWalkerHardcore-v3" => draw_bipedal_walker,
         other => return Err(format!("no renderer for {other}")),

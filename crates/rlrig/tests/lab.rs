@@ -130,6 +130,7 @@ fn play_renders_a_trained_agent_to_an_animated_gif() {
         "Pendulum-v1",
         "MountainCarContinuous-v0",
         "MinAtar/Breakout-v1",
+        "MinAtar/Seaquest-v1",
     ] {
         let run = d.join(env.replace('/', "-"));
         let o = rlrig(&[

@@ -1,0 +1,281 @@
+//! What the MinAtar games (Young & Tian 2019; the `minatar` package 1.0.15) share: the
+//! random draws they make, sticky actions, Python-list semantics for their object lists,
+//! and the reading of state vectors.
+//!
+//! The games draw from NumPy's `RandomState`; rlrig draws from its keyed Philox streams
+//! instead, so the same seed cannot give the package's trajectory. To check the games
+//! exactly anyway, their logic is written against [`Draws`]: the env passes its stream,
+//! the golden tests pass the draws the package made (recorded by
+//! `scripts/golden/make_golden_minatar.py`) and check that every draw is asked for in the
+//! same order, with the same bounds.
+
+use crate::rng::Rng;
+
+/// The random calls a MinAtar game makes, with NumPy's `RandomState` meanings.
+pub trait Draws {
+    /// `random.rand()`: uniform in `[0, 1)`.
+    fn rand(&mut self) -> f64;
+    /// `random.randint(low, high)`: uniform integer in `low..high` (`high > low`).
+    fn randint(&mut self, low: i32, high: i32) -> i32;
+}
+
+impl Draws for Rng {
+    #[inline]
+    fn rand(&mut self) -> f64 {
+        self.unit_f64()
+    }
+
+    #[inline]
+    fn randint(&mut self, low: i32, high: i32) -> i32 {
+        low + self.below((high - low) as u32) as i32
+    }
+}
+
+/// Sticky actions as the package's `Environment.act` applies them: with probability
+/// `prob` the previous action is repeated. `last` lives in the game state, so a new
+/// episode starts from no-op (the package keeps it across resets; see Breakout's note).
+#[inline]
+pub(crate) fn sticky(prob: f64, last: &mut u8, a: i32, rng: &mut Rng) -> u8 {
+    let mut a = a as u8;
+    if prob > 0.0 && rng.unit_f64() < prob {
+        a = *last;
+    }
+    *last = a;
+    a
+}
+
+/// A Python list of small plain values in a fixed-capacity array, so game states stay
+/// `Copy` and steps never allocate. `remove_first` is Python's `list.remove` (the first
+/// *equal* element, which matters where the games remove while iterating in reverse).
+///
+/// Capacities are chosen above what the games' spawn rates allow (each game says why);
+/// a push into a full list is dropped rather than panicking.
+#[derive(Clone, Copy)]
+pub struct PyList<T: Copy + Default + PartialEq, const N: usize> {
+    items: [T; N],
+    len: u8,
+}
+
+/// Equal when the live elements are: slots past `len` hold leftovers.
+impl<T: Copy + Default + PartialEq, const N: usize> PartialEq for PyList<T, N> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl<T: Copy + Default + PartialEq + std::fmt::Debug, const N: usize> std::fmt::Debug
+    for PyList<T, N>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl<T: Copy + Default + PartialEq, const N: usize> Default for PyList<T, N> {
+    fn default() -> Self {
+        PyList {
+            items: [T::default(); N],
+            len: 0,
+        }
+    }
+}
+
+impl<T: Copy + Default + PartialEq, const N: usize> PyList<T, N> {
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub fn as_slice(&self) -> &[T] {
+        &self.items[..self.len()]
+    }
+
+    #[inline]
+    pub fn get(&self, i: usize) -> T {
+        self.as_slice()[i]
+    }
+
+    #[inline]
+    pub fn set(&mut self, i: usize, v: T) {
+        let n = self.len();
+        self.items[..n][i] = v;
+    }
+
+    /// Appends `v`; dropped when the list is full (never reached by the games' rates).
+    #[inline]
+    pub fn push(&mut self, v: T) {
+        if self.len() < N {
+            self.items[self.len()] = v;
+            self.len += 1;
+        }
+    }
+
+    /// Removes the element at `i`, shifting the rest down as Python does.
+    #[inline]
+    pub fn remove_at(&mut self, i: usize) {
+        let n = self.len();
+        self.items.copy_within(i + 1..n, i);
+        self.len -= 1;
+    }
+
+    /// Python's `list.remove(v)`: removes the first element equal to `v` and returns
+    /// its index.
+    #[inline]
+    pub fn remove_first(&mut self, v: T) -> Option<usize> {
+        let j = self.as_slice().iter().position(|x| *x == v)?;
+        self.remove_at(j);
+        Some(j)
+    }
+
+    /// `remove_first` for the element the caller is iterating at `at`: returns where
+    /// that element is afterwards (`None` once it left the list). Python removes the first
+    /// *equal* element, which can be an earlier twin; the object being iterated then stays
+    /// in the list, one place down, and later writes through it must land there.
+    #[inline]
+    pub fn remove_tracking(&mut self, v: T, at: Option<usize>) -> Option<usize> {
+        match (self.remove_first(v), at) {
+            (Some(j), Some(p)) if j == p => None,
+            (Some(j), Some(p)) if j < p => Some(p - 1),
+            (_, at) => at,
+        }
+    }
+}
+
+/// Reads a flat state vector field by field, with errors that name the index and field.
+pub(crate) struct Reader<'a> {
+    v: &'a [f64],
+    at: usize,
+    layout: &'static str,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(v: &'a [f64], layout: &'static str) -> Self {
+        Reader { v, at: 0, layout }
+    }
+
+    /// The next number, which must be an integer in `lo..=hi`.
+    pub fn int(&mut self, what: &str, lo: i64, hi: i64) -> Result<i64, String> {
+        let Some(&x) = self.v.get(self.at) else {
+            return Err(format!(
+                "the state vector ends at {} numbers where {what} was expected (layout: {})",
+                self.v.len(),
+                self.layout
+            ));
+        };
+        if !x.is_finite() || x.fract() != 0.0 || x < lo as f64 || x > hi as f64 {
+            return Err(format!(
+                "state[{}] ({what}) is {x}, expected an integer in {lo}..={hi}",
+                self.at
+            ));
+        }
+        self.at += 1;
+        Ok(x as i64)
+    }
+
+    pub fn bool(&mut self, what: &str) -> Result<bool, String> {
+        Ok(self.int(what, 0, 1)? == 1)
+    }
+
+    /// 100 numbers 0/1, row-major, as a bit set (bit `y * 10 + x`).
+    pub fn grid(&mut self, what: &str) -> Result<u128, String> {
+        let mut g = 0u128;
+        for i in 0..100 {
+            if self.bool(what)? {
+                g |= 1 << i;
+            }
+        }
+        Ok(g)
+    }
+
+    /// Errors if numbers are left over.
+    pub fn finish(self) -> Result<(), String> {
+        if self.at != self.v.len() {
+            return Err(format!(
+                "expected {} numbers, got {} (layout: {})",
+                self.at,
+                self.v.len(),
+                self.layout
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The 100 cells of a bit-set grid as 0/1 numbers, row-major.
+pub(crate) fn grid_to_vec(g: u128, out: &mut Vec<f64>) {
+    out.extend((0..100).map(|i| ((g >> i) & 1) as f64));
+}
+
+/// Sets channel `c` of cell `(y, x)` in a channels-last `10 x 10 x channels` frame.
+#[inline]
+pub(crate) fn put(out: &mut [f32], channels: usize, y: i32, x: i32, c: usize) {
+    out[(y as usize * 10 + x as usize) * channels + c] = 1.0;
+}
+
+/// Sets channel `c` of every cell of a bit-set grid.
+#[inline]
+pub(crate) fn put_grid(out: &mut [f32], channels: usize, mut g: u128, c: usize) {
+    while g != 0 {
+        let i = g.trailing_zeros() as usize;
+        out[i * channels + c] = 1.0;
+        g &= g - 1;
+    }
+}
+
+/// What `render_state` returns for the MinAtar games: the channel count, then the
+/// frame (`10 x 10 x channels`, channels last), which a renderer colours per channel
+/// as the package's `display_state` does.
+pub(crate) fn render_frame(channels: usize, frame: &[f32]) -> Vec<f64> {
+    let mut v = Vec::with_capacity(frame.len() + 1);
+    v.push(channels as f64);
+    v.extend(frame.iter().map(|&x| f64::from(x)));
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remove_first_is_pythons_list_remove() {
+        let mut l: PyList<(i8, i8), 8> = PyList::default();
+        for v in [(1, 0), (2, 0), (1, 0), (3, 0)] {
+            l.push(v);
+        }
+        // Iterating at index 2 (an equal twin sits at 0): Python removes index 0 and the
+        // iterated object moves to index 1.
+        assert_eq!(l.remove_tracking((1, 0), Some(2)), Some(1));
+        assert_eq!(l.as_slice(), &[(2, 0), (1, 0), (3, 0)]);
+        assert_eq!(l.remove_tracking((1, 0), Some(1)), None);
+        assert_eq!(l.as_slice(), &[(2, 0), (3, 0)]);
+        assert_eq!(l.remove_first((9, 9)), None);
+        for _ in 0..10 {
+            l.push((5, 5));
+        }
+        assert_eq!(l.len(), 8, "pushes into a full list are dropped");
+    }
+
+    #[test]
+    fn reader_names_the_bad_field() {
+        let v = [1.0, 2.5];
+        let mut r = Reader::new(&v, "[a, b]");
+        assert_eq!(r.int("a", 0, 3).unwrap(), 1);
+        let e = r.int("b", 0, 3).unwrap_err();
+        assert!(e.contains("state[1] (b) is 2.5"), "{e}");
+        let mut r = Reader::new(&v[..1], "[a, b]");
+        r.int("a", 0, 3).unwrap();
+        assert!(r.int("b", 0, 3).unwrap_err().contains("ends at 1"));
+        let r = Reader::new(&v, "[a, b]");
+        assert!(
+            r.finish()
+                .unwrap_err()
+                .contains("expected 0 numbers, got 2")
+        );
+    }
+}
