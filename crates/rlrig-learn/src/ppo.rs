@@ -95,6 +95,17 @@ pub struct PpoConfig {
     /// Rollouts are collected with the parameters of this many updates ago: IMPALA's
     /// stale actors on a fixed schedule, so runs stay reproducible (0: on-policy).
     pub policy_lag: usize,
+    /// IMPALA's asynchronous mode: this many actor threads, each with its own
+    /// `num_envs` envs, collect rollouts with the newest parameters the learner has
+    /// published, and the learner learns from rollouts in the order they arrive. Which
+    /// policy a rollout used depends on timing, so such runs are NOT reproducible.
+    /// Needs `vtrace`, `policy_lag = 0` and no observation/return normalisation.
+    /// 0: off (the deterministic schedule of `policy_lag`).
+    pub actors: usize,
+    /// With `actors`: the actors ask one batching inference server (`serve.rs`) for
+    /// their policy's outputs instead of each running the network, so every forward pass
+    /// serves all actors waiting at that moment: the shape a GPU wants.
+    pub inference_server: bool,
 }
 
 impl Default for PpoConfig {
@@ -133,6 +144,8 @@ impl Default for PpoConfig {
             vtrace_rho_bar: 1.0,
             vtrace_c_bar: 1.0,
             policy_lag: 0,
+            actors: 0,
+            inference_server: false,
         }
     }
 }
@@ -315,6 +328,29 @@ impl PpoConfig {
                 "policy_lag = {} needs vtrace = true (stale rollouts need V-trace's correction)",
                 self.policy_lag
             ));
+        }
+        if self.actors > 0 {
+            let why = if !self.vtrace {
+                Some("vtrace = true (asynchronous rollouts are off-policy)")
+            } else if self.policy_lag > 0 {
+                Some(
+                    "policy_lag = 0 (the lag of asynchronous actors is whatever timing makes it; policy_lag is the deterministic mode)",
+                )
+            } else if self.norm_obs || self.norm_reward {
+                Some(
+                    "norm_obs = false and norm_reward = false (each actor would normalise differently)",
+                )
+            } else if self.actors > 64 {
+                Some("at most 64 actors")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(format!("actors = {} needs {why}", self.actors));
+            }
+        }
+        if self.inference_server && self.actors == 0 {
+            return Err("inference_server = true needs asynchronous actors (actors >= 1)".into());
         }
         if self.policy_lag > 64 {
             return Err(format!(
@@ -654,6 +690,15 @@ enum Policy<'a> {
         params: &'a [f32],
         cache: &'a mut NetCache,
     },
+    /// The policy's outputs from a batching inference server; `params` (a host copy of
+    /// the same parameters) serves the Gaussian log-std and truncation bootstraps.
+    Server {
+        client: &'a mut crate::serve::Client,
+        params: &'a [f32],
+        cache: &'a mut NetCache,
+        logits: &'a mut Vec<f32>,
+        values: &'a mut Vec<f32>,
+    },
 }
 
 /// What a rollout adds to the run: steps, finished episodes, stage times and spans.
@@ -684,6 +729,121 @@ impl RolloutStats {
             });
         }
     }
+}
+
+/// A rollout from an asynchronous actor, with what the learner needs to bootstrap it.
+struct AsyncRollout {
+    buf: RolloutBuf,
+    stats: RolloutStats,
+    /// The observations after the rollout (normalised as the policy sees them).
+    next_obs: Vec<f32>,
+    next_done: Vec<bool>,
+    /// The version of the parameters that collected it.
+    version: u64,
+}
+
+/// The newest parameters the learner has published, with their version (updates so far).
+type Published = std::sync::Arc<std::sync::Mutex<(u64, std::sync::Arc<Vec<f32>>)>>;
+
+/// IMPALA's asynchronous actors while they run (`actors > 0`).
+struct AsyncActors {
+    latest: Published,
+    server: Option<crate::serve::InferenceServer>,
+    rx: std::sync::mpsc::Receiver<AsyncRollout>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handles: Vec<std::thread::JoinHandle<(ActorSide, u64)>>,
+    version: u64,
+}
+
+/// The inference server's network: the policy with the newest published parameters.
+struct PublishedPolicy {
+    agent: Agent,
+    latest: Published,
+    cache: NetCache,
+}
+
+impl crate::mcts::Evaluator for PublishedPolicy {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
+        let params = self
+            .latest
+            .lock()
+            .expect("the learner does not panic holding it")
+            .1
+            .clone();
+        let out = self.agent.actor.forward(&params, obs, n, &mut self.cache);
+        logits[..out.len()].copy_from_slice(out);
+        // V-trace recomputes values in the learner.
+        values.fill(0.0);
+    }
+}
+
+/// One asynchronous actor: collects rollouts with the newest published parameters until
+/// told to stop (or the learner hangs up); returns its envs and the rollouts collected.
+/// Rollout `r` of actor `j` draws its actions from the streams of iteration
+/// `base + r * actors + j + 1`, distinct across actors and restarts.
+#[allow(clippy::too_many_arguments)]
+fn run_actor(
+    cfg: PpoConfig,
+    agent: Agent,
+    mut act: ActorSide,
+    j: usize,
+    base: u64,
+    latest: Published,
+    tx: std::sync::mpsc::SyncSender<AsyncRollout>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    origin: Option<std::time::Instant>,
+    mut client: Option<crate::serve::Client>,
+) -> (ActorSide, u64) {
+    let (t, e, d, a) = (
+        cfg.num_steps,
+        cfg.num_envs,
+        agent.obs_dim,
+        agent.action_dim(),
+    );
+    let mut cache = NetCache::default();
+    let (mut logits, mut values) = (Vec::new(), Vec::new());
+    let mut rounds = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let (version, params) = {
+            let g = latest
+                .lock()
+                .expect("the learner does not panic holding it");
+            (g.0, g.1.clone())
+        };
+        let mut buf = RolloutBuf::new(t, e, d, a);
+        let it = base + rounds * cfg.actors as u64 + j as u64 + 1;
+        let policy = match &mut client {
+            // The server answers with whatever parameters are newest when it runs.
+            Some(client) => Policy::Server {
+                client,
+                params: &params,
+                cache: &mut cache,
+                logits: &mut logits,
+                values: &mut values,
+            },
+            None => Policy::Host {
+                params: &params,
+                cache: &mut cache,
+            },
+        };
+        let stats = collect(
+            &cfg, &agent, &mut act, &mut buf, policy, &params, it, origin,
+        );
+        rounds += 1;
+        let mut next_obs = vec![0.0; e * d];
+        act.current_obs(&cfg, &mut next_obs);
+        let r = AsyncRollout {
+            buf,
+            stats,
+            next_obs,
+            next_done: act.next_done.clone(),
+            version,
+        };
+        if tx.send(r).is_err() {
+            break;
+        }
+    }
+    (act, rounds)
 }
 
 /// Collects rollout `it` (1-based) into `buf`: `num_steps` steps of every env, actions
@@ -730,6 +890,18 @@ fn collect(
             // V-trace recomputes the values with the learner's parameters: the
             // actor only needs its policy.
             Policy::Host { params, cache } => agent.actor.forward(params, obs_t, e, cache),
+            Policy::Server {
+                client,
+                logits,
+                values,
+                ..
+            } => {
+                use crate::mcts::Evaluator;
+                logits.resize(e * agent.actor.output_dim(), 0.0);
+                values.resize(e, 0.0);
+                client.evaluate(obs_t, e, logits, values);
+                &logits[..]
+            }
         };
         match &agent.head {
             Head::Categorical { n } => {
@@ -832,11 +1004,9 @@ fn collect(
             }
             let v = match &mut policy {
                 Policy::Backend(backend) => backend.forward(CRITIC, &final_obs, trunc_envs.len()),
-                Policy::Host { params, cache } => {
-                    agent
-                        .critic
-                        .forward(params, &final_obs, trunc_envs.len(), cache)
-                }
+                Policy::Host { params, cache } | Policy::Server { params, cache, .. } => agent
+                    .critic
+                    .forward(params, &final_obs, trunc_envs.len(), cache),
             };
             for (j, &k) in trunc_envs.iter().enumerate() {
                 buf.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
@@ -873,6 +1043,25 @@ pub struct Ppo {
     prefetched: Option<(RolloutBuf, RolloutStats)>,
     advantages: Vec<f32>,
     returns: Vec<f32>,
+    /// Whether each env's observation after the rollout being learned starts a new
+    /// episode (the home envs', or the asynchronous actor's that collected it).
+    learn_next_done: Vec<bool>,
+    /// Asynchronous mode: the running actors, the envs of actors 1.. while stopped
+    /// (actor 0 uses the home envs), and the action streams used so far.
+    pool: Option<AsyncActors>,
+    parked: Vec<ActorSide>,
+    async_base: u64,
+    /// Asynchronous mode: the summed staleness (updates between the policy that collected
+    /// a rollout and the learner that used it) and the rollouts learned.
+    pub async_lag: (u64, u64),
+    /// With `inference_server`: what the server did (network calls, rows, requests).
+    pub server_stats: crate::serve::ServerStats,
+}
+
+impl Drop for Ppo {
+    fn drop(&mut self) {
+        self.stop_actors();
+    }
 }
 
 /// `log_softmax` of one row, into `out`.
@@ -909,6 +1098,32 @@ impl Ppo {
         Self::with_env(cfg, env)
     }
 
+    /// The envs of asynchronous actor `j >= 1`: `cfg.env` on its own seed, one thread
+    /// (each actor is a thread).
+    fn actor_side(cfg: &PpoConfig, j: usize, obs_dim: usize) -> Result<ActorSide, String> {
+        let seed = cfg
+            .seed
+            .wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(j as u64));
+        let env = make_sync(
+            &cfg.env,
+            VecConfig::new(cfg.num_envs)
+                .threads(1)
+                .seed(seed)
+                .autoreset(AutoReset::SameStep),
+        )
+        .map_err(|e| e.to_string())?;
+        let e = cfg.num_envs;
+        Ok(ActorSide {
+            env,
+            obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(obs_dim)),
+            ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
+            discounted: vec![0.0; e],
+            ep_return: vec![0.0; e],
+            ep_length: vec![0; e],
+            next_done: vec![false; e],
+        })
+    }
+
     /// PPO on an executor built by the caller (any env type, e.g. a test env); it must
     /// have `cfg.num_envs` envs and SameStep auto-reset.
     pub fn with_env(cfg: PpoConfig, env: Box<dyn VecEnvDyn>) -> Result<Ppo, String> {
@@ -932,6 +1147,9 @@ impl Ppo {
             spec.obs_dim,
             agent.action_dim(),
         );
+        let parked = (1..cfg.actors)
+            .map(|j| Self::actor_side(&cfg, j, d))
+            .collect::<Result<Vec<_>, _>>()?;
         let opt = if cfg.optimizer == "rmsprop" {
             Adam::rmsprop(n, cfg.rmsprop_alpha, cfg.adam_eps)
         } else {
@@ -959,6 +1177,12 @@ impl Ppo {
             prefetched: None,
             advantages: vec![0.0; t * e],
             returns: vec![0.0; t * e],
+            learn_next_done: vec![false; e],
+            pool: None,
+            parked,
+            async_base: 0,
+            async_lag: (0, 0),
+            server_stats: crate::serve::ServerStats::default(),
             agent,
             cfg,
         })
@@ -1009,8 +1233,8 @@ impl Ppo {
         // A prefetched rollout has moved the envs past `iteration`: a checkpoint then
         // would resume wrong, so callers stop prefetching before they save.
         assert!(
-            self.prefetched.is_none(),
-            "Ppo::state with a prefetched rollout pending"
+            self.prefetched.is_none() && self.pool.is_none(),
+            "Ppo::state with a prefetched rollout pending or actors running"
         );
         PpoState {
             iteration: self.iteration,
@@ -1120,7 +1344,14 @@ impl Ppo {
     /// `policy_lag` updates old, is already known. Results are the same either way. A
     /// prefetched rollout is pending until the next call: the last call before
     /// [`Ppo::state`] (a checkpoint) must not prefetch.
+    ///
+    /// With `actors > 0` (asynchronous IMPALA) `prefetch` means "keep the actors
+    /// running after this update"; without it they are stopped and their envs come home,
+    /// as [`Ppo::state`] needs.
     pub fn iterate_prefetching(&mut self, prefetch: bool) -> IterationStats {
+        if self.cfg.actors > 0 {
+            return self.iterate_async(prefetch);
+        }
         let cfg = self.cfg.clone();
         let (e, d) = (cfg.num_envs, self.agent.obs_dim);
         self.iteration += 1;
@@ -1187,6 +1418,11 @@ impl Ppo {
         let mut next_obs = vec![0.0f32; e * d];
         self.current_obs(&mut next_obs);
         let next_value = self.backend.forward(CRITIC, &next_obs, e).to_vec();
+        let home = self
+            .actor
+            .as_ref()
+            .expect("the actor side is home between calls");
+        self.learn_next_done.clone_from(&home.next_done);
         if cfg.vtrace {
             self.vtrace_targets(&next_value);
         } else {
@@ -1245,6 +1481,149 @@ impl Ppo {
         self.finish_stats(stats, rollout.ret_sum, rollout.len_sum)
     }
 
+    /// Starts the asynchronous actors: actor 0 on the home envs, the others on theirs.
+    fn start_actors(&mut self) {
+        let cfg = self.cfg.clone();
+        let version = self.iteration;
+        let latest: Published = std::sync::Arc::new(std::sync::Mutex::new((
+            version,
+            std::sync::Arc::new(self.agent.params.clone()),
+        )));
+        // A rendezvous queue: a finished rollout waits in its actor until the learner takes
+        // it, so rollouts are about `actors` updates stale; a buffer would only add to that.
+        let (tx, rx) = std::sync::mpsc::sync_channel(0);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let origin = self.trace.as_ref().map(|(o, _)| *o);
+        let server = cfg.inference_server.then(|| {
+            let policy = PublishedPolicy {
+                agent: Agent {
+                    params: Vec::new(),
+                    ..self.agent.clone()
+                },
+                latest: latest.clone(),
+                cache: NetCache::default(),
+            };
+            let out = self.agent.actor.output_dim();
+            crate::serve::InferenceServer::start(
+                policy,
+                self.agent.obs_dim,
+                out,
+                cfg.actors * cfg.num_envs,
+            )
+        });
+        let home = self
+            .actor
+            .take()
+            .expect("the actor side is home between calls");
+        let sides = std::iter::once(home).chain(self.parked.drain(..));
+        let handles = sides
+            .enumerate()
+            .map(|(j, act)| {
+                let (cfg, latest, tx, stop) =
+                    (cfg.clone(), latest.clone(), tx.clone(), stop.clone());
+                // The thread needs the networks' shapes, not the learner's parameters.
+                let agent = Agent {
+                    params: Vec::new(),
+                    ..self.agent.clone()
+                };
+                let base = self.async_base;
+                let client = server.as_ref().map(|s| s.client());
+                std::thread::spawn(move || {
+                    run_actor(cfg, agent, act, j, base, latest, tx, stop, origin, client)
+                })
+            })
+            .collect();
+        self.pool = Some(AsyncActors {
+            latest,
+            server,
+            rx,
+            stop,
+            handles,
+            version,
+        });
+    }
+
+    /// Stops the asynchronous actors and brings their envs home. Rollouts in flight are
+    /// dropped (their steps are not counted).
+    fn stop_actors(&mut self) {
+        let Some(pool) = self.pool.take() else {
+            return;
+        };
+        pool.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Hanging up wakes actors blocked on a full queue.
+        drop(pool.rx);
+        let mut most = 0;
+        for (j, h) in pool.handles.into_iter().enumerate() {
+            match h.join() {
+                Ok((act, rounds)) => {
+                    most = most.max(rounds);
+                    if j == 0 {
+                        self.actor = Some(act);
+                    } else {
+                        self.parked.push(act);
+                    }
+                }
+                // Re-raise an actor's panic (a bug) unless already unwinding.
+                Err(p) if !std::thread::panicking() => std::panic::resume_unwind(p),
+                Err(_) => {}
+            }
+        }
+        self.async_base += (most + 1) * self.cfg.actors as u64;
+        // Every client went with its actor: the server can stop.
+        if let Some(server) = pool.server {
+            let s = server.shutdown();
+            self.server_stats.calls += s.calls;
+            self.server_stats.rows += s.rows;
+            self.server_stats.requests += s.requests;
+        }
+    }
+
+    /// One update of asynchronous IMPALA: the next rollout any actor finished, V-trace
+    /// targets and the update with the current parameters, which are then published.
+    fn iterate_async(&mut self, keep_running: bool) -> IterationStats {
+        let cfg = self.cfg.clone();
+        let e = cfg.num_envs;
+        self.iteration += 1;
+        let it = self.iteration;
+        let lr = if cfg.anneal_lr {
+            cfg.learning_rate * (1.0 - (it - 1) as f64 / cfg.num_iterations() as f64)
+        } else {
+            cfg.learning_rate
+        };
+        let mut stats = IterationStats {
+            iteration: it,
+            learning_rate: lr,
+            ..Default::default()
+        };
+        if self.pool.is_none() {
+            self.start_actors();
+        }
+        let pool = self.pool.as_ref().expect("just started");
+        let r = pool.rx.recv().expect("actors run until stopped");
+        self.async_lag.0 += pool.version - r.version;
+        self.async_lag.1 += 1;
+        self.buf = r.buf;
+        self.absorb(&r.stats);
+        stats.episodes = r.stats.episodes;
+
+        let t_learn = std::time::Instant::now();
+        self.learn_next_done = r.next_done;
+        let next_value = self.backend.forward(CRITIC, &r.next_obs, e).to_vec();
+        self.vtrace_targets(&next_value);
+        self.update(lr, it, &mut stats);
+        let pool = self.pool.as_mut().expect("running");
+        pool.version += 1;
+        *pool.latest.lock().expect("actors do not panic holding it") =
+            (pool.version, std::sync::Arc::new(self.agent.params.clone()));
+        if !keep_running || it >= cfg.num_iterations() {
+            self.stop_actors();
+        }
+        let t_end = std::time::Instant::now();
+        self.times.learner += (t_end - t_learn).as_secs_f64();
+        self.span("learner", t_learn, t_end);
+        self.finish_stats(stats, r.stats.ret_sum, r.stats.len_sum)
+    }
+
     /// Adds a rollout's steps, stage times and spans to the run's.
     fn absorb(&mut self, r: &RolloutStats) {
         self.global_step += r.steps;
@@ -1265,7 +1644,7 @@ impl Ppo {
             for k in 0..e {
                 let (nonterminal, next_v) = if t + 1 == t_max {
                     (
-                        1.0 - f32::from(u8::from(self.act().next_done[k])),
+                        1.0 - f32::from(u8::from(self.learn_next_done[k])),
                         next_value[k],
                     )
                 } else {
@@ -1320,7 +1699,7 @@ impl Ppo {
             .map(|i| {
                 let (t, k) = (i / e, i % e);
                 let ended = if t + 1 == t_max {
-                    self.act().next_done[k]
+                    self.learn_next_done[k]
                 } else {
                     self.buf.dones[i + e] != 0.0
                 };

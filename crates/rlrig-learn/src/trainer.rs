@@ -142,6 +142,11 @@ pub struct TrainSummary {
     pub times: StageTimes,
     pub wall: f64,
     pub resumed_from: Option<u64>,
+    /// Asynchronous IMPALA (`actors > 0`): the mean number of updates between the policy
+    /// that collected a rollout and the learner that used it.
+    pub mean_policy_lag: Option<f64>,
+    /// With `inference_server`: what the batching inference server did.
+    pub server: Option<crate::serve::ServerStats>,
 }
 
 /// The run directory of a training run: created for a new run, required to exist for
@@ -241,8 +246,9 @@ pub fn train_ppo(
     while !ppo.done() {
         let t0 = Instant::now();
         let before = ppo.times;
-        // IMPALA's actor collects the next rollout during this update, except before a
-        // checkpoint, which must not hold a rollout in flight.
+        // IMPALA's actor collects the next rollout during this update (asynchronous
+        // actors keep running), except before a checkpoint, which must not hold a rollout
+        // in flight.
         let batch = ppo.cfg.batch_size() as u64;
         let checkpoint_next = every > 0 && ppo.global_step + batch - last_ckpt >= every;
         let s = ppo.iterate_prefetching(!checkpoint_next);
@@ -304,6 +310,9 @@ pub fn train_ppo(
         times: ppo.times,
         wall,
         resumed_from,
+        mean_policy_lag: (ppo.cfg.actors > 0)
+            .then(|| ppo.async_lag.0 as f64 / ppo.async_lag.1.max(1) as f64),
+        server: ppo.cfg.inference_server.then(|| ppo.server_stats.clone()),
     })
 }
 

@@ -24,17 +24,21 @@ pub enum TrainCommand {
     /// 8 envs x 5 steps, RMSprop, n-step returns. Runs on PPO's machinery with one
     /// gradient step per rollout; same run directory, checkpoints and determinism as ppo.
     A2c(PpoArgs),
-    /// IMPALA: an actor thread collecting with a stale policy while the learner
+    /// IMPALA: actor threads collecting with a stale policy while the learner
     /// updates, corrected with V-trace.
     ///
-    /// Rollouts are collected with the parameters of `policy_lag` updates ago (default
-    /// 1): an actor thread collects the next rollout while the learner updates on the
-    /// last one, and the learner computes V-trace targets and advantages (rho_bar =
-    /// c_bar = 1) with its current parameters; A2C's settings otherwise. The lag
-    /// follows a fixed schedule, so this mode is deterministic: runs are bit-identical
-    /// whatever --threads, and a killed run resumes exactly. IMPALA's asynchronous
-    /// mode (actors taking whatever policy is newest, which cannot be reproducible)
-    /// is not built.
+    /// Default (deterministic) mode: rollouts are collected with the parameters of
+    /// `policy_lag` updates ago (default 1): an actor thread collects the next rollout
+    /// while the learner updates on the last one, and the learner computes V-trace
+    /// targets and advantages (rho_bar = c_bar = 1) with its current parameters; A2C's
+    /// settings otherwise. The lag follows a fixed schedule, so runs are bit-identical
+    /// whatever --threads, and a killed run resumes exactly.
+    ///
+    /// Asynchronous mode (`--set actors=N --set policy_lag=0`): N actor threads, each
+    /// with its own num_envs envs, collect with whatever parameters are newest and the
+    /// learner takes rollouts as they arrive. NOT reproducible: results depend on
+    /// timing. Checkpoints hold actor 0's envs; the other actors' episodes restart on
+    /// --resume.
     Impala(PpoArgs),
     /// Deep Deterministic Policy Gradient, continuous actions (CleanRL's defaults).
     ///
@@ -817,6 +821,20 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<()> {
     bar.finish_and_clear();
     if let Some(step) = summary.resumed_from {
         outln!("resumed from step {step}");
+    }
+    if let Some(lag) = summary.mean_policy_lag {
+        let server = summary.server.as_ref().map_or(String::new(), |s| {
+            format!(
+                "; inference server: {} calls, mean batch {:.1} rows ({:.2} actors per call)",
+                s.calls,
+                s.mean_batch(),
+                s.requests as f64 / s.calls.max(1) as f64
+            )
+        });
+        outln!(
+            "asynchronous actors: {}, mean policy lag {lag:.2} updates{server} (not reproducible)",
+            summary.config.actors
+        );
     }
     let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
     outln!(

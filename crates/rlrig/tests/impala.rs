@@ -112,7 +112,92 @@ fn impala_and_conv_settings_are_checked() {
         None,
         &["vtrace_rho_bar must be a positive number"],
     );
+    fails_with(
+        &["train", "impala", "--set", "actors=2"],
+        None,
+        &["actors = 2 needs policy_lag = 0"],
+    );
+    fails_with(
+        &["train", "ppo", "--set", "actors=2", "--set", "policy_lag=0"],
+        None,
+        &["actors = 2 needs vtrace = true"],
+    );
+    fails_with(
+        &["train", "impala", "--set", "inference_server=true"],
+        None,
+        &["inference_server = true needs asynchronous actors"],
+    );
     let help = rlrig(&["train", "impala", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("deterministic"), "{text}");
+    assert!(text.contains("NOT reproducible"), "{text}");
+}
+
+/// Asynchronous actors: the run completes, is checkpointed (actors stopped and their envs
+/// home at each checkpoint) and a killed run resumes from its last checkpoint. Not
+/// reproducible, so nothing is compared but the shape of the run.
+#[test]
+fn async_impala_runs_checkpoints_and_resumes() {
+    let (a, killed) = (tmp("impala-async"), tmp("impala-async-killed"));
+    let args = |dir: &str| -> Vec<String> {
+        [
+            "train",
+            "impala",
+            "--env",
+            "MinAtar/Breakout-v1",
+            "--total-steps",
+            "16000",
+            "--set",
+            "actors=2",
+            "--set",
+            "policy_lag=0",
+            "--set",
+            "checkpoint_every=4000",
+            "--run-dir",
+            dir,
+            "--quiet",
+            "--eval-episodes",
+            "2",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |args: &[String]| rlrig(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = run(&args(a.to_str().unwrap()));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("asynchronous actors: 2, mean policy lag"),
+        "{out}"
+    );
+    assert_eq!(
+        learning_columns(&a, COLS).len(),
+        201,
+        "header + 200 updates"
+    );
+    let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
+    assert!(config.contains("actors = 2"), "{config}");
+
+    // The same through the batching inference server.
+    let s = tmp("impala-async-server");
+    let mut srv = args(s.to_str().unwrap());
+    srv.extend(["--set", "inference_server=true"].map(String::from));
+    let o = run(&srv);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("; inference server: "), "{out}");
+    assert_eq!(learning_columns(&s, COLS).len(), 201);
+    std::fs::remove_dir_all(s).ok();
+
+    let k = args(killed.to_str().unwrap());
+    kill_after_first_checkpoint(&k.iter().map(String::as_str).collect::<Vec<_>>(), &killed);
+    let mut resume = k.clone();
+    resume.push("--resume".into());
+    let o = run(&resume);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
+    assert_eq!(learning_columns(&killed, COLS).len(), 201);
+    for d in [a, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
 }
