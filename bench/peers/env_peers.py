@@ -32,10 +32,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
-        "MinAtar/Breakout-v1", "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
+        "MinAtar/Asterix-v1", "MinAtar/Breakout-v1", "MinAtar/Freeway-v1", "MinAtar/Seaquest-v1",
+        "MinAtar/SpaceInvaders-v1", "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
         "BipedalWalkerHardcore-v3"]
-# gymnax names the MinAtar games differently.
-GYMNAX_IDS = {"MinAtar/Breakout-v1": "Breakout-MinAtar"}
+MINATAR = ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
+# gymnax and pgx name the MinAtar games differently.
+GYMNAX_IDS = {f"MinAtar/{g}-v1": f"{g}-MinAtar" for g in MINATAR}
 PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "pgx", "operant"]
 ACTION_POOL = 64  # pre-generated action batches, cycled (power of two)
 WARMUP_SECONDS = 0.3
@@ -225,8 +227,10 @@ def run_gymnax(args):
         key, k_act, k_step = jax.random.split(key, 3)
         actions = sample(k_act)
         obs, state, reward, term, trunc, _info = v_step(jax.random.split(k_step, n), state, actions, params)
-        # consume reward/done so XLA cannot drop their computation
-        return (key, state, ret + reward.sum(), dones + jnp.logical_or(term, trunc).sum()), None
+        # Consume the whole observation: XLA would otherwise drop its computation, and
+        # rlrig writes every observation in full (as a learner needs them).
+        ret = ret + reward.sum() + obs.astype(jnp.float32).sum()
+        return (key, state, ret, dones + jnp.logical_or(term, trunc).sum()), None
 
     def rollout(carry, length):
         carry, _ = jax.lax.scan(body, carry, None, length=length)
@@ -261,7 +265,7 @@ def run_gymnax(args):
     del out
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"gymnax {pkg_version('gymnax')}, jax {jax.__version__} ({jax.default_backend()})",
-                note="jit(lax.scan(vmap(env.step))), actions from jax.random inside the scan; compile excluded; "
+                note="jit(lax.scan(vmap(env.step))), actions from jax.random inside the scan, full observation consumed; compile excluded; "
                      + ("XLA intra-op threads limited to 1" if args.threads == 1
                         else "XLA may use all cores"))
 
@@ -271,7 +275,9 @@ def run_gymnax(args):
 # experimental auto_reset wrapper (pgx games never truncate).
 # --------------------------------------------------------------------------
 
-PGX_IDS = {"MinAtar/Breakout-v1": "minatar-breakout"}
+PGX_IDS = {"MinAtar/Asterix-v1": "minatar-asterix", "MinAtar/Breakout-v1": "minatar-breakout",
+           "MinAtar/Freeway-v1": "minatar-freeway", "MinAtar/Seaquest-v1": "minatar-seaquest",
+           "MinAtar/SpaceInvaders-v1": "minatar-space_invaders"}
 
 
 def run_pgx(args):
@@ -293,8 +299,9 @@ def run_pgx(args):
         key, k_act, k_step = jax.random.split(key, 3)
         actions = jax.random.randint(k_act, (n,), 0, n_actions)
         state = step(state, actions, jax.random.split(k_step, n))
-        # consume the observation, reward and done so XLA cannot drop them
-        ret = ret + state.rewards.sum() + state.observation[:, 0, 0, 0].sum()
+        # Consume the whole observation, reward and done so XLA cannot drop them (rlrig
+        # writes every observation in full).
+        ret = ret + state.rewards.sum() + state.observation.astype(jnp.float32).sum()
         return (key, state, ret, dones + state.terminated.sum()), None
 
     def rollout(carry, length):
@@ -324,7 +331,7 @@ def run_pgx(args):
     del out
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"pgx {pkg_version('pgx')}, jax {jax.__version__} ({jax.default_backend()})",
-                note="jit(lax.scan(vmap(auto_reset(env.step)))), sticky actions 0.1; compile excluded; "
+                note="jit(lax.scan(vmap(auto_reset(env.step)))), sticky actions 0.1, full observation consumed; compile excluded; "
                      + ("XLA intra-op threads limited to 1" if args.threads == 1
                         else "XLA may use all cores"))
 

@@ -150,12 +150,20 @@ for env in BipedalWalker-v3 BipedalWalkerHardcore-v3 LunarLander-v3 LunarLanderC
     run_peer gymnasium-sync "$env" 256 1
 done
 
-# MinAtar Breakout against the JAX MinAtar ports (gymnax, pgx), 256 and 4096 envs
+# The MinAtar games against the JAX MinAtar ports (gymnax, pgx): Breakout at 256 and
+# 4096 envs x threads {1,2}, the other four at 4096 envs x threads {1,2}.
 for n in 256 4096; do
     for t in 1 2; do
         run_rlrig MinAtar/Breakout-v1 "$n" "$t" sync
         run_peer gymnax MinAtar/Breakout-v1 "$n" "$t"
         run_peer pgx MinAtar/Breakout-v1 "$n" "$t"
+    done
+done
+for g in Asterix Freeway Seaquest SpaceInvaders; do
+    for t in 1 2; do
+        run_rlrig "MinAtar/$g-v1" 4096 "$t" sync
+        run_peer gymnax "MinAtar/$g-v1" 4096 "$t"
+        run_peer pgx "MinAtar/$g-v1" 4096 "$t"
     done
 done
 
