@@ -7,6 +7,13 @@
 // Minibatch and lane loops index several arrays in lockstep.
 #![allow(clippy::needless_range_loop)]
 
+/// Evaluation, fitness and recorded episodes end after this many steps. Envs with a
+/// time limit end sooner; the MinAtar games have none (as the `minatar` package), and a
+/// policy can stall in them forever (Seaquest's sub waiting at the surface, a Breakout
+/// paddle that never misses), which would hang an evaluation. gymnax cuts its MinAtar
+/// episodes at 1,000 steps (Freeway 2,500); this cap only guards against the stall.
+pub const MAX_EVAL_STEPS: usize = 10_000;
+
 pub mod alphazero;
 pub mod backend;
 pub mod buffer;

@@ -1050,7 +1050,9 @@ pub fn evaluate(nets: &Nets, env: &str, episodes: usize, seed: u64) -> Vec<f64> 
     let mut act = vec![0.0f32; episodes * nets.act_dim];
     let mut returns = vec![0.0; episodes];
     let mut finished = vec![false; episodes];
-    while !finished.iter().all(|&f| f) {
+    let mut steps = 0;
+    while !finished.iter().all(|&f| f) && steps < crate::MAX_EVAL_STEPS {
+        steps += 1;
         nets.greedy(env.obs(), episodes, &mut cache, &mut act);
         env.step(ActionBuf::Continuous(&act))
             .expect("the policy only emits valid actions");

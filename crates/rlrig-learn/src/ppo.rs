@@ -8,7 +8,9 @@
 //! action sampling for env `k` in iteration `i` draws from the stream
 //! `(seed, Policy, i * num_envs + k)`, minibatch shuffles from `(seed, Learner, ...)`;
 //! the learner runs on one thread in a fixed order. A run is a pure function of its
-//! config, and a checkpoint holds everything needed to continue it bit for bit.
+//! config, and a checkpoint holds everything needed to continue it bit for bit. The one
+//! exception is IMPALA's asynchronous mode (`actors > 0`), whose rollouts use whatever
+//! parameters were newest when they were collected: that depends on timing.
 
 use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
@@ -2002,7 +2004,9 @@ pub fn evaluate(
     let mut finished = vec![false; episodes];
     let mut ai = vec![0i32; episodes];
     let mut af = vec![0.0f32; episodes * agent.action_dim()];
-    while !finished.iter().all(|&f| f) {
+    let mut steps = 0;
+    while !finished.iter().all(|&f| f) && steps < crate::MAX_EVAL_STEPS {
+        steps += 1;
         let buf = greedy_actions(
             agent,
             obs_rms,

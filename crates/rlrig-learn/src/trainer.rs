@@ -448,7 +448,8 @@ pub fn record_episodes(
                     let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];
                     rec.returns.push(ret);
                     rec.states.push(E::render_state(env.state(0)));
-                    if env.terminated()[0] || env.truncated()[0] {
+                    let cut = rec.states.len() > crate::MAX_EVAL_STEPS;
+                    if env.terminated()[0] || env.truncated()[0] || cut {
                         break;
                     }
                 }

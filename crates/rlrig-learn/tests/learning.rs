@@ -206,6 +206,18 @@ fn async_impala_beats_random_on_minatar_breakout() {
     }
 }
 
+/// MinAtar has no time limit, and a policy can stall forever: with all-zero weights the
+/// greedy action is no-op, and Seaquest's sub then waits at the surface, where nothing
+/// can reach it. Evaluation must still end (at `MAX_EVAL_STEPS`).
+#[test]
+fn evaluation_ends_when_a_policy_stalls_forever() {
+    let cfg = PpoConfig::for_env("MinAtar/Seaquest-v1");
+    let mut ppo = Ppo::new(cfg.clone(), 1).unwrap();
+    ppo.agent.params.iter_mut().for_each(|p| *p = 0.0);
+    let returns = rlrig_learn::ppo::evaluate(&ppo.agent, None, &cfg, 2, 7);
+    assert_eq!(returns, vec![0.0, 0.0]);
+}
+
 /// PPO on MinAtar Breakout with the conv preset: 250k steps, greedy 6.3 measured.
 #[test]
 fn ppo_beats_random_on_minatar_breakout() {

@@ -1076,7 +1076,9 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let (mut ret, mut len) = (vec![0.0f64; n], vec![0u64; n]);
     let mut done = vec![false; n];
     let (mut ai, mut af) = (vec![0i32; n], Vec::new());
-    while !done.iter().all(|&d| d) {
+    let mut steps = 0;
+    while !done.iter().all(|&d| d) && steps < rlrig_learn::MAX_EVAL_STEPS {
+        steps += 1;
         let d = spec.obs_dim;
         let buf = match &spec.action_space {
             rlrig_env::Space::Discrete { .. } if heuristic => {
