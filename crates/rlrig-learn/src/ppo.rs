@@ -1356,18 +1356,7 @@ impl Ppo {
         }
         let cfg = self.cfg.clone();
         let (e, d) = (cfg.num_envs, self.agent.obs_dim);
-        self.iteration += 1;
-        let it = self.iteration;
-        let lr = if cfg.anneal_lr {
-            cfg.learning_rate * (1.0 - (it - 1) as f64 / cfg.num_iterations() as f64)
-        } else {
-            cfg.learning_rate
-        };
-        let mut stats = IterationStats {
-            iteration: it,
-            learning_rate: lr,
-            ..Default::default()
-        };
+        let (it, lr, mut stats) = self.begin_iteration();
         let rollout = match self.prefetched.take() {
             Some((buf, r)) => {
                 self.spare = std::mem::replace(&mut self.buf, buf);
@@ -1580,23 +1569,31 @@ impl Ppo {
         }
     }
 
-    /// One update of asynchronous IMPALA: the next rollout any actor finished, V-trace
-    /// targets and the update with the current parameters, which are then published.
-    fn iterate_async(&mut self, keep_running: bool) -> IterationStats {
-        let cfg = self.cfg.clone();
-        let e = cfg.num_envs;
+    /// Counts a new iteration; returns it with its (annealed) learning rate and its
+    /// stats so far.
+    fn begin_iteration(&mut self) -> (u64, f64, IterationStats) {
         self.iteration += 1;
         let it = self.iteration;
+        let cfg = &self.cfg;
         let lr = if cfg.anneal_lr {
             cfg.learning_rate * (1.0 - (it - 1) as f64 / cfg.num_iterations() as f64)
         } else {
             cfg.learning_rate
         };
-        let mut stats = IterationStats {
+        let stats = IterationStats {
             iteration: it,
             learning_rate: lr,
             ..Default::default()
         };
+        (it, lr, stats)
+    }
+
+    /// One update of asynchronous IMPALA: the next rollout any actor finished, V-trace
+    /// targets and the update with the current parameters, which are then published.
+    fn iterate_async(&mut self, keep_running: bool) -> IterationStats {
+        let cfg = self.cfg.clone();
+        let e = cfg.num_envs;
+        let (it, lr, mut stats) = self.begin_iteration();
         if self.pool.is_none() {
             self.start_actors();
         }

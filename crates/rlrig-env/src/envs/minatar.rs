@@ -207,6 +207,17 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A MinAtar observation space: `10 x 10 x channels` of 0/1, channels last.
+pub(crate) fn frame_space(channels: usize) -> crate::space::Space {
+    let n = 100 * channels;
+    crate::space::Space::Box {
+        low: vec![0.0; n],
+        high: vec![1.0; n],
+        shape: vec![10, 10, channels],
+        dtype: crate::space::Dtype::Float32,
+    }
+}
+
 /// The 100 cells of a bit-set grid as 0/1 numbers, row-major.
 pub(crate) fn grid_to_vec(g: u128, out: &mut Vec<f64>) {
     out.extend((0..100).map(|i| ((g >> i) & 1) as f64));

@@ -4,10 +4,10 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, Reader, put, render_frame, sticky};
+use super::minatar::{Draws, Reader, frame_space, put, render_frame, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
-use crate::space::{Dtype, Space};
+use crate::space::Space;
 
 const RAMP_INTERVAL: i32 = 100;
 const INIT_SPAWN_SPEED: i32 = 10;
@@ -193,12 +193,7 @@ impl Env for Asterix {
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &AsterixParams) -> Space {
-        Space::Box {
-            low: vec![0.0; Self::OBS_DIM],
-            high: vec![1.0; Self::OBS_DIM],
-            shape: vec![10, 10, CHANNELS],
-            dtype: Dtype::Float32,
-        }
+        frame_space(CHANNELS)
     }
 
     fn action_space(_: &AsterixParams) -> Space {

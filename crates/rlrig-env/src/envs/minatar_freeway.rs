@@ -5,10 +5,10 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, Reader, put, render_frame, sticky};
+use super::minatar::{Draws, Reader, frame_space, put, render_frame, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
-use crate::space::{Dtype, Space};
+use crate::space::Space;
 
 const PLAYER_SPEED: i8 = 3;
 const TIME_LIMIT: i32 = 2500;
@@ -156,12 +156,7 @@ impl Env for Freeway {
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &FreewayParams) -> Space {
-        Space::Box {
-            low: vec![0.0; Self::OBS_DIM],
-            high: vec![1.0; Self::OBS_DIM],
-            shape: vec![10, 10, CHANNELS],
-            dtype: Dtype::Float32,
-        }
+        frame_space(CHANNELS)
     }
 
     fn action_space(_: &FreewayParams) -> Space {

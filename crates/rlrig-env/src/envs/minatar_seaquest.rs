@@ -9,10 +9,10 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, PyList, Reader, put, render_frame, sticky};
+use super::minatar::{Draws, PyList, Reader, frame_space, put, render_frame, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
-use crate::space::{Dtype, Space};
+use crate::space::Space;
 
 const MAX_OXYGEN: i32 = 200;
 const INIT_SPAWN_SPEED: i32 = 20;
@@ -434,12 +434,7 @@ impl Env for Seaquest {
     const STEP_COST_NS: u64 = 150;
 
     fn observation_space(_: &SeaquestParams) -> Space {
-        Space::Box {
-            low: vec![0.0; Self::OBS_DIM],
-            high: vec![1.0; Self::OBS_DIM],
-            shape: vec![10, 10, CHANNELS],
-            dtype: Dtype::Float32,
-        }
+        frame_space(CHANNELS)
     }
 
     fn action_space(_: &SeaquestParams) -> Space {

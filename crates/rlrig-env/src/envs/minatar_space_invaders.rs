@@ -8,10 +8,10 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Reader, grid_to_vec, put, put_grid, render_frame, sticky};
+use super::minatar::{Reader, frame_space, grid_to_vec, put, put_grid, render_frame, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
-use crate::space::{Dtype, Space};
+use crate::space::Space;
 
 const SHOT_COOL_DOWN: i32 = 5;
 const ENEMY_MOVE_INTERVAL: i32 = 12;
@@ -218,12 +218,7 @@ impl Env for SpaceInvaders {
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &SpaceInvadersParams) -> Space {
-        Space::Box {
-            low: vec![0.0; Self::OBS_DIM],
-            high: vec![1.0; Self::OBS_DIM],
-            shape: vec![10, 10, CHANNELS],
-            dtype: Dtype::Float32,
-        }
+        frame_space(CHANNELS)
     }
 
     fn action_space(_: &SpaceInvadersParams) -> Space {
