@@ -407,3 +407,26 @@ fn small_batches_stay_on_one_thread_unless_forced() {
         SyncVecEnv::<CartPole>::new(VecConfig::new(64).threads(3).min_thread_work_ns(0)).unwrap();
     assert_eq!(forced.threads_used(), 3);
 }
+
+/// `episode_cap` is a time limit for envs that have none (MinAtar) and leaves a
+/// registered limit alone (CartPole's 500).
+#[test]
+fn episode_cap_truncates_only_envs_without_a_time_limit() {
+    let mut env = SyncVecEnv::<rlrig_env::envs::SpaceInvaders>::new(
+        VecConfig::new(2).seed(3).episode_cap(7),
+    )
+    .unwrap();
+    for t in 1..=7 {
+        // No-op: the cannon sits still; the aliens cannot reach it in 7 steps.
+        env.step(&[0, 0]).unwrap();
+        assert_eq!(env.truncated(), &[t == 7, t == 7], "step {t}");
+        assert_eq!(env.terminated(), &[false, false]);
+    }
+    let cap = VecConfig::new(1).episode_cap(7);
+    let mut cp = SyncVecEnv::<rlrig_env::envs::CartPole>::new(cap).unwrap();
+    // Pushing right and left in turn keeps the pole up for more than 7 steps.
+    for t in 1..=8 {
+        cp.step(&[t % 2]).unwrap();
+        assert!(!cp.truncated()[0], "CartPole keeps its own limit (step {t})");
+    }
+}

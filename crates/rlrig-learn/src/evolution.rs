@@ -231,16 +231,15 @@ impl EvoPolicy {
             env,
             VecConfig::new(episodes)
                 .seed(seed)
-                .autoreset(AutoReset::NextStep),
+                .autoreset(AutoReset::NextStep)
+                .episode_cap(crate::MAX_EVAL_STEPS),
         )
         .expect("config was validated");
         let mut cache = MlpCache::default();
         let (mut ai, mut af) = (vec![0i32; episodes], Vec::new());
         let mut returns = vec![0.0; episodes];
         let mut finished = vec![false; episodes];
-        let mut steps = 0;
-        while !finished.iter().all(|&f| f) && steps < crate::MAX_EVAL_STEPS {
-            steps += 1;
+        while !finished.iter().all(|&f| f) {
             let buf = self.act(params, venv.obs(), episodes, &mut cache, &mut ai, &mut af);
             venv.step(buf).expect("actions lie in the space");
             for k in 0..episodes {

@@ -12,7 +12,8 @@
 /// policy can stall in them forever (Seaquest's sub waiting at the surface, a Breakout
 /// paddle that never misses), which would hang an evaluation. gymnax cuts its MinAtar
 /// episodes at 1,000 steps (Freeway 2,500); this cap only guards against the stall.
-pub const MAX_EVAL_STEPS: usize = 10_000;
+/// Applied as the executors' `episode_cap`, so capped episodes end truncated.
+pub const MAX_EVAL_STEPS: u32 = 10_000;
 
 pub mod alphazero;
 pub mod backend;

@@ -1043,16 +1043,15 @@ pub fn evaluate(nets: &Nets, env: &str, episodes: usize, seed: u64) -> Vec<f64> 
         env,
         VecConfig::new(episodes)
             .seed(seed)
-            .autoreset(AutoReset::NextStep),
+            .autoreset(AutoReset::NextStep)
+            .episode_cap(crate::MAX_EVAL_STEPS),
     )
     .expect("config was validated");
     let mut cache = MlpCache::default();
     let mut act = vec![0.0f32; episodes * nets.act_dim];
     let mut returns = vec![0.0; episodes];
     let mut finished = vec![false; episodes];
-    let mut steps = 0;
-    while !finished.iter().all(|&f| f) && steps < crate::MAX_EVAL_STEPS {
-        steps += 1;
+    while !finished.iter().all(|&f| f) {
         nets.greedy(env.obs(), episodes, &mut cache, &mut act);
         env.step(ActionBuf::Continuous(&act))
             .expect("the policy only emits valid actions");

@@ -1992,7 +1992,8 @@ pub fn evaluate(
         &cfg.env,
         VecConfig::new(episodes)
             .seed(seed)
-            .autoreset(AutoReset::NextStep),
+            .autoreset(AutoReset::NextStep)
+            .episode_cap(crate::MAX_EVAL_STEPS),
     )
     .expect("config was validated");
     let mut cache = NetCache::default();
@@ -2001,9 +2002,7 @@ pub fn evaluate(
     let mut finished = vec![false; episodes];
     let mut ai = vec![0i32; episodes];
     let mut af = vec![0.0f32; episodes * agent.action_dim()];
-    let mut steps = 0;
-    while !finished.iter().all(|&f| f) && steps < crate::MAX_EVAL_STEPS {
-        steps += 1;
+    while !finished.iter().all(|&f| f) {
         let buf = greedy_actions(
             agent,
             obs_rms,

@@ -415,7 +415,9 @@ pub fn record_episodes(
             let (mut ev_i, mut ev_f) = (Vec::new(), Vec::new());
             for e in 0..self.episodes {
                 let mut env = rlrig_env::SyncVecEnv::<E>::new(
-                    rlrig_env::VecConfig::new(1).seed(self.seed + e as u64),
+                    rlrig_env::VecConfig::new(1)
+                        .seed(self.seed + e as u64)
+                        .episode_cap(crate::MAX_EVAL_STEPS),
                 )
                 .expect("one env always builds");
                 let mut rec = Recording {
@@ -448,8 +450,7 @@ pub fn record_episodes(
                     let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];
                     rec.returns.push(ret);
                     rec.states.push(E::render_state(env.state(0)));
-                    let cut = rec.states.len() > crate::MAX_EVAL_STEPS;
-                    if env.terminated()[0] || env.truncated()[0] || cut {
+                    if env.terminated()[0] || env.truncated()[0] {
                         break;
                     }
                 }

@@ -1068,7 +1068,12 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     };
     let n = a.episodes;
     let seed = a.seed.unwrap_or(0);
-    let mut venv = rlrig_env::make_sync(env, rlrig_env::VecConfig::new(n).seed(seed))?;
+    let mut venv = rlrig_env::make_sync(
+        env,
+        rlrig_env::VecConfig::new(n)
+            .seed(seed)
+            .episode_cap(rlrig_learn::MAX_EVAL_STEPS),
+    )?;
     // Env k's actions come from the stream (seed, Policy, k): reproducible at any size.
     let mut rngs: Vec<rlrig_env::Rng> = (0..n)
         .map(|k| rlrig_env::Rng::stream(seed, rlrig_env::Purpose::Policy, k as u64))
@@ -1076,9 +1081,7 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let (mut ret, mut len) = (vec![0.0f64; n], vec![0u64; n]);
     let mut done = vec![false; n];
     let (mut ai, mut af) = (vec![0i32; n], Vec::new());
-    let mut steps = 0;
-    while !done.iter().all(|&d| d) && steps < rlrig_learn::MAX_EVAL_STEPS {
-        steps += 1;
+    while !done.iter().all(|&d| d) {
         let d = spec.obs_dim;
         let buf = match &spec.action_space {
             rlrig_env::Space::Discrete { .. } if heuristic => {

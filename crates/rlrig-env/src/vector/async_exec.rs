@@ -185,7 +185,7 @@ impl<E: Env> AsyncVecEnv<E> {
             })
             .collect();
         let shared = Arc::new(Shared {
-            max_steps: E::max_episode_steps(&params).unwrap_or(u32::MAX),
+            max_steps: cfg.max_steps::<E>(&params),
             autoreset: cfg.autoreset,
             params,
             slots,

@@ -78,6 +78,9 @@ pub struct VecConfig {
     /// threads: waking a thread costs tens of microseconds on VMs (measured 25 us
     /// here), so small batches run faster on one. 0 uses every thread given.
     pub min_thread_work_ns: u64,
+    /// A time limit for envs that have none (the MinAtar games): their episodes are
+    /// truncated after this many steps. Envs with a registered limit keep theirs.
+    pub episode_cap: Option<u32>,
 }
 
 impl VecConfig {
@@ -88,7 +91,20 @@ impl VecConfig {
             seed: 0,
             autoreset: AutoReset::NextStep,
             min_thread_work_ns: 30_000,
+            episode_cap: None,
         }
+    }
+
+    pub fn episode_cap(mut self, steps: u32) -> Self {
+        self.episode_cap = Some(steps);
+        self
+    }
+
+    /// The step at which an episode of `E` is truncated.
+    pub(crate) fn max_steps<E: crate::Env>(&self, p: &E::Params) -> u32 {
+        E::max_episode_steps(p)
+            .or(self.episode_cap)
+            .unwrap_or(u32::MAX)
     }
 
     pub fn min_thread_work_ns(mut self, ns: u64) -> Self {

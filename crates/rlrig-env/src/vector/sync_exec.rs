@@ -158,7 +158,7 @@ impl<E: Env> SyncVecEnv<E> {
             None
         };
         let mut env = SyncVecEnv {
-            max_steps: E::max_episode_steps(&params).unwrap_or(u32::MAX),
+            max_steps: cfg.max_steps::<E>(&params),
             action_space: E::action_space(&params),
             states: vec![E::State::default(); n],
             rngs: cfg.rngs(),
