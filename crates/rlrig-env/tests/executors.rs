@@ -412,10 +412,9 @@ fn small_batches_stay_on_one_thread_unless_forced() {
 /// registered limit alone (CartPole's 500).
 #[test]
 fn episode_cap_truncates_only_envs_without_a_time_limit() {
-    let mut env = SyncVecEnv::<rlrig_env::envs::SpaceInvaders>::new(
-        VecConfig::new(2).seed(3).episode_cap(7),
-    )
-    .unwrap();
+    let mut env =
+        SyncVecEnv::<rlrig_env::envs::SpaceInvaders>::new(VecConfig::new(2).seed(3).episode_cap(7))
+            .unwrap();
     for t in 1..=7 {
         // No-op: the cannon sits still; the aliens cannot reach it in 7 steps.
         env.step(&[0, 0]).unwrap();
@@ -427,6 +426,9 @@ fn episode_cap_truncates_only_envs_without_a_time_limit() {
     // Pushing right and left in turn keeps the pole up for more than 7 steps.
     for t in 1..=8 {
         cp.step(&[t % 2]).unwrap();
-        assert!(!cp.truncated()[0], "CartPole keeps its own limit (step {t})");
+        assert!(
+            !cp.truncated()[0],
+            "CartPole keeps its own limit (step {t})"
+        );
     }
 }

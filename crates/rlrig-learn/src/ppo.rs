@@ -434,6 +434,18 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// The networks' shapes without the parameters (for threads that run the policy
+    /// from a parameter copy of their own), without copying the parameters first.
+    fn shapes(&self) -> Agent {
+        Agent {
+            obs_dim: self.obs_dim,
+            critic: self.critic.clone(),
+            actor: self.actor.clone(),
+            head: self.head.clone(),
+            params: Vec::new(),
+        }
+    }
+
     pub fn new(
         obs_dim: usize,
         action_space: &Space,
@@ -1368,37 +1380,24 @@ impl Ppo {
                     .actor
                     .as_mut()
                     .expect("the actor side is home between calls");
-                if cfg.policy_lag > 0 {
+                let (policy, params) = if cfg.policy_lag > 0 {
                     // A lagged policy runs natively from a host copy, as IMPALA's actors.
                     let params = self.behaviour.front().unwrap_or(&self.agent.params);
-                    let policy = Policy::Host {
-                        params,
-                        cache: &mut self.behaviour_cache,
-                    };
-                    collect(
-                        &cfg,
-                        &self.agent,
-                        act,
-                        &mut self.buf,
-                        policy,
-                        params,
-                        it,
-                        origin,
-                    )
+                    let cache = &mut self.behaviour_cache;
+                    (Policy::Host { params, cache }, params)
                 } else {
-                    let policy = Policy::Backend(self.backend.as_mut());
-                    let params = &self.agent.params;
-                    collect(
-                        &cfg,
-                        &self.agent,
-                        act,
-                        &mut self.buf,
-                        policy,
-                        params,
-                        it,
-                        origin,
-                    )
-                }
+                    (Policy::Backend(self.backend.as_mut()), &self.agent.params)
+                };
+                collect(
+                    &cfg,
+                    &self.agent,
+                    act,
+                    &mut self.buf,
+                    policy,
+                    params,
+                    it,
+                    origin,
+                )
             }
         };
         self.absorb(&rollout);
@@ -1435,11 +1434,7 @@ impl Ppo {
             let mut spare = std::mem::take(&mut self.spare);
             let mut cache = std::mem::take(&mut self.behaviour_cache);
             let params = self.behaviour.front().expect("just pushed").clone();
-            // The thread needs the networks' shapes, not the learner's parameters.
-            let agent = Agent {
-                params: Vec::new(),
-                ..self.agent.clone()
-            };
+            let agent = self.agent.shapes();
             let origin = self.trace.as_ref().map(|(o, _)| *o);
             let worker = std::thread::spawn(move || {
                 let policy = Policy::Host {
@@ -1487,10 +1482,7 @@ impl Ppo {
         let origin = self.trace.as_ref().map(|(o, _)| *o);
         let server = cfg.inference_server.then(|| {
             let policy = PublishedPolicy {
-                agent: Agent {
-                    params: Vec::new(),
-                    ..self.agent.clone()
-                },
+                agent: self.agent.shapes(),
                 latest: latest.clone(),
                 cache: NetCache::default(),
             };
@@ -1512,11 +1504,7 @@ impl Ppo {
             .map(|(j, act)| {
                 let (cfg, latest, tx, stop) =
                     (cfg.clone(), latest.clone(), tx.clone(), stop.clone());
-                // The thread needs the networks' shapes, not the learner's parameters.
-                let agent = Agent {
-                    params: Vec::new(),
-                    ..self.agent.clone()
-                };
+                let agent = self.agent.shapes();
                 let base = self.async_base;
                 let client = server.as_ref().map(|s| s.client());
                 std::thread::spawn(move || {

@@ -242,9 +242,11 @@ pub(crate) fn put_grid(out: &mut [f32], channels: usize, mut g: u128, c: usize) 
 /// What `render_state` returns for the MinAtar games: the channel count, then the
 /// frame (`10 x 10 x channels`, channels last), which a renderer colours per channel
 /// as the package's `display_state` does.
-pub(crate) fn render_frame(channels: usize, frame: &[f32]) -> Vec<f64> {
+pub(crate) fn render_frame<E: crate::Env>(s: &E::State) -> Vec<f64> {
+    let mut frame = vec![0.0; E::OBS_DIM];
+    E::observe(&E::Params::default(), s, &mut frame);
     let mut v = Vec::with_capacity(frame.len() + 1);
-    v.push(channels as f64);
+    v.push((E::OBS_DIM / 100) as f64);
     v.extend(frame.iter().map(|&x| f64::from(x)));
     v
 }

@@ -229,9 +229,7 @@ impl Env for Asterix {
     }
 
     fn render_state(s: &AsterixState) -> Vec<f64> {
-        let mut f = [0.0; Self::OBS_DIM];
-        Self::observe(&AsterixParams::default(), s, &mut f);
-        render_frame(CHANNELS, &f)
+        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &AsterixState) -> Vec<f64> {

@@ -91,11 +91,7 @@ impl Env for Breakout {
     }
 
     fn step(p: &BreakoutParams, s: &mut BreakoutState, a: &i32, rng: &mut Rng) -> Transition {
-        let mut a = *a as u8;
-        if p.sticky_action_prob > 0.0 && rng.unit_f64() < p.sticky_action_prob {
-            a = s.last_action;
-        }
-        s.last_action = a;
+        let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
         if s.terminal {
             return Transition {
                 reward: 0.0,

@@ -198,9 +198,7 @@ impl Env for Freeway {
     }
 
     fn render_state(s: &FreewayState) -> Vec<f64> {
-        let mut f = [0.0; Self::OBS_DIM];
-        Self::observe(&FreewayParams::default(), s, &mut f);
-        render_frame(CHANNELS, &f)
+        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &FreewayState) -> Vec<f64> {

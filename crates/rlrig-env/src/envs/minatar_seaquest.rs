@@ -494,9 +494,7 @@ impl Env for Seaquest {
     }
 
     fn render_state(s: &SeaquestState) -> Vec<f64> {
-        let mut f = [0.0; Self::OBS_DIM];
-        Self::observe(&SeaquestParams::default(), s, &mut f);
-        render_frame(CHANNELS, &f)
+        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &SeaquestState) -> Vec<f64> {

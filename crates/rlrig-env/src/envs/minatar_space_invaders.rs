@@ -253,9 +253,7 @@ impl Env for SpaceInvaders {
     }
 
     fn render_state(s: &SpaceInvadersState) -> Vec<f64> {
-        let mut f = [0.0; Self::OBS_DIM];
-        Self::observe(&SpaceInvadersParams::default(), s, &mut f);
-        render_frame(CHANNELS, &f)
+        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &SpaceInvadersState) -> Vec<f64> {
