@@ -121,11 +121,17 @@ type PerEnv = Vec<Vec<(Vec<u32>, u64, bool, bool)>>;
 
 #[test]
 fn async_trajectories_equal_sync_ones_per_env() {
-    for id in ENV_IDS {
-        let (n, steps) = (16, 150);
+    // Both auto-reset modes, and long enough for Pendulum's and MountainCar's 200-step
+    // time limits: the executors share `finish_env`, but the sync one runs it in two
+    // passes (common case first), which this pins to the one-env-at-a-time order.
+    for (id, mode) in ENV_IDS
+        .iter()
+        .flat_map(|id| [(id, AutoReset::NextStep), (id, AutoReset::SameStep)])
+    {
+        let (n, steps) = (16, 210);
         let d = spec(id).unwrap().obs_dim;
         // Sync.
-        let mut sync = make_sync(id, VecConfig::new(n).seed(3)).unwrap();
+        let mut sync = make_sync(id, VecConfig::new(n).seed(3).autoreset(mode)).unwrap();
         let mut actor = Actor::new(id, n);
         let mut want: PerEnv = (0..n)
             .map(|k| {
@@ -161,7 +167,8 @@ fn async_trajectories_equal_sync_ones_per_env() {
             }
         }
         // Async: batches of 5 with 3 worker threads; envs progress unevenly.
-        let mut asy = make_async(id, VecConfig::new(n).seed(3).threads(3), 5).unwrap();
+        let cfg = VecConfig::new(n).seed(3).threads(3).autoreset(mode);
+        let mut asy = make_async(id, cfg, 5).unwrap();
         let mut actor = Actor::new(id, n);
         let mut got: PerEnv = vec![Vec::new(); n];
         asy.async_reset().unwrap();
@@ -190,7 +197,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
             assert_eq!(
                 got[k][..=steps],
                 want[k][..],
-                "{id}: env {k} differs between async and sync"
+                "{id} ({mode:?}): env {k} differs between async and sync"
             );
         }
     }

@@ -191,7 +191,7 @@ pub(crate) fn fault_error<E: Env>(fault: crate::env::ActionFault, index: usize) 
 /// time limit, auto-reset and observation. Shared by both executors so their
 /// semantics cannot drift apart.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 pub(crate) fn finish_env<E: Env>(
     p: &E::Params,
     max_steps: u32,

@@ -106,7 +106,24 @@ impl<'a, E: Env> Part<'a, E> {
             self.terminated,
         );
         let d = E::OBS_DIM;
+        // `finish_env` for every env, in two passes so the common case (an env that
+        // stepped and goes on) runs without branches: first every env is treated as
+        // going on, then the few that were pending a reset or just ended are fixed up.
+        for e in self.elapsed.iter_mut() {
+            *e = e.wrapping_add(1);
+        }
+        for (t, &e) in self.truncated.iter_mut().zip(self.elapsed.iter()) {
+            *t = e >= max_steps;
+        }
+        for (s, o) in self.states.iter().zip(self.obs.chunks_exact_mut(d)) {
+            E::observe(p, s, o);
+        }
         for i in 0..self.states.len() {
+            if !(self.needs_reset[i] || self.terminated[i] || self.truncated[i]) {
+                continue;
+            }
+            // Undo the first pass's tick so `finish_env` sees the env as it was.
+            self.elapsed[i] = self.elapsed[i].wrapping_sub(1);
             finish_env::<E>(
                 p,
                 max_steps,
