@@ -4,13 +4,14 @@
 # bench/peers/results/env-<date>.jsonl and prints a markdown table with
 # rlrig/peer ratios (table.py).
 #
-#   bench/peers/run_env.sh [--quick] [--no-build] [--target-seconds X]
+#   bench/peers/run_env.sh [--quick] [--no-build] [--target-seconds X] [--only GROUP]
 #
 #   --quick           ~0.3 s per timed run instead of ~2 s; results go to
 #                     env-<date>-quick.jsonl (git-ignored)
 #   --no-build        use target/release/rlrig as it is (default: cargo build
 #                     --release -p rlrig first, which is a no-op when fresh)
 #   --target-seconds  length of each timed run (default 2)
+#   --only GROUP      run one block of the matrix: classic, box2d or minatar
 #
 # Matrix: CartPole-v1 x 4096 envs x threads {1,2} (rlrig sync and async, all
 # peers; single-threaded peers only at threads=1), then every env x 256 envs x
@@ -23,13 +24,17 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 exec </dev/null
 
-QUICK=0 BUILD=1 TARGET=2
+QUICK=0 BUILD=1 TARGET=2 ONLY=
 while [ $# -gt 0 ]; do
     case "$1" in
         --quick) QUICK=1; TARGET=0.3 ;;
         --no-build) BUILD=0 ;;
         --target-seconds) TARGET=$2; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        --only)
+            case "${2:-}" in classic|box2d|minatar) ONLY=$2 ;;
+                *) echo "run_env.sh: --only takes classic, box2d or minatar" >&2; exit 2 ;; esac
+            shift ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "run_env.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -57,7 +62,7 @@ fi
 
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT="$HERE/results/env-$DATE$([ "$QUICK" = 1 ] && echo -quick).jsonl"
+OUT="$HERE/results/env-$DATE${ONLY:+-$ONLY}$([ "$QUICK" = 1 ] && echo -quick).jsonl"
 LOG=$(mktemp /tmp/rlrig-peers-XXXX.log)
 : > "$OUT"
 
@@ -126,8 +131,10 @@ run_peer() {  # peer env num_envs threads
 PEERS=(gymnasium-sync gymnasium-numpy envpool gymnax operant)
 SINGLE_THREADED=" gymnasium-sync gymnasium-numpy "
 
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+
 # CartPole-v1, 4096 envs, threads 1 and 2
-for t in 1 2; do
+want classic && for t in 1 2; do
     run_rlrig CartPole-v1 4096 "$t" sync
     run_rlrig CartPole-v1 4096 "$t" async
     run_peer envpool-async CartPole-v1 4096 "$t"
@@ -137,12 +144,12 @@ for t in 1 2; do
     done
 done
 # every env, 256 envs, 1 thread
-for env in CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
+want classic && for env in CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
     run_rlrig "$env" 256 1 sync
     for p in "${PEERS[@]}"; do run_peer "$p" "$env" 256 1; done
 done
 # Box2D envs, 256 envs, threads 1 and 2 (rlrig on Box2D v3, EnvPool and Gymnasium on 2.3)
-for env in BipedalWalker-v3 BipedalWalkerHardcore-v3 LunarLander-v3 LunarLanderContinuous-v3; do
+want box2d && for env in BipedalWalker-v3 BipedalWalkerHardcore-v3 LunarLander-v3 LunarLanderContinuous-v3; do
     for t in 1 2; do
         run_rlrig "$env" 256 "$t" sync
         run_peer envpool "$env" 256 "$t"
@@ -152,14 +159,14 @@ done
 
 # The MinAtar games against the JAX MinAtar ports (gymnax, pgx): Breakout at 256 and
 # 4096 envs x threads {1,2}, the other four at 4096 envs x threads {1,2}.
-for n in 256 4096; do
+want minatar && for n in 256 4096; do
     for t in 1 2; do
         run_rlrig MinAtar/Breakout-v1 "$n" "$t" sync
         run_peer gymnax MinAtar/Breakout-v1 "$n" "$t"
         run_peer pgx MinAtar/Breakout-v1 "$n" "$t"
     done
 done
-for g in Asterix Freeway Seaquest SpaceInvaders; do
+want minatar && for g in Asterix Freeway Seaquest SpaceInvaders; do
     for t in 1 2; do
         run_rlrig "MinAtar/$g-v1" 4096 "$t" sync
         run_peer gymnax "MinAtar/$g-v1" 4096 "$t"

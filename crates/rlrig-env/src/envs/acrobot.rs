@@ -66,23 +66,30 @@ impl AcrobotState {
 
 pub struct Acrobot;
 
-/// `_dsdt` of the reference (book dynamics), same operation order; `sc2` is
-/// `(sin, cos)` of `s[1]`.
+/// `_dsdt` of the reference (book dynamics), same operation order, given the trig
+/// values it needs: `(sin, cos)` of `theta2`, `cos(theta1 + theta2 - pi/2)` and
+/// `cos(theta1 - pi/2)`.
 #[inline(always)]
-fn dsdt(p: &AcrobotParams, s: &[f64; 4], sc2: (f64, f64), a: f64) -> [f64; 4] {
+fn dsdt(
+    p: &AcrobotParams,
+    s: [f64; 4],
+    (sin2, cos2): (f64, f64),
+    cos_a: f64,
+    cos_b: f64,
+    a: f64,
+) -> [f64; 4] {
     let (m1, m2) = (p.link_mass_1, p.link_mass_2);
     let l1 = p.link_length_1;
     let (lc1, lc2) = (p.link_com_pos_1, p.link_com_pos_2);
     let (i1, i2) = (p.link_moi, p.link_moi);
     let g = 9.8;
-    let [theta1, theta2, dtheta1, dtheta2] = *s;
-    let (sin2, cos2) = sc2;
+    let [_, _, dtheta1, dtheta2] = s;
     let d1 = m1 * (lc1 * lc1) + m2 * ((l1 * l1) + (lc2 * lc2) + 2.0 * l1 * lc2 * cos2) + i1 + i2;
     let d2 = m2 * ((lc2 * lc2) + l1 * lc2 * cos2) + i2;
-    let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
+    let phi2 = m2 * lc2 * g * cos_a;
     let phi1 = -m2 * l1 * lc2 * (dtheta2 * dtheta2) * sin2
         - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
-        + (m1 * lc1 + m2 * l1) * g * (theta1 - PI / 2.0).cos()
+        + (m1 * lc1 + m2 * l1) * g * cos_b
         + phi2;
     let ddtheta2 = (a + d2 / d1 * phi1 - m2 * l1 * lc2 * (dtheta1 * dtheta1) * sin2 - phi2)
         / (m2 * (lc2 * lc2) + i2 - (d2 * d2) / d1);
@@ -90,9 +97,125 @@ fn dsdt(p: &AcrobotParams, s: &[f64; 4], sc2: (f64, f64), a: f64) -> [f64; 4] {
     [dtheta1, dtheta2, ddtheta1, ddtheta2]
 }
 
+/// Lane-major values: `v[k][l]` is component `k` of lane `l`.
+type Lanes<const L: usize> = [[f64; L]; 4];
+
+/// `dsdt` for `L` envs: the libm calls lane by lane (they must stay libm's, see the
+/// module docs of `CartPole`'s kernel), the arithmetic as loops over lanes, which LLVM
+/// vectorises.
 #[inline(always)]
-fn axpy(y: &[f64; 4], a: f64, k: &[f64; 4]) -> [f64; 4] {
-    std::array::from_fn(|i| y[i] + a * k[i])
+fn dsdt_lanes<const L: usize>(
+    p: &AcrobotParams,
+    y: &Lanes<L>,
+    sc2: &([f64; L], [f64; L]),
+    torque: &[f64; L],
+) -> Lanes<L> {
+    let arg_a: [f64; L] = std::array::from_fn(|l| y[0][l] + y[1][l] - PI / 2.0);
+    let arg_b: [f64; L] = std::array::from_fn(|l| y[0][l] - PI / 2.0);
+    let cos_a = arg_a.map(f64::cos);
+    let cos_b = arg_b.map(f64::cos);
+    let mut out = [[0.0; L]; 4];
+    for l in 0..L {
+        let s = [y[0][l], y[1][l], y[2][l], y[3][l]];
+        let d = dsdt(p, s, (sc2.0[l], sc2.1[l]), cos_a[l], cos_b[l], torque[l]);
+        for k in 0..4 {
+            out[k][l] = d[k];
+        }
+    }
+    out
+}
+
+#[inline(always)]
+fn axpy<const L: usize>(y: &Lanes<L>, a: f64, k: &Lanes<L>) -> Lanes<L> {
+    std::array::from_fn(|i| std::array::from_fn(|l| y[i][l] + a * k[i][l]))
+}
+
+#[inline(always)]
+fn sin_cos_lanes<const L: usize>(x: &[f64; L]) -> ([f64; L], [f64; L]) {
+    let sc = x.map(f64::sin_cos);
+    (sc.map(|v| v.0), sc.map(|v| v.1))
+}
+
+/// One step of `L` envs: RK4 over `dsdt`, wrap and clip, as the reference's `step`.
+/// The scalar step is this with one lane, the batch kernel with eight, so the two agree
+/// bit for bit. Returns the new states and whether each is terminal.
+#[inline(always)]
+fn step_lanes<const L: usize>(
+    p: &AcrobotParams,
+    states: [&AcrobotState; L],
+    torque: &[f64; L],
+) -> ([AcrobotState; L], [bool; L]) {
+    let y0: Lanes<L> = std::array::from_fn(|k| states.map(|s| s.s[k]));
+    let sc1 = (states.map(|s| s.sc1.0), states.map(|s| s.sc1.1));
+    let dt = p.dt;
+    let dt2 = dt / 2.0;
+    let k1 = dsdt_lanes(p, &y0, &sc1, torque);
+    let y = axpy(&y0, dt2, &k1);
+    let k2 = dsdt_lanes(p, &y, &sin_cos_lanes(&y[1]), torque);
+    let y = axpy(&y0, dt2, &k2);
+    let k3 = dsdt_lanes(p, &y, &sin_cos_lanes(&y[1]), torque);
+    let y = axpy(&y0, dt, &k3);
+    let k4 = dsdt_lanes(p, &y, &sin_cos_lanes(&y[1]), torque);
+    let ns: Lanes<L> = std::array::from_fn(|i| {
+        std::array::from_fn(|l| {
+            y0[i][l] + dt / 6.0 * (k1[i][l] + 2.0 * k2[i][l] + 2.0 * k3[i][l] + k4[i][l])
+        })
+    });
+    let mut out = [AcrobotState::default(); L];
+    let mut terminated = [false; L];
+    for l in 0..L {
+        let s = [
+            wrap(ns[0][l], -PI, PI),
+            wrap(ns[1][l], -PI, PI),
+            bound(ns[2][l], -p.max_vel_1, p.max_vel_1),
+            bound(ns[3][l], -p.max_vel_2, p.max_vel_2),
+        ];
+        out[l] = AcrobotState::new(s);
+        terminated[l] = -out[l].sc0.1 - (s[1] + s[0]).cos() > 1.0;
+    }
+    (out, terminated)
+}
+
+const LANES: usize = 8;
+
+/// The batch step, eight envs at a time through [`step_lanes`]; compiled for AVX-512,
+/// AVX2 and NEON with run-time dispatch.
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512dq",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn kernel(
+    p: &AcrobotParams,
+    states: &mut [AcrobotState],
+    actions: &[i32],
+    rngs: &mut [Rng],
+    active: &[bool],
+    rewards: &mut [f64],
+    terminated: &mut [bool],
+) {
+    let n = states.len();
+    let mut i = 0;
+    while i + LANES <= n {
+        let torque: [f64; LANES] = std::array::from_fn(|l| p.avail_torque[actions[i + l] as usize]);
+        let st = &mut states[i..i + LANES];
+        let (next, term) = step_lanes(p, std::array::from_fn(|l| &st[l]), &torque);
+        for l in 0..LANES {
+            if active[i + l] {
+                st[l] = next[l];
+                rewards[i + l] = if term[l] { 0.0 } else { -1.0 };
+                terminated[i + l] = term[l];
+            }
+        }
+        i += LANES;
+    }
+    for j in i..n {
+        if active[j] {
+            let t = Acrobot::step(p, &mut states[j], &actions[j], &mut rngs[j]);
+            rewards[j] = t.reward;
+            terminated[j] = t.terminated;
+        }
+    }
 }
 
 /// The reference's `wrap`: shift by whole periods until `x` lies in `[m, big_m]`.
@@ -146,27 +269,24 @@ impl Env for Acrobot {
 
     #[inline]
     fn step(p: &AcrobotParams, st: &mut AcrobotState, a: &i32, _: &mut Rng) -> Transition {
-        let torque = p.avail_torque[*a as usize];
-        let y0 = st.s;
-        let dt = p.dt;
-        let dt2 = dt / 2.0;
-        let stage = |y: [f64; 4]| dsdt(p, &y, y[1].sin_cos(), torque);
-        let k1 = dsdt(p, &y0, st.sc1, torque);
-        let k2 = stage(axpy(&y0, dt2, &k1));
-        let k3 = stage(axpy(&y0, dt2, &k2));
-        let k4 = stage(axpy(&y0, dt, &k3));
-        let mut ns: [f64; 4] =
-            std::array::from_fn(|i| y0[i] + dt / 6.0 * (k1[i] + 2.0 * k2[i] + 2.0 * k3[i] + k4[i]));
-        ns[0] = wrap(ns[0], -PI, PI);
-        ns[1] = wrap(ns[1], -PI, PI);
-        ns[2] = bound(ns[2], -p.max_vel_1, p.max_vel_1);
-        ns[3] = bound(ns[3], -p.max_vel_2, p.max_vel_2);
-        *st = AcrobotState::new(ns);
-        let terminated = -st.sc0.1 - (ns[1] + ns[0]).cos() > 1.0;
+        let ([next], [terminated]) = step_lanes(p, [&*st], &[p.avail_torque[*a as usize]]);
+        *st = next;
         Transition {
             reward: if terminated { 0.0 } else { -1.0 },
             terminated,
         }
+    }
+
+    fn step_batch(
+        p: &AcrobotParams,
+        states: &mut [AcrobotState],
+        actions: &[i32],
+        rngs: &mut [Rng],
+        active: &[bool],
+        rewards: &mut [f64],
+        terminated: &mut [bool],
+    ) {
+        kernel(p, states, actions, rngs, active, rewards, terminated);
     }
 
     #[inline]
