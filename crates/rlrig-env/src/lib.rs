@@ -24,6 +24,7 @@ pub mod replay;
 pub mod rng;
 pub mod sample;
 pub mod space;
+pub mod trig;
 pub mod vector;
 
 pub use env::{Action, ActionBuf, ActionFault, Env, Transition};

@@ -104,10 +104,10 @@ fn reward(terminated: bool, already_done: bool, sutton_barto: bool) -> f64 {
 
 const LANES: usize = 8;
 
-/// The batch step, 8 envs at a time: libm's `sincos` per lane (a call, so it stays
-/// scalar and bit-equal to the reference), then the rest of the step as plain
-/// arithmetic over lane arrays, which LLVM vectorises; compiled for AVX-512, AVX2
-/// and NEON with run-time dispatch. Lanes compute exactly what [`CartPole::step`]
+/// The batch step, 8 envs at a time, as plain arithmetic over lane arrays, which LLVM
+/// vectorises, `sin`/`cos` included ([`crate::trig`]: libm's bits, libm called only
+/// for the few values it cannot certify); compiled for AVX-512, AVX2 and NEON with
+/// run-time dispatch. Lanes compute exactly what [`CartPole::step`]
 /// computes (the executor tests compare the two bit for bit).
 #[multiversion::multiversion(targets(
     "x86_64+avx512f+avx512vl+avx512dq",
@@ -128,7 +128,6 @@ fn kernel(
     while i + LANES <= n {
         let st = &mut states[i..i + LANES];
         let mut vars = [[0.0f64; LANES]; 4];
-        let mut trig = [(0.0f64, 0.0f64); LANES];
         let mut push = [false; LANES];
         for l in 0..LANES {
             vars[0][l] = st[l].x;
@@ -137,14 +136,12 @@ fn kernel(
             vars[3][l] = st[l].theta_dot;
             push[l] = actions[i + l] == 1;
         }
-        for l in 0..LANES {
-            trig[l] = vars[2][l].sin_cos();
-        }
+        let (sin, cos) = crate::trig::sin_cos_lanes(&vars[2]);
         let mut out = [[0.0f64; LANES]; 4];
         let mut term = [false; LANES];
         for l in 0..LANES {
             let v = [vars[0][l], vars[1][l], vars[2][l], vars[3][l]];
-            let (next, t) = dynamics(p, v, push[l], trig[l]);
+            let (next, t) = dynamics(p, v, push[l], (sin[l], cos[l]));
             for k in 0..4 {
                 out[k][l] = next[k];
             }
@@ -213,7 +210,8 @@ impl Env for CartPole {
     #[inline]
     fn step(p: &CartPoleParams, s: &mut CartPoleState, a: &i32, _: &mut Rng) -> Transition {
         let v = [s.x, s.x_dot, s.theta, s.theta_dot];
-        let ([x, x_dot, theta, theta_dot], terminated) = dynamics(p, v, *a == 1, s.theta.sin_cos());
+        let ([x, x_dot, theta, theta_dot], terminated) =
+            dynamics(p, v, *a == 1, crate::trig::sin_cos(s.theta));
         let reward = reward(terminated, s.done, p.sutton_barto_reward);
         *s = CartPoleState {
             x,
