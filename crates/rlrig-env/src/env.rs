@@ -39,6 +39,13 @@ pub trait Action: Copy + Send + Sync + Debug + Default + 'static {
     fn from_any<'a>(buf: ActionBuf<'a>) -> Option<&'a [Self::Elem]>;
     /// Checks the action against its space (range for discrete, finiteness for Box).
     fn check(&self, space: &Space) -> Result<(), ActionFault>;
+    /// Whether every action of a batch passes [`Action::check`]: a branch-free pass
+    /// the executors run first (it vectorises; a batch of 4096 checked one by one cost
+    /// a few microseconds of serial time per step), looking for the faulty action
+    /// only when it fails.
+    fn all_valid(actions: &[Self], space: &Space) -> bool {
+        actions.iter().all(|a| a.check(space).is_ok())
+    }
 }
 
 /// A type-erased batch of actions, for callers that pick the env at run time.
@@ -93,6 +100,14 @@ impl Action for i32 {
             Space::Box { .. } => unreachable!("i32 actions belong to Discrete spaces"),
         }
     }
+
+    fn all_valid(actions: &[i32], space: &Space) -> bool {
+        match space {
+            // A negative action wraps to a huge u32, so one compare checks both ends.
+            Space::Discrete { n } => actions.iter().fold(true, |ok, &a| ok & ((a as u32) < *n)),
+            Space::Box { .. } => false,
+        }
+    }
 }
 
 impl<const D: usize> Action for [f32; D]
@@ -124,6 +139,13 @@ where
                 value: self[component],
             }),
         }
+    }
+
+    fn all_valid(actions: &[[f32; D]], _space: &Space) -> bool {
+        actions
+            .as_flattened()
+            .iter()
+            .fold(true, |ok, v| ok & v.is_finite())
     }
 }
 

@@ -102,3 +102,27 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The executors' batch pre-check agrees with checking action by action.
+    #[test]
+    fn batch_action_check_agrees_with_the_per_action_check(
+        discrete in prop::collection::vec(-3i32..6, 0..40),
+        n in 1u32..5,
+        continuous in prop::collection::vec(
+            prop_oneof![-2.0f32..2.0, Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY)],
+            0..40,
+        ),
+    ) {
+        use rlrig_env::Action;
+        let space = Space::Discrete { n };
+        let one_by_one = discrete.iter().all(|a| a.check(&space).is_ok());
+        prop_assert_eq!(<i32 as Action>::all_valid(&discrete, &space), one_by_one);
+        let boxed = Space::box1(vec![-1.0, -1.0], vec![1.0, 1.0]);
+        let pairs = <[f32; 2] as Action>::from_flat(&continuous[..continuous.len() / 2 * 2]);
+        let one_by_one = pairs.iter().all(|a| a.check(&boxed).is_ok());
+        prop_assert_eq!(<[f32; 2] as Action>::all_valid(pairs, &boxed), one_by_one);
+    }
+}

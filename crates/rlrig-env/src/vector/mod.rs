@@ -162,9 +162,11 @@ pub(crate) fn check_actions<'a, E: Env>(
         });
     }
     let actions = E::Action::from_flat(flat);
-    for (i, a) in actions.iter().enumerate() {
-        if let Err(fault) = a.check(space) {
-            return Err(fault_error::<E>(fault, first_index(i)));
+    if !E::Action::all_valid(actions, space) {
+        for (i, a) in actions.iter().enumerate() {
+            if let Err(fault) = a.check(space) {
+                return Err(fault_error::<E>(fault, first_index(i)));
+            }
         }
     }
     Ok(actions)
