@@ -130,8 +130,10 @@ fn axpy<const L: usize>(y: &Lanes<L>, a: f64, k: &Lanes<L>) -> Lanes<L> {
     std::array::from_fn(|i| std::array::from_fn(|l| y[i][l] + a * k[i][l]))
 }
 
+/// libm's `sin_cos` lane by lane: Acrobot's angles lie mostly outside the range that
+/// [`crate::trig::sin_cos_lanes`] computes without libm.
 #[inline(always)]
-fn sin_cos_lanes<const L: usize>(x: &[f64; L]) -> ([f64; L], [f64; L]) {
+fn libm_sin_cos_lanes<const L: usize>(x: &[f64; L]) -> ([f64; L], [f64; L]) {
     let sc = x.map(f64::sin_cos);
     (sc.map(|v| v.0), sc.map(|v| v.1))
 }
@@ -151,11 +153,11 @@ fn step_lanes<const L: usize>(
     let dt2 = dt / 2.0;
     let k1 = dsdt_lanes(p, &y0, &sc1, torque);
     let y = axpy(&y0, dt2, &k1);
-    let k2 = dsdt_lanes(p, &y, &sin_cos_lanes(&y[1]), torque);
+    let k2 = dsdt_lanes(p, &y, &libm_sin_cos_lanes(&y[1]), torque);
     let y = axpy(&y0, dt2, &k2);
-    let k3 = dsdt_lanes(p, &y, &sin_cos_lanes(&y[1]), torque);
+    let k3 = dsdt_lanes(p, &y, &libm_sin_cos_lanes(&y[1]), torque);
     let y = axpy(&y0, dt, &k3);
-    let k4 = dsdt_lanes(p, &y, &sin_cos_lanes(&y[1]), torque);
+    let k4 = dsdt_lanes(p, &y, &libm_sin_cos_lanes(&y[1]), torque);
     let ns: Lanes<L> = std::array::from_fn(|i| {
         std::array::from_fn(|l| {
             y0[i][l] + dt / 6.0 * (k1[i][l] + 2.0 * k2[i][l] + 2.0 * k3[i][l] + k4[i][l])
@@ -203,8 +205,9 @@ fn kernel(
         for l in 0..LANES {
             if active[i + l] {
                 st[l] = next[l];
-                rewards[i + l] = if term[l] { 0.0 } else { -1.0 };
-                terminated[i + l] = term[l];
+                let t = transition(term[l]);
+                rewards[i + l] = t.reward;
+                terminated[i + l] = t.terminated;
             }
         }
         i += LANES;
@@ -215,6 +218,15 @@ fn kernel(
             rewards[j] = t.reward;
             terminated[j] = t.terminated;
         }
+    }
+}
+
+/// Reward -1 per step until the terminal state, 0 there.
+#[inline(always)]
+fn transition(terminated: bool) -> Transition {
+    Transition {
+        reward: if terminated { 0.0 } else { -1.0 },
+        terminated,
     }
 }
 
@@ -271,10 +283,7 @@ impl Env for Acrobot {
     fn step(p: &AcrobotParams, st: &mut AcrobotState, a: &i32, _: &mut Rng) -> Transition {
         let ([next], [terminated]) = step_lanes(p, [&*st], &[p.avail_torque[*a as usize]]);
         *st = next;
-        Transition {
-            reward: if terminated { 0.0 } else { -1.0 },
-            terminated,
-        }
+        transition(terminated)
     }
 
     fn step_batch(
