@@ -1,6 +1,6 @@
 //! `rlrig bench ...`: throughput measurements. Benchmarks report; they never assert.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
@@ -293,6 +293,11 @@ pub struct EnvBenchArgs {
     batch_size: Option<usize>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Untimed stepping before the timed part, in seconds (at least 10 batches). The
+    /// second core of a VM reaches full speed only after tens of milliseconds of work,
+    /// and bench/peers/ warms every peer up for the same 0.3 s.
+    #[arg(long, default_value_t = 0.3)]
+    warmup: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -315,6 +320,13 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
     if threads == 0 {
         bail!("--threads must be at least 1");
     }
+    if !(a.warmup.is_finite() && a.warmup >= 0.0) {
+        bail!(
+            "--warmup must be a number of seconds >= 0, got {}",
+            a.warmup
+        );
+    }
+    let warmup = Duration::from_secs_f64(a.warmup);
     let cfg = VecConfig::new(a.num_envs).threads(threads).seed(a.seed);
     const TABLE_BATCHES: usize = 8;
     let table = RandomActions::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
@@ -325,8 +337,11 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             used = env.threads_used();
             let iters = a.steps.div_ceil(a.num_envs as u64).max(1);
             let n = a.num_envs;
-            for k in 0..10usize {
+            let t = Instant::now();
+            let mut k = 0usize;
+            while k < 10 || t.elapsed() < warmup {
                 env.step(table.slice((k % TABLE_BATCHES) * n, n))?;
+                k += 1;
             }
             let t = Instant::now();
             for k in 0..iters as usize {
@@ -348,7 +363,13 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
                     }
                     Ok(())
                 };
-            run(10, &mut env)?;
+            let t = Instant::now();
+            loop {
+                run(10, &mut env)?;
+                if t.elapsed() >= warmup {
+                    break;
+                }
+            }
             let t = Instant::now();
             run(iters, &mut env)?;
             (iters * bs as u64, t.elapsed().as_secs_f64(), bs)
@@ -366,6 +387,7 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             "threads": threads,
             "threads_used": used,
             "mode": mode,
+            "warmup_seconds": a.warmup,
             "batch_size": batch_size,
             "steps": env_steps,
             "seconds": seconds,

@@ -252,6 +252,9 @@ fn bad_input_gets_clear_errors() {
         None,
         &["--threads"],
     );
+    for bad in ["--warmup=-1", "--warmup=NaN", "--warmup=inf"] {
+        fails_with(&["bench", "env", bad, "--steps", "10"], None, &["--warmup"]);
+    }
     fails_with(
         &[
             "bench",
@@ -285,6 +288,8 @@ fn bench_env_prints_the_documented_json() {
                 "2",
                 "--steps",
                 "2000",
+                "--warmup",
+                "0.05",
                 "--mode",
                 mode,
                 "--json",
@@ -306,6 +311,7 @@ fn bench_env_prints_the_documented_json() {
         }
         assert_eq!(v["env"], "Acrobot-v1");
         assert_eq!(v["mode"], mode);
+        assert_eq!(v["warmup_seconds"], 0.05);
         assert!(v["steps"].as_u64().unwrap() >= 2000);
         assert!(v["steps_per_sec"].as_f64().unwrap() > 0.0);
     }
