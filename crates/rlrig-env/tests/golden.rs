@@ -123,25 +123,29 @@ fn pendulum_matches_gymnasium() {
     check_env("Pendulum-v1");
 }
 
-/// The same golden episodes through the batch kernel: 9 copies of the episode side by
-/// side (8 SIMD lanes and the scalar tail) must each match Gymnasium like the replay does.
-#[test]
-fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
-    use rlrig_env::envs::CartPole;
-    use rlrig_env::{Env, SyncVecEnv, VecConfig};
-    let (_, episodes) = load("CartPole-v1", "CartPole-v1");
-    let n = 9;
+/// The same golden episodes through a batch kernel: `n` copies of each episode side by
+/// side (the kernel's SIMD lanes or blocks and its scalar tail) must each match
+/// Gymnasium like the replay does.
+fn check_every_lane<E: rlrig_env::Env>(
+    id: &str,
+    n: usize,
+    elem: impl Fn(f64) -> <E::Action as rlrig_env::Action>::Elem,
+) {
+    use rlrig_env::{SyncVecEnv, VecConfig};
+    let (_, episodes) = load(id, id);
+    let d = E::OBS_DIM;
     for ep in &episodes {
-        let mut env = SyncVecEnv::<CartPole>::new(VecConfig::new(n)).unwrap();
-        let s0 = CartPole::state_from_slice(&Default::default(), &ep.state).unwrap();
+        let mut env = SyncVecEnv::<E>::new(VecConfig::new(n)).unwrap();
+        let s0 = E::state_from_slice(&Default::default(), &ep.state).unwrap();
         for k in 0..n {
-            env.set_state(k, s0);
+            env.set_state(k, s0.clone());
         }
         for (t, (a, e)) in ep.actions.iter().zip(&ep.steps).enumerate() {
-            env.step(&vec![a[0] as i32; n]).unwrap();
+            let actions: Vec<_> = (0..n).map(|_| elem(a[0])).collect();
+            env.step(&actions).unwrap();
             for k in 0..n {
                 let what = format!("{} lane {k} step {t}", ep.what);
-                assert_obs_close(&env.obs()[k * 4..(k + 1) * 4], &e["obs"], &what);
+                assert_obs_close(&env.obs()[k * d..(k + 1) * d], &e["obs"], &what);
                 assert_outcome(
                     env.rewards()[k],
                     env.terminated()[k],
@@ -152,6 +156,18 @@ fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
             }
         }
     }
+}
+
+#[test]
+fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
+    // 8 SIMD lanes and the scalar tail.
+    check_every_lane::<rlrig_env::envs::CartPole>("CartPole-v1", 9, |a| a as i32);
+}
+
+#[test]
+fn pendulum_batch_kernel_matches_gymnasium_in_every_lane() {
+    // One 16-env block and the scalar tail.
+    check_every_lane::<rlrig_env::envs::Pendulum>("Pendulum-v1", 17, |a| a as f32);
 }
 
 /// MinAtar Breakout against the `minatar` package (sticky actions off in both, since

@@ -10,6 +10,7 @@ use std::hint::black_box;
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
+use crate::trig::wide_sin_cos_lanes;
 
 #[derive(Clone, Debug)]
 pub struct PendulumParams {
@@ -159,22 +160,24 @@ impl Env for Pendulum {
 
     #[inline]
     fn step(p: &PendulumParams, s: &mut PendulumState, a: &[f32; 1], _: &mut Rng) -> Transition {
-        let (th, thdot) = (s.theta, s.theta_dot);
-        // np.clip on a float32 array stays float32.
-        let u = a[0].max(-p.max_torque as f32).min(p.max_torque as f32);
-        // float32 ** 2 and 0.001 * float32 stay float32; the sum promotes to float64.
-        let u_cost = 0.001f32 * np_square_f32(u);
-        let costs = np_square(angle_normalize(th)) + 0.1 * np_square(thdot) + f64::from(u_cost);
-        // 3.0 / (m * l**2) is a Python float, so its product with u is float32 too.
-        let torque_term = (3.0 / (p.m * p.l * p.l)) as f32 * u;
-        let newthdot =
-            thdot + (3.0 * p.g / (2.0 * p.l) * s.sin_theta + f64::from(torque_term)) * p.dt;
-        let newthdot = newthdot.max(-p.max_speed).min(p.max_speed);
-        *s = PendulumState::new(th + newthdot * p.dt, newthdot);
+        let (theta, theta_dot, reward) = advance(p, s, a);
+        *s = PendulumState::new(theta, theta_dot);
         Transition {
-            reward: -costs,
+            reward,
             terminated: false,
         }
+    }
+
+    fn step_batch(
+        p: &PendulumParams,
+        states: &mut [PendulumState],
+        actions: &[[f32; 1]],
+        _: &mut [Rng],
+        active: &[bool],
+        rewards: &mut [f64],
+        terminated: &mut [bool],
+    ) {
+        kernel(p, states, actions, active, rewards, terminated);
     }
 
     #[inline]
@@ -191,6 +194,77 @@ impl Env for Pendulum {
     fn state_from_slice(_: &PendulumParams, v: &[f64]) -> Result<PendulumState, String> {
         let [theta, theta_dot] = crate::envs::fixed::<2>(v, "[theta, theta_dot]")?;
         Ok(PendulumState::new(theta, theta_dot))
+    }
+}
+
+/// The reference's step up to the new `(theta, theta_dot)` and the reward, without the
+/// new angle's sine and cosine.
+#[inline(always)]
+fn advance(p: &PendulumParams, s: &PendulumState, a: &[f32; 1]) -> (f64, f64, f64) {
+    let (th, thdot) = (s.theta, s.theta_dot);
+    // np.clip on a float32 array stays float32.
+    let u = a[0].max(-p.max_torque as f32).min(p.max_torque as f32);
+    // float32 ** 2 and 0.001 * float32 stay float32; the sum promotes to float64.
+    let u_cost = 0.001f32 * np_square_f32(u);
+    let costs = np_square(angle_normalize(th)) + 0.1 * np_square(thdot) + f64::from(u_cost);
+    // 3.0 / (m * l**2) is a Python float, so its product with u is float32 too.
+    let torque_term = (3.0 / (p.m * p.l * p.l)) as f32 * u;
+    let newthdot = thdot + (3.0 * p.g / (2.0 * p.l) * s.sin_theta + f64::from(torque_term)) * p.dt;
+    let newthdot = newthdot.max(-p.max_speed).min(p.max_speed);
+    (th + newthdot * p.dt, newthdot, -costs)
+}
+
+/// Envs per block of the batch kernel (16 and 64 ran within 2 % of each other).
+const LANES: usize = 16;
+
+/// The batch step: [`advance`] env by env, then the new angles' sine and cosine for a
+/// block of envs at once with libm's bits ([`wide_sin_cos_lanes`]: vectorised, libm
+/// only for the values it cannot certify; libm's `sincos` was 44 % of a step).
+/// Compiled for AVX-512, AVX2 and NEON with run-time dispatch.
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512dq",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
+fn kernel(
+    p: &PendulumParams,
+    states: &mut [PendulumState],
+    actions: &[[f32; 1]],
+    active: &[bool],
+    rewards: &mut [f64],
+    terminated: &mut [bool],
+) {
+    let n = states.len();
+    let mut i = 0;
+    while i + LANES <= n {
+        let mut theta = [0.0; LANES];
+        let mut theta_dot = [0.0; LANES];
+        let mut reward = [0.0; LANES];
+        for l in 0..LANES {
+            (theta[l], theta_dot[l], reward[l]) = advance(p, &states[i + l], &actions[i + l]);
+        }
+        let (sin, cos) = wide_sin_cos_lanes(&theta);
+        for l in 0..LANES {
+            if active[i + l] {
+                states[i + l] = PendulumState {
+                    theta: theta[l],
+                    theta_dot: theta_dot[l],
+                    sin_theta: sin[l],
+                    cos_theta: cos[l],
+                };
+                rewards[i + l] = reward[l];
+                terminated[i + l] = false;
+            }
+        }
+        i += LANES;
+    }
+    for j in i..n {
+        if active[j] {
+            let (theta, theta_dot, reward) = advance(p, &states[j], &actions[j]);
+            states[j] = PendulumState::new(theta, theta_dot);
+            rewards[j] = reward;
+            terminated[j] = false;
+        }
     }
 }
 
