@@ -47,7 +47,8 @@ pub struct PendulumState {
     pub theta: f64,
     pub theta_dot: f64,
     /// `sin(theta)` and `cos(theta)`, kept with theta: the observation needs both and
-    /// the next step needs the sine, so each step calls libm once instead of three times.
+    /// the next step needs the sine, so each step computes them once instead of three
+    /// times (libm's `sincos`, or its bits from the batch kernel's certified series).
     pub sin_theta: f64,
     pub cos_theta: f64,
 }
