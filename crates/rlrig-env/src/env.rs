@@ -196,13 +196,7 @@ pub trait Env: Send + Sync + 'static {
         rewards: &mut [f64],
         terminated: &mut [bool],
     ) {
-        for i in 0..states.len() {
-            if active[i] {
-                let t = Self::step(p, &mut states[i], &actions[i], &mut rngs[i]);
-                rewards[i] = t.reward;
-                terminated[i] = t.terminated;
-            }
-        }
+        step_each::<Self>(p, states, actions, rngs, active, rewards, terminated);
     }
 
     /// The state as the flat vector Gymnasium keeps in `env.unwrapped.state`.
@@ -226,5 +220,26 @@ pub trait Env: Send + Sync + 'static {
     /// The inverse of [`Env::snapshot`].
     fn restore(p: &Self::Params, v: &[f64]) -> Result<Self::State, String> {
         Self::state_from_slice(p, v)
+    }
+}
+
+/// [`Env::step`] for every active env, one at a time: the default [`Env::step_batch`],
+/// and the scalar tail of the envs' vectorised kernels.
+#[inline]
+pub fn step_each<E: Env + ?Sized>(
+    p: &E::Params,
+    states: &mut [E::State],
+    actions: &[E::Action],
+    rngs: &mut [Rng],
+    active: &[bool],
+    rewards: &mut [f64],
+    terminated: &mut [bool],
+) {
+    for i in 0..states.len() {
+        if active[i] {
+            let t = E::step(p, &mut states[i], &actions[i], &mut rngs[i]);
+            rewards[i] = t.reward;
+            terminated[i] = t.terminated;
+        }
     }
 }

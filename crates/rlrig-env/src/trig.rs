@@ -37,23 +37,31 @@ const INV6: Dd = (
     f64::from_bits(0x3fc5555555555555),
     f64::from_bits(0x3c65555555555555),
 );
-/// `1/(2n+1)!` for n = 2..=7: `sin x = x - x^3/6 + x^5 * sum_n (-x^2)^(n-2)/(2n+1)!`.
-const SIN_TAIL: [f64; 6] = [
+/// `1/(2n+1)!` for n = 2..=9: `sin x = x - x^3/6 + x^5 * sum_n (-x^2)^(n-2)/(2n+1)!`.
+/// For `|x| <= 0.25` the first six terms reach 2^-68 of the result, for `|x| <= pi/4`
+/// all eight.
+const SIN_TAIL: [f64; 8] = [
     f64::from_bits(0x3f81111111111111), // 1/5!
     f64::from_bits(0x3f2a01a01a01a01a), // 1/7!
     f64::from_bits(0x3ec71de3a556c734), // 1/9!
     f64::from_bits(0x3e5ae64567f544e4), // 1/11!
     f64::from_bits(0x3de6124613a86d09), // 1/13!
     f64::from_bits(0x3d6ae7f3e733b81f), // 1/15!
+    f64::from_bits(0x3ce952c77030ad4a), // 1/17!
+    f64::from_bits(0x3c62f49b46814157), // 1/19!
 ];
-/// `1/(2n)!` for n = 2..=7: `cos x = 1 - x^2/2 + x^4 * sum_n (-x^2)^(n-2)/(2n)!`.
-const COS_TAIL: [f64; 6] = [
+/// `1/(2n)!` for n = 2..=9: `cos x = 1 - x^2/2 + x^4 * sum_n (-x^2)^(n-2)/(2n)!`. For
+/// `|x| <= 0.25` the first six terms do; for `|x| <= pi/4` the `x^4/24` term is summed in
+/// double-double and the rest from `1/6!`.
+const COS_TAIL: [f64; 8] = [
     f64::from_bits(0x3fa5555555555555), // 1/4!
     f64::from_bits(0x3f56c16c16c16c17), // 1/6!
     f64::from_bits(0x3efa01a01a01a01a), // 1/8!
     f64::from_bits(0x3e927e4fb7789f5c), // 1/10!
     f64::from_bits(0x3e21eed8eff8d898), // 1/12!
     f64::from_bits(0x3da93974a8c07c9d), // 1/14!
+    f64::from_bits(0x3d2ae7f3e733b81f), // 1/16!
+    f64::from_bits(0x3ca6827863b97d97), // 1/18!
 ];
 
 /// The exact product `a * b = p + e` (no overflow or underflow here). `mul_add` is a
@@ -72,12 +80,11 @@ fn fast_two_sum(a: f64, b: f64) -> Dd {
     (s, b - (s - a))
 }
 
+/// `sum_i c[i] w^i` by Horner's rule (`c` is a constant slice: the loop unrolls).
 #[inline(always)]
-fn horner<const N: usize>(w: f64, c: &[f64; N]) -> f64 {
-    c[..N - 1]
-        .iter()
-        .rev()
-        .fold(c[N - 1], |acc, &ci| acc * w + ci)
+fn horner(w: f64, c: &[f64]) -> f64 {
+    let (last, rest) = c.split_last().expect("coefficients");
+    rest.iter().rev().fold(*last, |acc, &ci| acc * w + ci)
 }
 
 /// Whether every value within `MARGIN` ulps of the double-double `v` rounds to `v.0`.
@@ -101,10 +108,10 @@ pub fn small_sin_cos(x: f64) -> (f64, f64, bool, bool) {
     let (vh, v_err) = two_prod(ch, INV6.0);
     let vl = v_err + (ch * INV6.1 + cl * INV6.0);
     // The rest of each series is below 2e-4 of the result: plain doubles suffice.
-    let s_tail = ch * zh * horner(w, &SIN_TAIL);
+    let s_tail = ch * zh * horner(w, &SIN_TAIL[..6]);
     let (sh, se) = fast_two_sum(x, -vh);
     let sin = fast_two_sum(sh, se - vl + s_tail);
-    let c_tail = zh * zh * horner(w, &COS_TAIL);
+    let c_tail = zh * zh * horner(w, &COS_TAIL[..6]);
     let (a, ae) = fast_two_sum(1.0, -0.5 * zh);
     let cos = fast_two_sum(a, ae - 0.5 * zl + c_tail);
     let in_range = x.abs() <= MAX_ARG;
@@ -167,28 +174,6 @@ const INV24: Dd = (
     f64::from_bits(0x3fa5555555555555),
     f64::from_bits(0x3c45555555555555),
 );
-/// `1/(2n+1)!` for n = 2..=9: the next term is below 2^-68 of `sin r` for `|r| <= pi/4`.
-const WIDE_SIN_TAIL: [f64; 8] = [
-    f64::from_bits(0x3f81111111111111), // 1/5!
-    f64::from_bits(0x3f2a01a01a01a01a), // 1/7!
-    f64::from_bits(0x3ec71de3a556c734), // 1/9!
-    f64::from_bits(0x3e5ae64567f544e4), // 1/11!
-    f64::from_bits(0x3de6124613a86d09), // 1/13!
-    f64::from_bits(0x3d6ae7f3e733b81f), // 1/15!
-    f64::from_bits(0x3ce952c77030ad4a), // 1/17!
-    f64::from_bits(0x3c62f49b46814157), // 1/19!
-];
-/// `1/(2n)!` for n = 3..=9: `cos r = 1 - r^2/2 + r^4/24 + r^6 * sum_n (-r^2)^(n-3)/(2n)!`.
-const WIDE_COS_TAIL: [f64; 7] = [
-    f64::from_bits(0x3f56c16c16c16c17), // 1/6!
-    f64::from_bits(0x3efa01a01a01a01a), // 1/8!
-    f64::from_bits(0x3e927e4fb7789f5c), // 1/10!
-    f64::from_bits(0x3e21eed8eff8d898), // 1/12!
-    f64::from_bits(0x3da93974a8c07c9d), // 1/14!
-    f64::from_bits(0x3d2ae7f3e733b81f), // 1/16!
-    f64::from_bits(0x3ca6827863b97d97), // 1/18!
-];
-
 /// `v` with its sign flipped when `flip` is 1, without a branch.
 #[inline(always)]
 fn negate_if(v: Dd, flip: u64) -> Dd {
@@ -225,15 +210,15 @@ pub fn wide_sin_cos(x: f64) -> (f64, f64, bool, bool) {
     // sin(rh + rl) = sin rh + rl cos rh (rl is below 2^-53 rh: three terms of cos do).
     let (vh, v_err) = two_prod(ch, INV6.0);
     let vl = v_err + (ch * INV6.1 + cl * INV6.0);
-    let s_tail = ch * zh * horner(w, &WIDE_SIN_TAIL);
+    let s_tail = ch * zh * horner(w, &SIN_TAIL);
     let s_rl = rl * (w * (w * INV24.0 + 0.5) + 1.0);
     let (sh, se) = fast_two_sum(rh, -vh);
     let s = fast_two_sum(sh, se - vl + (s_tail + s_rl));
     // cos(rh + rl) = cos rh - rl sin rh.
     let (uh, u_err) = two_prod(qh, INV24.0);
     let ul = u_err + (qh * INV24.1 + ql * INV24.0);
-    let c_tail = qh * w * horner(w, &WIDE_COS_TAIL);
-    let c_rl = rl * rh * (w * (w * WIDE_SIN_TAIL[0] + INV6.0) + 1.0);
+    let c_tail = qh * w * horner(w, &COS_TAIL[1..]);
+    let c_rl = rl * rh * (w * (w * SIN_TAIL[0] + INV6.0) + 1.0);
     let (a, ae) = fast_two_sum(1.0, -0.5 * zh);
     let (b, be) = fast_two_sum(a, uh);
     let c = fast_two_sum(b, ae + be + ((ul - 0.5 * zl) + (c_tail - c_rl)));

@@ -212,13 +212,15 @@ fn kernel(
         }
         i += LANES;
     }
-    for j in i..n {
-        if active[j] {
-            let t = Acrobot::step(p, &mut states[j], &actions[j], &mut rngs[j]);
-            rewards[j] = t.reward;
-            terminated[j] = t.terminated;
-        }
-    }
+    crate::env::step_each::<Acrobot>(
+        p,
+        &mut states[i..],
+        &actions[i..],
+        &mut rngs[i..],
+        &active[i..],
+        &mut rewards[i..],
+        &mut terminated[i..],
+    );
 }
 
 /// Reward -1 per step until the terminal state, 0 there.

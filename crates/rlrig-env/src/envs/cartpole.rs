@@ -161,13 +161,15 @@ fn kernel(
         }
         i += LANES;
     }
-    for j in i..n {
-        if active[j] {
-            let t = CartPole::step(p, &mut states[j], &actions[j], &mut rngs[j]);
-            rewards[j] = t.reward;
-            terminated[j] = t.terminated;
-        }
-    }
+    crate::env::step_each::<CartPole>(
+        p,
+        &mut states[i..],
+        &actions[i..],
+        &mut rngs[i..],
+        &active[i..],
+        &mut rewards[i..],
+        &mut terminated[i..],
+    );
 }
 
 impl Env for CartPole {

@@ -173,12 +173,12 @@ impl Env for Pendulum {
         p: &PendulumParams,
         states: &mut [PendulumState],
         actions: &[[f32; 1]],
-        _: &mut [Rng],
+        rngs: &mut [Rng],
         active: &[bool],
         rewards: &mut [f64],
         terminated: &mut [bool],
     ) {
-        kernel(p, states, actions, active, rewards, terminated);
+        kernel(p, states, actions, rngs, active, rewards, terminated);
     }
 
     #[inline]
@@ -231,6 +231,7 @@ fn kernel(
     p: &PendulumParams,
     states: &mut [PendulumState],
     actions: &[[f32; 1]],
+    rngs: &mut [Rng],
     active: &[bool],
     rewards: &mut [f64],
     terminated: &mut [bool],
@@ -259,14 +260,15 @@ fn kernel(
         }
         i += LANES;
     }
-    for j in i..n {
-        if active[j] {
-            let (theta, theta_dot, reward) = advance(p, &states[j], &actions[j]);
-            states[j] = PendulumState::new(theta, theta_dot);
-            rewards[j] = reward;
-            terminated[j] = false;
-        }
-    }
+    crate::env::step_each::<Pendulum>(
+        p,
+        &mut states[i..],
+        &actions[i..],
+        &mut rngs[i..],
+        &active[i..],
+        &mut rewards[i..],
+        &mut terminated[i..],
+    );
 }
 
 #[cfg(test)]
