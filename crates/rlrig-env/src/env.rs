@@ -187,16 +187,8 @@ pub trait Env: Send + Sync + 'static {
     /// The default loops over [`Env::step`]; envs override it with a vectorised kernel
     /// that must produce bit-identical results (the executors' tests check this).
     #[inline]
-    fn step_batch(
-        p: &Self::Params,
-        states: &mut [Self::State],
-        actions: &[Self::Action],
-        rngs: &mut [Rng],
-        active: &[bool],
-        rewards: &mut [f64],
-        terminated: &mut [bool],
-    ) {
-        step_each::<Self>(p, states, actions, rngs, active, rewards, terminated);
+    fn step_batch(p: &Self::Params, batch: Batch<'_, Self>) {
+        step_each(p, batch);
     }
 
     /// The state as the flat vector Gymnasium keeps in `env.unwrapped.state`.
@@ -223,23 +215,73 @@ pub trait Env: Send + Sync + 'static {
     }
 }
 
+/// The envs of one batch step: env `i` is `states[i]`, stepped with `actions[i]` and
+/// `rngs[i]` when `active[i]`, its outcome written to `rewards[i]` and `terminated[i]`.
+pub struct Batch<'a, E: Env + ?Sized> {
+    pub states: &'a mut [E::State],
+    pub actions: &'a [E::Action],
+    pub rngs: &'a mut [Rng],
+    pub active: &'a [bool],
+    pub rewards: &'a mut [f64],
+    pub terminated: &'a mut [bool],
+}
+
+impl<'a, E: Env + ?Sized> Batch<'a, E> {
+    pub fn len(&self) -> usize {
+        self.states.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.states.is_empty()
+    }
+
+    /// The envs before `mid` and those from `mid` on.
+    pub fn split_at(self, mid: usize) -> (Batch<'a, E>, Batch<'a, E>) {
+        let (s0, s1) = self.states.split_at_mut(mid);
+        let (a0, a1) = self.actions.split_at(mid);
+        let (r0, r1) = self.rngs.split_at_mut(mid);
+        let (v0, v1) = self.active.split_at(mid);
+        let (w0, w1) = self.rewards.split_at_mut(mid);
+        let (t0, t1) = self.terminated.split_at_mut(mid);
+        (
+            Batch {
+                states: s0,
+                actions: a0,
+                rngs: r0,
+                active: v0,
+                rewards: w0,
+                terminated: t0,
+            },
+            Batch {
+                states: s1,
+                actions: a1,
+                rngs: r1,
+                active: v1,
+                rewards: w1,
+                terminated: t1,
+            },
+        )
+    }
+
+    /// Steps the last `len % lanes` envs one at a time ([`step_each`]) and returns the
+    /// others, whole groups of `lanes` envs for a vectorised kernel.
+    pub fn step_tail(self, p: &E::Params, lanes: usize) -> Batch<'a, E> {
+        let n = self.len();
+        let (groups, tail) = self.split_at(n - n % lanes);
+        step_each(p, tail);
+        groups
+    }
+}
+
 /// [`Env::step`] for every active env, one at a time: the default [`Env::step_batch`],
 /// and the scalar tail of the envs' vectorised kernels.
 #[inline]
-pub fn step_each<E: Env + ?Sized>(
-    p: &E::Params,
-    states: &mut [E::State],
-    actions: &[E::Action],
-    rngs: &mut [Rng],
-    active: &[bool],
-    rewards: &mut [f64],
-    terminated: &mut [bool],
-) {
-    for i in 0..states.len() {
-        if active[i] {
-            let t = E::step(p, &mut states[i], &actions[i], &mut rngs[i]);
-            rewards[i] = t.reward;
-            terminated[i] = t.terminated;
+pub fn step_each<E: Env + ?Sized>(p: &E::Params, b: Batch<'_, E>) {
+    for i in 0..b.states.len() {
+        if b.active[i] {
+            let t = E::step(p, &mut b.states[i], &b.actions[i], &mut b.rngs[i]);
+            b.rewards[i] = t.reward;
+            b.terminated[i] = t.terminated;
         }
     }
 }

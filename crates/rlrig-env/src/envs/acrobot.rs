@@ -3,7 +3,7 @@
 
 use std::f64::consts::PI;
 
-use crate::env::{Env, Transition};
+use crate::env::{Batch, Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 
@@ -187,40 +187,25 @@ const LANES: usize = 8;
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-fn kernel(
-    p: &AcrobotParams,
-    states: &mut [AcrobotState],
-    actions: &[i32],
-    rngs: &mut [Rng],
-    active: &[bool],
-    rewards: &mut [f64],
-    terminated: &mut [bool],
-) {
-    let n = states.len();
+fn kernel(p: &AcrobotParams, batch: Batch<'_, Acrobot>) {
+    let b = batch.step_tail(p, LANES);
+    let n = b.states.len();
     let mut i = 0;
     while i + LANES <= n {
-        let torque: [f64; LANES] = std::array::from_fn(|l| p.avail_torque[actions[i + l] as usize]);
-        let st = &mut states[i..i + LANES];
+        let torque: [f64; LANES] =
+            std::array::from_fn(|l| p.avail_torque[b.actions[i + l] as usize]);
+        let st = &mut b.states[i..i + LANES];
         let (next, term) = step_lanes(p, std::array::from_fn(|l| &st[l]), &torque);
         for l in 0..LANES {
-            if active[i + l] {
+            if b.active[i + l] {
                 st[l] = next[l];
                 let t = transition(term[l]);
-                rewards[i + l] = t.reward;
-                terminated[i + l] = t.terminated;
+                b.rewards[i + l] = t.reward;
+                b.terminated[i + l] = t.terminated;
             }
         }
         i += LANES;
     }
-    crate::env::step_each::<Acrobot>(
-        p,
-        &mut states[i..],
-        &actions[i..],
-        &mut rngs[i..],
-        &active[i..],
-        &mut rewards[i..],
-        &mut terminated[i..],
-    );
 }
 
 /// Reward -1 per step until the terminal state, 0 there.
@@ -288,16 +273,8 @@ impl Env for Acrobot {
         transition(terminated)
     }
 
-    fn step_batch(
-        p: &AcrobotParams,
-        states: &mut [AcrobotState],
-        actions: &[i32],
-        rngs: &mut [Rng],
-        active: &[bool],
-        rewards: &mut [f64],
-        terminated: &mut [bool],
-    ) {
-        kernel(p, states, actions, rngs, active, rewards, terminated);
+    fn step_batch(p: &AcrobotParams, batch: Batch<'_, Acrobot>) {
+        kernel(p, batch);
     }
 
     #[inline]

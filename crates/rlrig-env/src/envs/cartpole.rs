@@ -1,6 +1,6 @@
 //! CartPole-v1: Gymnasium's `classic_control/cartpole.py` (Barto, Sutton & Anderson 1983).
 
-use crate::env::{Env, Transition};
+use crate::env::{Batch, Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 
@@ -114,19 +114,12 @@ const LANES: usize = 8;
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-fn kernel(
-    p: &CartPoleParams,
-    states: &mut [CartPoleState],
-    actions: &[i32],
-    rngs: &mut [Rng],
-    active: &[bool],
-    rewards: &mut [f64],
-    terminated: &mut [bool],
-) {
-    let n = states.len();
+fn kernel(p: &CartPoleParams, batch: Batch<'_, CartPole>) {
+    let b = batch.step_tail(p, LANES);
+    let n = b.states.len();
     let mut i = 0;
     while i + LANES <= n {
-        let st = &mut states[i..i + LANES];
+        let st = &mut b.states[i..i + LANES];
         let mut vars = [[0.0f64; LANES]; 4];
         let mut push = [false; LANES];
         for l in 0..LANES {
@@ -134,7 +127,7 @@ fn kernel(
             vars[1][l] = st[l].x_dot;
             vars[2][l] = st[l].theta;
             vars[3][l] = st[l].theta_dot;
-            push[l] = actions[i + l] == 1;
+            push[l] = b.actions[i + l] == 1;
         }
         let (sin, cos) = crate::trig::sin_cos_lanes(&vars[2]);
         let mut out = [[0.0f64; LANES]; 4];
@@ -148,28 +141,19 @@ fn kernel(
             term[l] = t;
         }
         for l in 0..LANES {
-            if active[i + l] {
+            if b.active[i + l] {
                 let s = &mut st[l];
                 s.x = out[0][l];
                 s.x_dot = out[1][l];
                 s.theta = out[2][l];
                 s.theta_dot = out[3][l];
-                rewards[i + l] = reward(term[l], s.done, p.sutton_barto_reward);
+                b.rewards[i + l] = reward(term[l], s.done, p.sutton_barto_reward);
                 s.done |= term[l];
-                terminated[i + l] = term[l];
+                b.terminated[i + l] = term[l];
             }
         }
         i += LANES;
     }
-    crate::env::step_each::<CartPole>(
-        p,
-        &mut states[i..],
-        &actions[i..],
-        &mut rngs[i..],
-        &active[i..],
-        &mut rewards[i..],
-        &mut terminated[i..],
-    );
 }
 
 impl Env for CartPole {
@@ -225,16 +209,8 @@ impl Env for CartPole {
         Transition { reward, terminated }
     }
 
-    fn step_batch(
-        p: &CartPoleParams,
-        states: &mut [CartPoleState],
-        actions: &[i32],
-        rngs: &mut [Rng],
-        active: &[bool],
-        rewards: &mut [f64],
-        terminated: &mut [bool],
-    ) {
-        kernel(p, states, actions, rngs, active, rewards, terminated);
+    fn step_batch(p: &CartPoleParams, batch: Batch<'_, CartPole>) {
+        kernel(p, batch);
     }
 
     #[inline]

@@ -7,7 +7,7 @@
 
 use std::hint::black_box;
 
-use crate::env::{Env, Transition};
+use crate::env::{Batch, Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 use crate::trig::wide_sin_cos_lanes;
@@ -169,16 +169,8 @@ impl Env for Pendulum {
         }
     }
 
-    fn step_batch(
-        p: &PendulumParams,
-        states: &mut [PendulumState],
-        actions: &[[f32; 1]],
-        rngs: &mut [Rng],
-        active: &[bool],
-        rewards: &mut [f64],
-        terminated: &mut [bool],
-    ) {
-        kernel(p, states, actions, rngs, active, rewards, terminated);
+    fn step_batch(p: &PendulumParams, batch: Batch<'_, Pendulum>) {
+        kernel(p, batch);
     }
 
     #[inline]
@@ -227,48 +219,32 @@ const LANES: usize = 16;
     "x86_64+avx2+fma",
     "aarch64+neon"
 ))]
-fn kernel(
-    p: &PendulumParams,
-    states: &mut [PendulumState],
-    actions: &[[f32; 1]],
-    rngs: &mut [Rng],
-    active: &[bool],
-    rewards: &mut [f64],
-    terminated: &mut [bool],
-) {
-    let n = states.len();
+fn kernel(p: &PendulumParams, batch: Batch<'_, Pendulum>) {
+    let b = batch.step_tail(p, LANES);
+    let n = b.states.len();
     let mut i = 0;
     while i + LANES <= n {
         let mut theta = [0.0; LANES];
         let mut theta_dot = [0.0; LANES];
         let mut reward = [0.0; LANES];
         for l in 0..LANES {
-            (theta[l], theta_dot[l], reward[l]) = advance(p, &states[i + l], &actions[i + l]);
+            (theta[l], theta_dot[l], reward[l]) = advance(p, &b.states[i + l], &b.actions[i + l]);
         }
         let (sin, cos) = wide_sin_cos_lanes(&theta);
         for l in 0..LANES {
-            if active[i + l] {
-                states[i + l] = PendulumState {
+            if b.active[i + l] {
+                b.states[i + l] = PendulumState {
                     theta: theta[l],
                     theta_dot: theta_dot[l],
                     sin_theta: sin[l],
                     cos_theta: cos[l],
                 };
-                rewards[i + l] = reward[l];
-                terminated[i + l] = false;
+                b.rewards[i + l] = reward[l];
+                b.terminated[i + l] = false;
             }
         }
         i += LANES;
     }
-    crate::env::step_each::<Pendulum>(
-        p,
-        &mut states[i..],
-        &actions[i..],
-        &mut rngs[i..],
-        &active[i..],
-        &mut rewards[i..],
-        &mut terminated[i..],
-    );
 }
 
 #[cfg(test)]

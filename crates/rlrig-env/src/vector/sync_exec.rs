@@ -1,6 +1,6 @@
 //! The synchronous executor: every env steps on every call, split across threads.
 
-use crate::env::{Action, ActionBuf, Env};
+use crate::env::{Action, ActionBuf, Batch, Env};
 use crate::error::EnvError;
 use crate::rng::Rng;
 use crate::space::Space;
@@ -98,12 +98,14 @@ impl<'a, E: Env> Part<'a, E> {
         }
         E::step_batch(
             p,
-            self.states,
-            self.actions,
-            self.rngs,
-            self.active,
-            self.rewards,
-            self.terminated,
+            Batch {
+                states: &mut *self.states,
+                actions: self.actions,
+                rngs: &mut *self.rngs,
+                active: &*self.active,
+                rewards: &mut *self.rewards,
+                terminated: &mut *self.terminated,
+            },
         );
         let d = E::OBS_DIM;
         // `finish_env` for every env, in two passes so the common case (an env that
