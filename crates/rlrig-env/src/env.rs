@@ -149,6 +149,22 @@ where
     }
 }
 
+/// `p` with each `(key, value)` of `args` set in turn by [`Env::set_param`].
+pub fn apply_params<E: Env>(
+    mut p: E::Params,
+    args: &[(String, String)],
+) -> Result<E::Params, crate::EnvError> {
+    for (key, value) in args {
+        E::set_param(&mut p, key, value).map_err(|why| crate::EnvError::BadParam {
+            env: E::ID,
+            key: key.clone(),
+            value: value.clone(),
+            why,
+        })?;
+    }
+    Ok(p)
+}
+
 /// An environment: constants in `Params`, everything that changes in `State`.
 ///
 /// `reset`, `step` and `observe` are pure functions of their arguments; all
@@ -170,6 +186,8 @@ pub trait Env: Send + Sync + 'static {
     /// executor only splits a batch across threads when each thread gets enough work
     /// to pay for waking it (see `VecConfig::min_thread_work_ns`).
     const STEP_COST_NS: u64 = 100;
+    /// The keys [`Env::set_param`] takes.
+    const PARAMS: &'static [&'static str] = &[];
 
     fn observation_space(p: &Self::Params) -> Space;
     fn action_space(p: &Self::Params) -> Space;
@@ -189,6 +207,14 @@ pub trait Env: Send + Sync + 'static {
     #[inline]
     fn step_batch(p: &Self::Params, batch: Batch<'_, Self>) {
         step_each(p, batch);
+    }
+
+    /// Sets parameter `key` from its text form, as `gym.make(id, key=value)` does (the
+    /// keys are Gymnasium's keywords where it has them). The error says what is wrong;
+    /// callers add the env and the key.
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        let _ = (p, key, value);
+        Err(crate::envs::unknown_param(Self::PARAMS))
     }
 
     /// The state as the flat vector Gymnasium keeps in `env.unwrapped.state`.

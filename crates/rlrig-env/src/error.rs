@@ -62,4 +62,11 @@ pub enum EnvError {
     },
     #[error("invalid executor configuration: {0}")]
     Config(String),
+    #[error("{env}: parameter {key}={value}: {why}")]
+    BadParam {
+        env: &'static str,
+        key: String,
+        value: String,
+        why: String,
+    },
 }

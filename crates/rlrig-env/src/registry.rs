@@ -36,6 +36,8 @@ pub struct EnvSpec {
     pub action_space: Space,
     pub obs_dim: usize,
     pub max_episode_steps: Option<u32>,
+    /// The keys `Env::set_param` takes.
+    pub params: &'static [&'static str],
 }
 
 impl EnvSpec {
@@ -46,6 +48,7 @@ impl EnvSpec {
             action_space: E::action_space(p),
             obs_dim: E::OBS_DIM,
             max_episode_steps: E::max_episode_steps(p),
+            params: E::PARAMS,
         }
     }
 }

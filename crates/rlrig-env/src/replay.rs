@@ -39,14 +39,25 @@ pub fn replay(
     state: &[f64],
     actions: &[Vec<f64>],
 ) -> Result<Vec<ReplayStep>, ReplayError> {
-    struct V<'a>(&'a [f64], &'a [Vec<f64>]);
+    replay_with(id, &[], state, actions)
+}
+
+/// [`replay`] with env parameters (`(key, value)` pairs, see [`crate::Env::set_param`]).
+pub fn replay_with(
+    id: &str,
+    args: &[(String, String)],
+    state: &[f64],
+    actions: &[Vec<f64>],
+) -> Result<Vec<ReplayStep>, ReplayError> {
+    struct V<'a>(&'a [(String, String)], &'a [f64], &'a [Vec<f64>]);
     impl EnvVisitor for V<'_> {
         type Output = Result<Vec<ReplayStep>, ReplayError>;
         fn visit<E: Env>(self) -> Self::Output {
-            replay_env::<E>(&E::Params::default(), self.0, self.1)
+            let p = crate::env::apply_params::<E>(E::Params::default(), self.0)?;
+            replay_env::<E>(&p, self.1, self.2)
         }
     }
-    visit(id, V(state, actions))?
+    visit(id, V(args, state, actions))?
 }
 
 /// [`replay`] for a known env type and parameters.

@@ -266,6 +266,60 @@ pub fn wide_sin_cos_lanes<const N: usize>(x: &[f64; N]) -> ([f64; N], [f64; N]) 
     (s, c)
 }
 
+/// `(sin x, cos x)` in plain double arithmetic, for the opt-in fast modes (Acrobot's
+/// `fast_trig`): not libm's bits. `k = round(x * 2/pi)`, `r = x - k pi/2` (the first
+/// product exact by FMA), the Taylor series of `sin r` and `cos r` for `|r| <= pi/4` in
+/// doubles, and the quadrant. Only IEEE adds, multiplies and fused multiply-adds, so
+/// every CPU gives the same bits; the result is within 1 ulp of the true value, or
+/// 2^-60 absolute next to the zeros of sin and cos (the tests measure both). Branch-
+/// free: a caller must take libm for `|x| > 2^20`, NaN and infinity (`ok` false).
+#[inline(always)]
+pub fn fast_sin_cos(x: f64) -> (f64, f64, bool) {
+    let shifted = x * TWO_OVER_PI + ROUNDER;
+    let quadrant = shifted.to_bits() & 3;
+    let k = shifted - ROUNDER;
+    let r = (-k).mul_add(PIO2_2, (-k).mul_add(PIO2_1, x));
+    let z = r * r;
+    let w = -z;
+    // sin r = r + r^3 (-1/6 + z/5! - ...), cos r = 1 - z/2 + z^2 (1/4! - z/6! + ...).
+    let sp = z.mul_add(horner(w, &SIN_TAIL), -INV6.0);
+    // sin(-0) = -0: the sum alone would give +0.
+    let s = if r == 0.0 { r } else { (r * z).mul_add(sp, r) };
+    let hz = 0.5 * z;
+    let one_minus = 1.0 - hz;
+    // The rounding error of `1 - z/2`, recovered exactly, keeps cos within an ulp.
+    let c = one_minus + (((1.0 - one_minus) - hz) + z * z * horner(w, &COS_TAIL));
+    let odd = quadrant & 1 == 1;
+    let (sv, cv) = if odd { (c, s) } else { (s, c) };
+    let sin = f64::from_bits(sv.to_bits() ^ (((quadrant >> 1) & 1) << 63));
+    let cos = f64::from_bits(cv.to_bits() ^ ((((quadrant + 1) >> 1) & 1) << 63));
+    (sin, cos, x.abs() <= WIDE_MAX_ARG)
+}
+
+/// [`fast_sin_cos`] of `N` lanes (vectorised when inlined into a SIMD kernel), libm for
+/// lanes out of its range.
+#[inline(always)]
+pub fn fast_sin_cos_lanes<const N: usize>(x: &[f64; N]) -> ([f64; N], [f64; N]) {
+    let mut s = [0.0; N];
+    let mut c = [0.0; N];
+    // Integers, not bools, keep the loop vectorised.
+    let mut out_of_range = [0u64; N];
+    for l in 0..N {
+        let (sl, cl, ok) = fast_sin_cos(x[l]);
+        s[l] = sl;
+        c[l] = cl;
+        out_of_range[l] = u64::from(!ok);
+    }
+    if out_of_range.iter().any(|&b| b != 0) {
+        for l in 0..N {
+            if out_of_range[l] != 0 {
+                (s[l], c[l]) = x[l].sin_cos();
+            }
+        }
+    }
+    (s, c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +439,66 @@ mod tests {
         }
         let (s, c) = wide_sin_cos_lanes(&[f64::NAN]);
         assert!(s[0].is_nan() && c[0].is_nan());
+    }
+
+    #[test]
+    fn fast_is_within_an_ulp_of_libm_and_the_same_in_every_lane() {
+        let mut rng = Rng::stream(10, Purpose::Env, 0);
+        let n = if cfg!(debug_assertions) {
+            100_000
+        } else {
+            1_000_000
+        };
+        let (mut values, mut differ) = (0u32, 0u32);
+        let mut check = |x: &[f64; 8]| {
+            let (s, c) = fast_sin_cos_lanes(x);
+            for l in 0..8 {
+                // One lane alone (scalar code) gives the same bits as the vector loop.
+                let (s1, c1) = fast_sin_cos_lanes(&[x[l]]);
+                assert_eq!(
+                    (s[l].to_bits(), c[l].to_bits()),
+                    (s1[0].to_bits(), c1[0].to_bits())
+                );
+                let (ws, wc) = x[l].sin_cos();
+                for (got, want) in [(s[l], ws), (c[l], wc)] {
+                    // Within 1 ulp, or 2^-60 absolute next to a zero of sin or cos.
+                    let tol = (want.abs() * f64::EPSILON).max(2f64.powi(-60));
+                    assert!(
+                        (got - want).abs() <= tol,
+                        "fast_sin_cos({:e}): {got:e} vs libm {want:e}",
+                        x[l]
+                    );
+                    values += 1;
+                    differ += u32::from(got != want);
+                }
+            }
+        };
+        for scale in [0.5, 4.0, 14.0, 100.0, 1e4, WIDE_MAX_ARG] {
+            for _ in 0..n / 8 {
+                check(&std::array::from_fn(|_| rng.uniform(-scale, scale)));
+            }
+        }
+        let mut special = vec![0.0, -0.0, 1e-300, -5e-324, 1e-8, WIDE_MAX_ARG];
+        for k in -40..=40 {
+            let m = f64::from(k) * std::f64::consts::FRAC_PI_2;
+            special.extend([m, m.next_up(), m.next_down(), m + 1e-9, m - 1e-7]);
+        }
+        for chunk in special.chunks(8) {
+            let mut x = [0.5; 8];
+            x[..chunk.len()].copy_from_slice(chunk);
+            check(&x);
+        }
+        // Not libm: a sizeable share of values differ in the last bit (a third here).
+        assert!(differ > values / 20, "{differ} of {values} differ");
+        // Out of range: libm's.
+        let x = [WIDE_MAX_ARG * 1.5, 1e300, f64::INFINITY, f64::NAN];
+        let (s, c) = fast_sin_cos_lanes(&x);
+        for l in 0..2 {
+            assert_eq!((s[l], c[l]), x[l].sin_cos());
+        }
+        assert!(s[2].is_nan() && c[2].is_nan() && s[3].is_nan() && c[3].is_nan());
+        // sin(-0) keeps its sign.
+        assert!(fast_sin_cos_lanes(&[-0.0]).0[0].is_sign_negative());
     }
 
     #[test]

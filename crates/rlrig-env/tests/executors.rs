@@ -76,13 +76,28 @@ fn drive(env: &mut dyn VecEnvDyn, actor: &mut Actor, steps: usize) -> Vec<u64> {
     trace
 }
 
+/// Every env with its default parameters, and the opt-in modes that change the
+/// kernels (Acrobot's fast sin/cos): they must be as deterministic.
+fn cases() -> Vec<(&'static str, Vec<(String, String)>)> {
+    let mut cases: Vec<_> = ENV_IDS.iter().map(|id| (*id, Vec::new())).collect();
+    cases.push(("Acrobot-v1", vec![("fast_trig".into(), "true".into())]));
+    cases
+}
+
 /// The initial observations and then every output of `steps` steps.
-fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset) -> Vec<u64> {
+fn sync_trace(
+    (id, args): &(&str, Vec<(String, String)>),
+    n: usize,
+    threads: usize,
+    steps: usize,
+    mode: AutoReset,
+) -> Vec<u64> {
     let cfg = VecConfig::new(n)
         .threads(threads)
         .seed(5)
         .autoreset(mode)
-        .min_thread_work_ns(0);
+        .min_thread_work_ns(0)
+        .env_args(args.clone());
     let mut env = make_sync(id, cfg).unwrap();
     let mut trace: Vec<u64> = env.obs().iter().map(|x| u64::from(x.to_bits())).collect();
     trace.extend(drive(env.as_mut(), &mut Actor::new(id, n), steps));
@@ -91,19 +106,22 @@ fn sync_trace(id: &str, n: usize, threads: usize, steps: usize, mode: AutoReset)
 
 #[test]
 fn sync_results_are_bit_identical_for_1_2_and_7_threads() {
-    for id in ENV_IDS {
+    for case in &cases() {
+        let id = case.0;
         for mode in [AutoReset::NextStep, AutoReset::SameStep] {
             // 37 envs: not a multiple of the SIMD width nor of any thread count.
-            let one = sync_trace(id, 37, 1, 600, mode);
+            let one = sync_trace(case, 37, 1, 600, mode);
             assert_eq!(
                 one,
-                sync_trace(id, 37, 2, 600, mode),
-                "{id} {mode:?}: 1 vs 2 threads"
+                sync_trace(case, 37, 2, 600, mode),
+                "{id} {:?} {mode:?}: 1 vs 2 threads",
+                case.1
             );
             assert_eq!(
                 one,
-                sync_trace(id, 37, 7, 600, mode),
-                "{id} {mode:?}: 1 vs 7 threads"
+                sync_trace(case, 37, 7, 600, mode),
+                "{id} {:?} {mode:?}: 1 vs 7 threads",
+                case.1
             );
         }
     }
@@ -124,14 +142,17 @@ fn async_trajectories_equal_sync_ones_per_env() {
     // Both auto-reset modes, and long enough for Pendulum's and MountainCar's 200-step
     // time limits: the executors share `finish_env`, but the sync one runs it in two
     // passes (common case first), which this pins to the one-env-at-a-time order.
-    for (id, mode) in ENV_IDS
-        .iter()
-        .flat_map(|id| [(id, AutoReset::NextStep), (id, AutoReset::SameStep)])
+    // The async executor steps env by env (`Env::step`), the sync one through the
+    // batch kernels: equal trajectories also pin the kernels to the scalar step.
+    for ((id, args), mode) in cases()
+        .into_iter()
+        .flat_map(|c| [(c.clone(), AutoReset::NextStep), (c, AutoReset::SameStep)])
     {
         let (n, steps) = (16, 210);
         let d = spec(id).unwrap().obs_dim;
         // Sync.
-        let mut sync = make_sync(id, VecConfig::new(n).seed(3).autoreset(mode)).unwrap();
+        let cfg = VecConfig::new(n).seed(3).autoreset(mode);
+        let mut sync = make_sync(id, cfg.env_args(args.clone())).unwrap();
         let mut actor = Actor::new(id, n);
         let mut want: PerEnv = (0..n)
             .map(|k| {
@@ -168,7 +189,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
         }
         // Async: batches of 5 with 3 worker threads; envs progress unevenly.
         let cfg = VecConfig::new(n).seed(3).threads(3).autoreset(mode);
-        let mut asy = make_async(id, cfg, 5).unwrap();
+        let mut asy = make_async(id, cfg.env_args(args.clone()), 5).unwrap();
         let mut actor = Actor::new(id, n);
         let mut got: PerEnv = vec![Vec::new(); n];
         asy.async_reset().unwrap();
@@ -197,7 +218,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
             assert_eq!(
                 got[k][..=steps],
                 want[k][..],
-                "{id} ({mode:?}): env {k} differs between async and sync"
+                "{id} {args:?} ({mode:?}): env {k} differs between async and sync"
             );
         }
     }
@@ -380,6 +401,57 @@ fn bad_configs_and_states_are_errors() {
     assert!(e.to_string().contains("expected 1 number"), "{e}");
     let e = rlrig_env::replay::replay("Pendulum-v1", &[0.0; 2], &[]).unwrap_err();
     assert!(e.to_string().contains("no actions"), "{e}");
+}
+
+#[test]
+fn env_args_reach_the_envs_and_bad_ones_are_errors() {
+    let arg = |k: &str, v: &str| vec![(k.to_string(), v.to_string())];
+    // A time limit of 5 truncates every CartPole episode that lasts that long.
+    let cfg = VecConfig::new(3)
+        .seed(1)
+        .env_args(arg("max_episode_steps", "5"));
+    let mut env = make_sync("CartPole-v1", cfg.clone()).unwrap();
+    assert_eq!(env.spec().max_episode_steps, Some(5));
+    for t in 1..=5 {
+        env.step(ActionBuf::Discrete(&[0, 1, 0])).unwrap();
+        assert_eq!(env.truncated(), &[t == 5; 3], "step {t}");
+    }
+    let asy = make_async("CartPole-v1", cfg, 3).unwrap();
+    assert_eq!(asy.spec().max_episode_steps, Some(5));
+    // The fast sin/cos are not libm's: the states' last bits differ (the float32
+    // observations of 50 steps need not), and Pendulum's g reaches the dynamics.
+    let states = |id: &str, args: Vec<(String, String)>| {
+        let mut env = make_sync(id, VecConfig::new(8).seed(4).env_args(args)).unwrap();
+        drive(env.as_mut(), &mut Actor::new(id, 8), 50);
+        env.snapshot().states
+    };
+    assert!(states("Acrobot-v1", Vec::new()) != states("Acrobot-v1", arg("fast_trig", "true")));
+    assert!(states("Pendulum-v1", Vec::new()) != states("Pendulum-v1", arg("g", "1.5")));
+    for (id, k, v, want) in [
+        (
+            "Acrobot-v1",
+            "fast_trig",
+            "yes",
+            "'yes' is not true or false",
+        ),
+        (
+            "Acrobot-v1",
+            "fast",
+            "1",
+            "this env takes: max_episode_steps, fast_trig",
+        ),
+        ("CartPole-v1", "max_episode_steps", "0", "at least 1 step"),
+        ("Pendulum-v1", "g", "inf", "not a finite number"),
+        ("LunarLander-v3", "g", "1", "this env takes none"),
+    ] {
+        let cfg = VecConfig::new(2).env_args(arg(k, v));
+        let e = make_sync(id, cfg.clone()).err().unwrap().to_string();
+        assert!(e.starts_with(&format!("{id}: parameter {k}={v}: ")), "{e}");
+        assert!(e.contains(want), "{e}");
+        assert_eq!(make_async(id, cfg, 1).err().unwrap().to_string(), e);
+        let e2 = rlrig_env::replay::replay_with(id, &arg(k, v), &[0.0; 4], &[vec![0.0]]);
+        assert_eq!(e2.unwrap_err().to_string(), e);
+    }
 }
 
 #[test]

@@ -131,12 +131,21 @@ fn check_every_lane<E: rlrig_env::Env>(
     n: usize,
     elem: impl Fn(f64) -> <E::Action as rlrig_env::Action>::Elem,
 ) {
+    check_every_lane_with::<E>(id, &Default::default(), n, elem);
+}
+
+fn check_every_lane_with<E: rlrig_env::Env>(
+    id: &str,
+    params: &E::Params,
+    n: usize,
+    elem: impl Fn(f64) -> <E::Action as rlrig_env::Action>::Elem,
+) {
     use rlrig_env::{SyncVecEnv, VecConfig};
     let (_, episodes) = load(id, id);
     let d = E::OBS_DIM;
     for ep in &episodes {
-        let mut env = SyncVecEnv::<E>::new(VecConfig::new(n)).unwrap();
-        let s0 = E::state_from_slice(&Default::default(), &ep.state).unwrap();
+        let mut env = SyncVecEnv::<E>::with_params(params.clone(), VecConfig::new(n)).unwrap();
+        let s0 = E::state_from_slice(params, &ep.state).unwrap();
         for k in 0..n {
             env.set_state(k, s0.clone());
         }
@@ -168,6 +177,24 @@ fn cartpole_batch_kernel_matches_gymnasium_in_every_lane() {
 fn pendulum_batch_kernel_matches_gymnasium_in_every_lane() {
     // One 16-env block and the scalar tail.
     check_every_lane::<rlrig_env::envs::Pendulum>("Pendulum-v1", 17, |a| a as f32);
+}
+
+#[test]
+fn acrobot_batch_kernel_matches_gymnasium_in_every_lane() {
+    // One 8-env block and the scalar tail.
+    check_every_lane::<rlrig_env::envs::Acrobot>("Acrobot-v1", 9, |a| a as i32);
+}
+
+/// The opt-in fast sin/cos changes the last bits, but the golden episodes (122 and 500
+/// steps) stay within the golden tolerance: a wrong identity or a sin/cos off by more
+/// than a few ulps would not.
+#[test]
+fn acrobot_fast_trig_stays_within_the_golden_tolerance() {
+    let p = rlrig_env::envs::acrobot::AcrobotParams {
+        fast_trig: true,
+        ..Default::default()
+    };
+    check_every_lane_with::<rlrig_env::envs::Acrobot>("Acrobot-v1", &p, 9, |a| a as i32);
 }
 
 /// MinAtar Breakout against the `minatar` package (sticky actions off in both, since

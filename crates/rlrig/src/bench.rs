@@ -293,6 +293,10 @@ pub struct EnvBenchArgs {
     batch_size: Option<usize>,
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// An env parameter, as `gym.make(id, KEY=VALUE)` (repeatable), e.g.
+    /// `fast_trig=true` for Acrobot-v1; `rlrig envs` lists them.
+    #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = crate::cli_envs::parse_env_arg)]
+    env_args: Vec<(String, String)>,
     /// Untimed stepping before the timed part, in seconds (at least 10 batches). The
     /// second core of a VM reaches full speed only after tens of milliseconds of work,
     /// and bench/peers/ warms every peer up for the same 0.3 s.
@@ -327,7 +331,10 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
         );
     }
     let warmup = Duration::from_secs_f64(a.warmup);
-    let cfg = VecConfig::new(a.num_envs).threads(threads).seed(a.seed);
+    let cfg = VecConfig::new(a.num_envs)
+        .threads(threads)
+        .seed(a.seed)
+        .env_args(a.env_args.clone());
     const TABLE_BATCHES: usize = 8;
     let table = RandomActions::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
     let mut used = threads;
@@ -388,6 +395,7 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             "threads_used": used,
             "mode": mode,
             "warmup_seconds": a.warmup,
+            "env_args": a.env_args.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
             "batch_size": batch_size,
             "steps": env_steps,
             "seconds": seconds,

@@ -56,12 +56,13 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
                 "observation_space": space_json(&s.observation_space),
                 "action_space": space_json(&s.action_space),
                 "max_episode_steps": s.max_episode_steps,
+                "params": s.params,
             });
             writeln!(out, "{v}")?;
         }
         return Ok(());
     }
-    let rows: Vec<[String; 4]> = specs
+    let rows: Vec<[String; 5]> = specs
         .iter()
         .map(|s| {
             [
@@ -70,10 +71,22 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
                 s.action_space.to_string(),
                 s.max_episode_steps
                     .map_or_else(|| "-".into(), |m| m.to_string()),
+                if s.params.is_empty() {
+                    "-".into()
+                } else {
+                    s.params.join(", ")
+                },
             ]
         })
         .collect();
-    let header = ["id", "observation space", "action space", "max steps"].map(String::from);
+    let header = [
+        "id",
+        "observation space",
+        "action space",
+        "max steps",
+        "params (--env-arg)",
+    ]
+    .map(String::from);
     let width = |c: usize| {
         rows.iter()
             .chain([&header])
@@ -81,9 +94,13 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
             .max()
             .unwrap_or(0)
     };
-    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let (w0, w1, w2, w3) = (width(0), width(1), width(2), width(3));
     for r in [&header].into_iter().chain(&rows) {
-        writeln!(out, "{:<w0$}  {:<w1$}  {:<w2$}  {}", r[0], r[1], r[2], r[3])?;
+        writeln!(
+            out,
+            "{:<w0$}  {:<w1$}  {:<w2$}  {:<w3$}  {}",
+            r[0], r[1], r[2], r[3], r[4]
+        )?;
     }
     Ok(())
 }
@@ -101,6 +118,20 @@ pub struct ReplayArgs {
     /// `-` reads standard input. Blank lines and lines starting with `#` are skipped.
     #[arg(long)]
     actions: String,
+    /// An env parameter, as `gym.make(id, KEY=VALUE)` (repeatable); `rlrig envs`
+    /// lists them.
+    #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = parse_env_arg)]
+    env_args: Vec<(String, String)>,
+}
+
+/// `KEY=VALUE` split at the first `=`; the key must be non-empty.
+pub fn parse_env_arg(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!(
+            "expected KEY=VALUE such as 'fast_trig=true', got '{s}'"
+        )),
+    }
 }
 
 #[derive(Serialize)]
@@ -163,7 +194,7 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
         (s, a.actions.clone())
     };
     let actions = parse_actions(&text, &source)?;
-    let steps = rlrig_env::replay::replay(&a.env, &state, &actions)?;
+    let steps = rlrig_env::replay::replay_with(&a.env, &a.env_args, &state, &actions)?;
     let mut out = BufWriter::new(std::io::stdout().lock());
     for s in &steps {
         let line = serde_json::to_string(&StepOut {
@@ -180,10 +211,22 @@ pub fn replay(a: ReplayArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_actions;
+    use super::{parse_actions, parse_env_arg};
     use proptest::prelude::*;
 
     proptest! {
+        #[test]
+        fn env_args_split_at_the_first_equals_sign(key in "[a-z_][a-z0-9_]{0,12}", value in ".*") {
+            let (k, v) = parse_env_arg(&format!("{key}={value}")).unwrap();
+            prop_assert_eq!(k, key);
+            prop_assert_eq!(v, value);
+        }
+
+        #[test]
+        fn env_args_without_a_key_are_errors(s in "[^=]*|=.*|\\s+=.*") {
+            prop_assert!(parse_env_arg(&s).unwrap_err().contains("KEY=VALUE"));
+        }
+
         #[test]
         fn integer_and_array_lines_round_trip(acts in proptest::collection::vec(
             prop_oneof![

@@ -26,6 +26,12 @@ fn envs_lists_every_id_with_spaces() {
     assert_eq!(lines.len(), rlrig_env::ENV_IDS.len());
     assert_eq!(lines[0]["action_space"]["n"], 2);
     assert_eq!(lines[0]["observation_space"]["high"][1], "inf");
+    // The keys --env-arg takes.
+    assert_eq!(lines[1]["id"], "Acrobot-v1");
+    assert_eq!(
+        lines[1]["params"],
+        serde_json::json!(["max_episode_steps", "fast_trig"])
+    );
 }
 
 #[test]
@@ -274,6 +280,75 @@ fn bad_input_gets_clear_errors() {
 }
 
 #[test]
+fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
+    // A time limit of 3 steps: the replay stops there, truncated.
+    let o = rlrig(
+        &[
+            "replay",
+            "--env",
+            "CartPole-v1",
+            "--state",
+            "[0, 0, 0, 0]",
+            "--actions",
+            "-",
+            "--env-arg",
+            "max_episode_steps=3",
+        ],
+        Some("0\n1\n0\n1\n0\n"),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[2]["truncated"], true);
+    assert_eq!(lines[1]["truncated"], false);
+    let bench = |arg: &'static str| {
+        [
+            "bench",
+            "env",
+            "--env",
+            "Acrobot-v1",
+            "--steps",
+            "10",
+            "--env-arg",
+            arg,
+        ]
+    };
+    fails_with(
+        &bench("fast=true"),
+        None,
+        &["Acrobot-v1", "fast=true", "max_episode_steps, fast_trig"],
+    );
+    fails_with(
+        &bench("fast_trig=yes"),
+        None,
+        &["'yes' is not true or false"],
+    );
+    fails_with(
+        &[
+            "replay",
+            "--env",
+            "Pendulum-v1",
+            "--state",
+            "[0, 0]",
+            "--actions",
+            "-",
+            "--env-arg",
+            "g=nan",
+        ],
+        Some("[0.5]\n"),
+        &["Pendulum-v1: parameter g=nan", "not a finite number"],
+    );
+    // Without `=`: clap's usage error (exit 2), naming the expected form.
+    let o = rlrig(&bench("fast_trig"), None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("expected KEY=VALUE"), "{}", stderr(&o));
+}
+
+#[test]
 fn bench_env_prints_the_documented_json() {
     for mode in ["sync", "async"] {
         let o = rlrig(
@@ -292,6 +367,8 @@ fn bench_env_prints_the_documented_json() {
                 "0.05",
                 "--mode",
                 mode,
+                "--env-arg",
+                "fast_trig=true",
                 "--json",
             ],
             None,
@@ -312,6 +389,7 @@ fn bench_env_prints_the_documented_json() {
         assert_eq!(v["env"], "Acrobot-v1");
         assert_eq!(v["mode"], mode);
         assert_eq!(v["warmup_seconds"], 0.05);
+        assert_eq!(v["env_args"]["fast_trig"], "true");
         assert!(v["steps"].as_u64().unwrap() >= 2000);
         assert!(v["steps_per_sec"].as_f64().unwrap() > 0.0);
     }

@@ -161,6 +161,7 @@ impl Env for CartPole {
     type State = CartPoleState;
     type Action = i32;
     const ID: &'static str = "CartPole-v1";
+    const PARAMS: &'static [&'static str] = &["max_episode_steps"];
     const OBS_DIM: usize = 4;
     const STEP_COST_NS: u64 = 25;
 
@@ -240,6 +241,14 @@ impl Env for CartPole {
         let mut s = Self::state_from_slice(p, vars)?;
         s.done = *flag != 0.0;
         Ok(s)
+    }
+
+    fn set_param(p: &mut CartPoleParams, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
+            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
+        }
+        Ok(())
     }
 
     fn state_from_slice(_: &CartPoleParams, v: &[f64]) -> Result<CartPoleState, String> {

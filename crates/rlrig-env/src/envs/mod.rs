@@ -28,6 +28,41 @@ pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;
 
+/// `value` parsed as parameter `what` (for [`crate::Env::set_param`]).
+pub(crate) fn param<T: std::str::FromStr>(value: &str, what: &str) -> Result<T, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{value}' is not {what}"))
+}
+
+/// A finite number.
+pub(crate) fn finite_param(value: &str) -> Result<f64, String> {
+    let v: f64 = param(value, "a number")?;
+    if v.is_finite() {
+        Ok(v)
+    } else {
+        Err(format!("'{value}' is not a finite number"))
+    }
+}
+
+/// A time limit: a whole number of steps, at least 1.
+pub(crate) fn steps_param(value: &str) -> Result<u32, String> {
+    match param::<u32>(value, "a whole number of steps")? {
+        0 => Err("the time limit must be at least 1 step".into()),
+        v => Ok(v),
+    }
+}
+
+/// The error for a key an env does not take, listing the ones it does.
+pub(crate) fn unknown_param(known: &[&str]) -> String {
+    if known.is_empty() {
+        "unknown parameter (this env takes none)".into()
+    } else {
+        format!("unknown parameter (this env takes: {})", known.join(", "))
+    }
+}
+
 /// A state vector of exactly `N` finite numbers; `names` describes the layout for errors.
 pub(crate) fn fixed<const N: usize>(v: &[f64], names: &str) -> Result<[f64; N], String> {
     let arr: [f64; N] = v

@@ -49,6 +49,7 @@ impl Env for MountainCar {
     type State = MountainCarState;
     type Action = i32;
     const ID: &'static str = "MountainCar-v0";
+    const PARAMS: &'static [&'static str] = &["max_episode_steps", "goal_velocity"];
     const OBS_DIM: usize = 2;
     const STEP_COST_NS: u64 = 25;
 
@@ -102,6 +103,15 @@ impl Env for MountainCar {
 
     fn state_to_vec(s: &MountainCarState) -> Vec<f64> {
         vec![s.position, s.velocity]
+    }
+
+    fn set_param(p: &mut MountainCarParams, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
+            "goal_velocity" => p.goal_velocity = crate::envs::finite_param(value)?,
+            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
+        }
+        Ok(())
     }
 
     fn state_from_slice(_: &MountainCarParams, v: &[f64]) -> Result<MountainCarState, String> {

@@ -58,6 +58,7 @@ impl Env for MountainCarContinuous {
     type State = MountainCarContinuousState;
     type Action = [f32; 1];
     const ID: &'static str = "MountainCarContinuous-v0";
+    const PARAMS: &'static [&'static str] = &["max_episode_steps", "goal_velocity"];
     const OBS_DIM: usize = 2;
     const STEP_COST_NS: u64 = 50;
 
@@ -183,6 +184,15 @@ impl Env for MountainCarContinuous {
         let mut s = Self::state_from_slice(p, vars)?;
         s.f32_state = *flag != 0.0;
         Ok(s)
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
+            "goal_velocity" => p.goal_velocity = crate::envs::finite_param(value)?,
+            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
+        }
+        Ok(())
     }
 
     fn state_from_slice(_: &Self::Params, v: &[f64]) -> Result<Self::State, String> {

@@ -138,6 +138,7 @@ impl Env for Pendulum {
     type State = PendulumState;
     type Action = [f32; 1];
     const ID: &'static str = "Pendulum-v1";
+    const PARAMS: &'static [&'static str] = &["max_episode_steps", "g"];
     const OBS_DIM: usize = 3;
     const STEP_COST_NS: u64 = 110;
 
@@ -182,6 +183,15 @@ impl Env for Pendulum {
 
     fn state_to_vec(s: &PendulumState) -> Vec<f64> {
         vec![s.theta, s.theta_dot]
+    }
+
+    fn set_param(p: &mut PendulumParams, key: &str, value: &str) -> Result<(), String> {
+        match key {
+            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
+            "g" => p.g = crate::envs::finite_param(value)?,
+            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
+        }
+        Ok(())
     }
 
     fn state_from_slice(_: &PendulumParams, v: &[f64]) -> Result<PendulumState, String> {

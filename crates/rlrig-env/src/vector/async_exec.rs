@@ -160,6 +160,7 @@ impl<E: Env> AsyncVecEnv<E> {
         batch_size: usize,
     ) -> Result<Self, EnvError> {
         cfg.validate()?;
+        let params = cfg.params::<E>(params)?;
         if batch_size == 0 || batch_size > cfg.num_envs {
             return Err(EnvError::Config(format!(
                 "batch_size must be in 1..={} (num_envs), got {batch_size}",

@@ -81,6 +81,9 @@ pub struct VecConfig {
     /// A time limit for envs that have none (the MinAtar games): their episodes are
     /// truncated after this many steps. Envs with a registered limit keep theirs.
     pub episode_cap: Option<u32>,
+    /// Env parameters as `(key, value)` text pairs, applied in order over the defaults
+    /// (or the params given to `with_params`), as `gym.make(id, key=value)` does.
+    pub env_args: Vec<(String, String)>,
 }
 
 impl VecConfig {
@@ -92,6 +95,7 @@ impl VecConfig {
             autoreset: AutoReset::NextStep,
             min_thread_work_ns: 30_000,
             episode_cap: None,
+            env_args: Vec::new(),
         }
     }
 
@@ -105,6 +109,21 @@ impl VecConfig {
         E::max_episode_steps(p)
             .or(self.episode_cap)
             .unwrap_or(u32::MAX)
+    }
+
+    pub fn env_arg(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env_args.push((key.into(), value.into()));
+        self
+    }
+
+    pub fn env_args(mut self, args: Vec<(String, String)>) -> Self {
+        self.env_args = args;
+        self
+    }
+
+    /// `p` with [`VecConfig::env_args`] applied.
+    pub(crate) fn params<E: crate::Env>(&self, p: E::Params) -> Result<E::Params, EnvError> {
+        crate::env::apply_params::<E>(p, &self.env_args)
     }
 
     pub fn min_thread_work_ns(mut self, ns: u64) -> Self {

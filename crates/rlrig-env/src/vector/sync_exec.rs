@@ -153,8 +153,10 @@ impl<E: Env> SyncVecEnv<E> {
         Self::with_params(E::Params::default(), cfg)
     }
 
+    /// Builds and resets the envs with `params`, over which `cfg.env_args` are applied.
     pub fn with_params(params: E::Params, cfg: VecConfig) -> Result<Self, EnvError> {
         cfg.validate()?;
+        let params = cfg.params::<E>(params)?;
         let n = cfg.num_envs;
         let d = E::OBS_DIM;
         let by_work = (n as u64 * E::STEP_COST_NS)
