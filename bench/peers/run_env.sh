@@ -94,23 +94,26 @@ rate() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print("%.3
 
 # rlrig: probe with a small step count (doubling until >= 0.2 s), then one timed
 # run sized to TARGET seconds. Adds "peer" and "version" to rlrig's JSON line.
-run_rlrig() {  # env num_envs threads mode
-    local env=$1 n=$2 t=$3 mode=$4 steps line secs
+# Further arguments are env parameters (KEY=VALUE, passed as --env-arg).
+run_rlrig() {  # env num_envs threads mode [KEY=VALUE...]
+    local env=$1 n=$2 t=$3 mode=$4 steps line secs a
+    local extra=()
+    for a in "${@:5}"; do extra+=(--env-arg "$a"); done
     steps=$(( n * 64 ))
     while :; do
         line=$("$RLRIG" bench env --env "$env" --num-envs "$n" --threads "$t" --mode "$mode" \
-               --steps "$steps" --json 2>>"$LOG") || { say "rlrig $env $n T$t $mode FAILED (see $LOG)"; return; }
+               "${extra[@]}" --steps "$steps" --json 2>>"$LOG") || { say "rlrig $env $n T$t $mode FAILED (see $LOG)"; return; }
         secs=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["seconds"])' "$line")
         if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.2 else 1)' "$secs"; then break; fi
         steps=$(( steps * 4 ))
     done
     steps=$(python3 -c 'import json,sys,math; d=json.loads(sys.argv[1]); print(max(1, math.ceil(float(sys.argv[2]) * d["steps_per_sec"])))' "$line" "$TARGET")
     line=$("$RLRIG" bench env --env "$env" --num-envs "$n" --threads "$t" --mode "$mode" \
-           --steps "$steps" --json 2>>"$LOG") || { say "rlrig $env $n T$t $mode FAILED (see $LOG)"; return; }
+           "${extra[@]}" --steps "$steps" --json 2>>"$LOG") || { say "rlrig $env $n T$t $mode FAILED (see $LOG)"; return; }
     line=$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["peer"]="rlrig"; d["version"]=sys.argv[2]; print(json.dumps(d))' \
            "$line" "$("$RLRIG" --version 2>/dev/null || echo rlrig)")
     echo "$line" >>"$OUT"
-    say "$env n=$n T=$t rlrig $mode: $(echo "$line" | rate)"
+    say "$env n=$n T=$t rlrig $mode${5:+ (${*:5})}: $(echo "$line" | rate)"
 }
 
 run_peer() {  # peer env num_envs threads
@@ -146,6 +149,8 @@ done
 # every env, 256 envs, 1 thread
 want classic && for env in CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
     run_rlrig "$env" 256 1 sync
+    # Acrobot's opt-in fast sin/cos (not libm's bits), next to the default.
+    [ "$env" = Acrobot-v1 ] && run_rlrig "$env" 256 1 sync fast_trig=true
     for p in "${PEERS[@]}"; do run_peer "$p" "$env" 256 1; done
 done
 # Box2D envs, 256 envs, threads 1 and 2 (rlrig on Box2D v3, EnvPool and Gymnasium on 2.3)

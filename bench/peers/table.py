@@ -24,7 +24,8 @@ def human(x: float) -> str:
 def label(r: dict) -> str:
     batch = f" (batch {r['batch_size']})" if r["mode"] == "async" else ""
     if r["peer"] == "rlrig":
-        return f"rlrig {r['mode']}{batch}"
+        args = " ".join(f"{k}={v}" for k, v in sorted((r.get("env_args") or {}).items()))
+        return f"rlrig {r['mode']}{batch}" + (f" ({args})" if args else "")
     return r["peer"] + batch
 
 
@@ -40,8 +41,10 @@ def main(path: str) -> int:
                 meta = d
             else:
                 rows.append(d)
+    # Ratios are against rlrig with default env parameters; rows with --env-arg
+    # (opt-in modes such as Acrobot's fast_trig) get their own ratios below.
     base = {(r["env"], r["num_envs"], r["threads"], r["mode"]): r["steps_per_sec"]
-            for r in rows if r["peer"] == "rlrig"}
+            for r in rows if r["peer"] == "rlrig" and not r.get("env_args")}
 
     if meta:
         print(f"{meta.get('date', '')} | {meta.get('cpu', '')} | {meta.get('logical_cores')} logical cores | "
@@ -53,8 +56,20 @@ def main(path: str) -> int:
     for r in rows:
         b = base.get((r["env"], r["num_envs"], r["threads"], r.get("mode", "sync")))
         ratio = f"{b / r['steps_per_sec']:.2f}" if b else "n/a"
+        if r["peer"] == "rlrig" and r.get("env_args"):
+            ratio = "below"
         print(f"| {r['env']} | {r['num_envs']} | {r['threads']} | {label(r)} | {human(r['steps_per_sec'])} | "
               f"{human(r['steps_per_sec_per_thread'])} | {ratio} |")
+    for o in [r for r in rows if r["peer"] == "rlrig" and r.get("env_args")]:
+        key = (o["env"], o["num_envs"], o["threads"], o["mode"])
+        peers = [r for r in rows if r["peer"] != "rlrig"
+                 and (r["env"], r["num_envs"], r["threads"], r.get("mode", "sync")) == key]
+        ratios = ", ".join(f"{o['steps_per_sec'] / r['steps_per_sec']:.2f}x {label(r)}" for r in peers)
+        default = base.get(key)
+        vs = f"{o['steps_per_sec'] / default:.2f}x rlrig's default, " if default else ""
+        print()
+        print(f"{label(o)} on {o['env']}, {o['num_envs']} envs, {o['threads']} thread(s): "
+              f"{vs}{ratios or 'no peer rows'}")
     versions = sorted({f"{r['peer']}: {r.get('version', '?')}" for r in rows})
     if versions:
         print()
