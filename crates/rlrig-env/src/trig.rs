@@ -389,6 +389,26 @@ mod tests {
         }
     }
 
+    /// Multiples of pi/2 and their neighbours (where the reduction cancels), zeros, tiny
+    /// values and the end of the reduced range.
+    fn hard_angles() -> Vec<f64> {
+        let mut x = vec![0.0, -0.0, 1e-300, -5e-324, 1e-8, WIDE_MAX_ARG];
+        for k in -40..=40 {
+            let m = f64::from(k) * std::f64::consts::FRAC_PI_2;
+            x.extend([m, m.next_up(), m.next_down(), m + 1e-9, m - 1e-7]);
+        }
+        x
+    }
+
+    /// `check` on `xs` in groups of `N` lanes, the last one padded with 0.5.
+    fn in_lanes<const N: usize>(xs: &[f64], mut check: impl FnMut(&[f64; N])) {
+        for chunk in xs.chunks(N) {
+            let mut x = [0.5; N];
+            x[..chunk.len()].copy_from_slice(chunk);
+            check(&x);
+        }
+    }
+
     #[test]
     fn wide_equals_libm_bit_for_bit() {
         let mut rng = Rng::stream(9, Purpose::Env, 0);
@@ -416,32 +436,18 @@ mod tests {
             uncertain < values / 10,
             "{uncertain} of {values} values uncertain"
         );
-        // Multiples of pi/2 and their neighbours (where the reduction cancels), the
-        // range's ends, tiny and special values; NaN stays NaN.
-        let mut special = vec![
-            0.0,
-            -0.0,
-            1e-300,
-            -5e-324,
+        // The hard angles, the range's ends, tiny and special values; NaN stays NaN.
+        let mut special = hard_angles();
+        special.extend([
             TINY,
             -TINY,
-            1e-8,
-            WIDE_MAX_ARG,
             -WIDE_MAX_ARG,
             WIDE_MAX_ARG * 1.5,
             1e300,
             f64::INFINITY,
             f64::NEG_INFINITY,
-        ];
-        for k in -40..=40 {
-            let m = f64::from(k) * std::f64::consts::FRAC_PI_2;
-            special.extend([m, m.next_up(), m.next_down(), m + 1e-9, m - 1e-7]);
-        }
-        for chunk in special.chunks(4) {
-            let mut x = [0.5; 4];
-            x[..chunk.len()].copy_from_slice(chunk);
-            check_wide(&x);
-        }
+        ]);
+        in_lanes::<4>(&special, check_wide);
         let (s, c) = wide_sin_cos_lanes(&[f64::NAN]);
         assert!(s[0].is_nan() && c[0].is_nan());
     }
@@ -483,16 +489,7 @@ mod tests {
                 check(&std::array::from_fn(|_| rng.uniform(-scale, scale)));
             }
         }
-        let mut special = vec![0.0, -0.0, 1e-300, -5e-324, 1e-8, WIDE_MAX_ARG];
-        for k in -40..=40 {
-            let m = f64::from(k) * std::f64::consts::FRAC_PI_2;
-            special.extend([m, m.next_up(), m.next_down(), m + 1e-9, m - 1e-7]);
-        }
-        for chunk in special.chunks(8) {
-            let mut x = [0.5; 8];
-            x[..chunk.len()].copy_from_slice(chunk);
-            check(&x);
-        }
+        in_lanes::<8>(&hard_angles(), check);
         // Not libm: a sizeable share of values differ in the last bit (a third here).
         assert!(differ > values / 20, "{differ} of {values} differ");
         // Out of range: libm's.
