@@ -5,6 +5,13 @@ mod common;
 
 use common::{fails_with, rlrig_in as rlrig, stderr};
 
+/// `rlrig replay --env ENV --state STATE --actions - EXTRA...`.
+fn replay_stdin<'a>(env: &'a str, state: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["replay", "--env", env, "--state", state, "--actions", "-"];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn envs_lists_every_id_with_spaces() {
     let o = rlrig(&["envs"], None);
@@ -50,18 +57,7 @@ fn replay_reproduces_a_golden_gymnasium_episode() {
         .iter()
         .map(|a| format!("{a}\n"))
         .collect();
-    let o = rlrig(
-        &[
-            "replay",
-            "--env",
-            "Pendulum-v1",
-            "--state",
-            &state,
-            "--actions",
-            "-",
-        ],
-        Some(&actions),
-    );
+    let o = rlrig(&replay_stdin("Pendulum-v1", &state, &[]), Some(&actions));
     assert!(o.status.success(), "{}", stderr(&o));
     let steps: Vec<serde_json::Value> = String::from_utf8(o.stdout)
         .unwrap()
@@ -127,106 +123,42 @@ fn replay_reads_an_actions_file_and_stops_at_episode_end() {
 fn bad_input_gets_clear_errors() {
     let st = "[0, 0, 0, 0]";
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPol-v1",
-            "--state",
-            st,
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPol-v1", st, &[]),
         Some("0\n"),
         &["unknown env id 'CartPol-v1'", "CartPole-v1"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            "[0, 0]",
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPole-v1", "[0, 0]", &[]),
         Some("0\n"),
         &["CartPole-v1", "expected 4 numbers"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            "zero",
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPole-v1", "zero", &[]),
         Some("0\n"),
         &["--state"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            st,
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPole-v1", st, &[]),
         Some(""),
         &["no actions"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            st,
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPole-v1", st, &[]),
         Some("0\n1\nleft\n"),
         &["line 3", "left"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            st,
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPole-v1", st, &[]),
         Some("0\n2\n"),
         &["CartPole-v1", "action 1", "is 2", "Discrete(2)"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            st,
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("CartPole-v1", st, &[]),
         Some("[0.5]\n"),
         &["not an integer"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "Pendulum-v1",
-            "--state",
-            "[0, 0]",
-            "--actions",
-            "-",
-        ],
+        &replay_stdin("Pendulum-v1", "[0, 0]", &[]),
         Some("[1, 2]\n"),
         &["Pendulum-v1", "action 0", "expected 1 number"],
     );
@@ -283,17 +215,11 @@ fn bad_input_gets_clear_errors() {
 fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
     // A time limit of 3 steps: the replay stops there, truncated.
     let o = rlrig(
-        &[
-            "replay",
-            "--env",
+        &replay_stdin(
             "CartPole-v1",
-            "--state",
             "[0, 0, 0, 0]",
-            "--actions",
-            "-",
-            "--env-arg",
-            "max_episode_steps=3",
-        ],
+            &["--env-arg", "max_episode_steps=3"],
+        ),
         Some("0\n1\n0\n1\n0\n"),
     );
     assert!(o.status.success(), "{}", stderr(&o));
@@ -328,17 +254,7 @@ fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
         &["'yes' is not true or false"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "Pendulum-v1",
-            "--state",
-            "[0, 0]",
-            "--actions",
-            "-",
-            "--env-arg",
-            "g=nan",
-        ],
+        &replay_stdin("Pendulum-v1", "[0, 0]", &["--env-arg", "g=nan"]),
         Some("[0.5]\n"),
         &["Pendulum-v1: parameter g=nan", "not a finite number"],
     );
