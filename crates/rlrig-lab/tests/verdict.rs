@@ -1,7 +1,7 @@
 //! The verdict on synthetic workloads: an artificially slow env must come out
 //! env-bound, a large network learner-bound, a batch of one behind an accelerator's
-//! per-call latency inference-bound; and the
-//! trace of a run holds the stage spans and agrees with the stage timers.
+//! per-call latency inference-bound; and the trace of a run holds the stage spans and
+//! agrees with the stage timers.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
