@@ -10,7 +10,7 @@
 //! bit-identical for any thread count.
 
 use rayon::prelude::*;
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, make_sync};
+use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, make_sync};
 use serde::{Deserialize, Serialize};
 
 use crate::nn::{Mlp, MlpCache, normal};
@@ -41,6 +41,9 @@ pub enum Method {
 pub struct EvoConfig {
     pub method: Method,
     pub env: String,
+    /// Env parameters (`--env-arg KEY=VALUE`; see [`crate::EnvArgs`]).
+    #[serde(deserialize_with = "crate::env_args_serde::deserialize")]
+    pub env_args: crate::EnvArgs,
     pub seed: u64,
     /// Members per generation (ES: an even number, mirrored pairs).
     pub population: usize,
@@ -72,6 +75,7 @@ impl Default for EvoConfig {
         EvoConfig {
             method: Method::Es,
             env: "CartPole-v1".into(),
+            env_args: crate::EnvArgs::new(),
             seed: 1,
             population: 64,
             generations: 100,
@@ -116,6 +120,7 @@ impl EvoConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
+        crate::check_env(&self.env, &self.env_args)?;
         if self.population < 2 || self.generations == 0 || self.episodes_per_member == 0 {
             return Err(
                 "population must be at least 2, generations and episodes_per_member at least 1"
@@ -226,10 +231,17 @@ impl EvoPolicy {
     }
 
     /// Mean return of `params` over `episodes` episodes whose envs are seeded by `seed`.
-    pub fn fitness(&self, env: &str, params: &[f32], episodes: usize, seed: u64) -> f64 {
+    pub fn fitness(
+        &self,
+        env: &str,
+        args: &crate::EnvArgs,
+        params: &[f32],
+        episodes: usize,
+        seed: u64,
+    ) -> f64 {
         let mut venv = make_sync(
             env,
-            VecConfig::new(episodes)
+            crate::env_config(episodes, args)
                 .seed(seed)
                 .autoreset(AutoReset::NextStep)
                 .episode_cap(crate::MAX_EVAL_STEPS),
@@ -387,7 +399,7 @@ impl Evolution {
         seed_of: impl Fn(usize) -> u64 + Sync,
     ) -> Vec<f64> {
         let policy = &self.policy;
-        let env = &self.cfg.env;
+        let (env, args) = (&self.cfg.env, &self.cfg.env_args);
         let (rank, size) = self
             .collective
             .as_ref()
@@ -400,7 +412,7 @@ impl Evolution {
                         return f64::NAN; // another rank's member
                     }
                     member(i, buf);
-                    policy.fitness(env, buf, episodes, seed_of(i))
+                    policy.fitness(env, args, buf, episodes, seed_of(i))
                 })
                 .collect()
         });
@@ -471,6 +483,7 @@ impl Evolution {
         self.adam.step(&mut self.theta, &grad, lr);
         let center = self.policy.fitness(
             &self.cfg.env,
+            &self.cfg.env_args,
             &self.theta,
             self.cfg.episodes_per_member.max(5),
             episode_seed(self.cfg.seed, g, EXTRA),

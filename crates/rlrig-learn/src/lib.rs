@@ -15,6 +15,57 @@
 /// Applied as the executors' `episode_cap`, so capped episodes end truncated.
 pub const MAX_EVAL_STEPS: u32 = 10_000;
 
+/// Env parameters of a run, as `gym.make(id, KEY=VALUE)` and `--env-arg KEY=VALUE`
+/// give them (`max_episode_steps`, Pendulum's `g`, Acrobot's `fast_trig`, ...; `rlrig
+/// envs` lists each env's keys). Part of every learner's config, so checkpoints,
+/// `eval` and `play` step the env the run trained on. A config file may write the
+/// values as TOML strings, numbers or booleans.
+pub type EnvArgs = std::collections::BTreeMap<String, String>;
+
+/// An executor config for `n` envs with `args` applied.
+pub fn env_config(n: usize, args: &EnvArgs) -> rlrig_env::VecConfig {
+    rlrig_env::VecConfig::new(n)
+        .env_args(args.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+}
+
+/// Checks `env` and its `args` by building one env: an unknown id, an unknown key or a
+/// bad value is an error naming them.
+pub fn check_env(env: &str, args: &EnvArgs) -> Result<(), String> {
+    rlrig_env::make_sync(env, env_config(1, args))
+        .map(|_| ())
+        .map_err(|e| format!("env: {e}"))
+}
+
+/// (De)serialises [`EnvArgs`]: scalars of any TOML/JSON type in, strings out.
+pub mod env_args_serde {
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged, expecting = "a string, number or boolean")]
+    enum Scalar {
+        Bool(bool),
+        Int(i64),
+        Float(f64),
+        Str(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<super::EnvArgs, D::Error> {
+        let m = std::collections::BTreeMap::<String, Scalar>::deserialize(d)?;
+        Ok(m.into_iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    Scalar::Bool(b) => b.to_string(),
+                    Scalar::Int(i) => i.to_string(),
+                    // Shortest round-trip form, as the env's parser reads it back.
+                    Scalar::Float(f) => f.to_string(),
+                    Scalar::Str(s) => s,
+                };
+                (k, v)
+            })
+            .collect())
+    }
+}
+
 pub mod alphazero;
 pub mod backend;
 pub mod buffer;

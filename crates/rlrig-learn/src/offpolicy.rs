@@ -19,7 +19,7 @@
 //! One difference from CleanRL's SAC: the temperature loss reuses the log-probabilities
 //! of the actor update's sample (as Stable-Baselines3) instead of drawing a new one.
 
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
+use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
@@ -76,6 +76,9 @@ pub struct OffPolicyConfig {
     pub algo: Algo,
     /// Environment id (a continuous-action env).
     pub env: String,
+    /// Env parameters (`--env-arg KEY=VALUE`; see [`crate::EnvArgs`]).
+    #[serde(deserialize_with = "crate::env_args_serde::deserialize")]
+    pub env_args: crate::EnvArgs,
     /// Seed of every random stream in the run.
     pub seed: u64,
     /// Environment steps to train for (all envs together).
@@ -132,6 +135,7 @@ impl Default for OffPolicyConfig {
         OffPolicyConfig {
             algo: Algo::Sac,
             env: "Pendulum-v1".into(),
+            env_args: crate::EnvArgs::new(),
             seed: 1,
             total_steps: 1_000_000,
             num_envs: 1,
@@ -189,6 +193,7 @@ impl OffPolicyConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         let spec = rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
+        crate::check_env(&self.env, &self.env_args)?;
         if spec.action_space.is_discrete() {
             return Err(format!(
                 "{} has a discrete action space ({}); {} needs continuous (Box) actions: use `rlrig train ppo`",
@@ -512,7 +517,7 @@ impl OffPolicy {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
-            VecConfig::new(cfg.num_envs)
+            crate::env_config(cfg.num_envs, &cfg.env_args)
                 .threads(threads)
                 .seed(cfg.seed)
                 .autoreset(AutoReset::SameStep),
@@ -1032,16 +1037,28 @@ impl OffPolicy {
 
     /// Greedy evaluation on `episodes` fresh episodes seeded by `seed`.
     pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
-        evaluate(&self.nets(), &self.cfg.env, episodes, seed)
+        evaluate(
+            &self.nets(),
+            &self.cfg.env,
+            &self.cfg.env_args,
+            episodes,
+            seed,
+        )
     }
 }
 
 /// Greedy evaluation of `nets` (deterministic actor / SAC's mean) on `env`.
-pub fn evaluate(nets: &Nets, env: &str, episodes: usize, seed: u64) -> Vec<f64> {
+pub fn evaluate(
+    nets: &Nets,
+    env: &str,
+    args: &crate::EnvArgs,
+    episodes: usize,
+    seed: u64,
+) -> Vec<f64> {
     let episodes = episodes.max(1);
     let mut env = make_sync(
         env,
-        VecConfig::new(episodes)
+        crate::env_config(episodes, args)
             .seed(seed)
             .autoreset(AutoReset::NextStep)
             .episode_cap(crate::MAX_EVAL_STEPS),

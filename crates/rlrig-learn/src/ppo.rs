@@ -12,7 +12,7 @@
 //! exception is IMPALA's asynchronous mode (`actors > 0`), whose rollouts use whatever
 //! parameters were newest when they were collected: that depends on timing.
 
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecConfig, VecEnvDyn, make_sync};
+use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout};
@@ -28,6 +28,9 @@ use crate::optim::Adam;
 pub struct PpoConfig {
     /// Environment id.
     pub env: String,
+    /// Env parameters (`--env-arg KEY=VALUE`; see [`crate::EnvArgs`]).
+    #[serde(deserialize_with = "crate::env_args_serde::deserialize")]
+    pub env_args: crate::EnvArgs,
     /// Seed of every random stream in the run.
     pub seed: u64,
     /// Environment steps to train for (all envs together).
@@ -114,6 +117,7 @@ impl Default for PpoConfig {
     fn default() -> Self {
         PpoConfig {
             env: "CartPole-v1".into(),
+            env_args: crate::EnvArgs::new(),
             seed: 1,
             total_steps: 500_000,
             num_envs: 4,
@@ -273,6 +277,7 @@ impl PpoConfig {
     /// Rejects configurations that cannot run, naming the key.
     pub fn validate(&self) -> Result<(), String> {
         rlrig_env::spec(&self.env).map_err(|e| format!("env: {e}"))?;
+        crate::check_env(&self.env, &self.env_args)?;
         let positive = [
             ("num_envs", self.num_envs),
             ("num_steps", self.num_steps),
@@ -1103,7 +1108,7 @@ impl Ppo {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
-            VecConfig::new(cfg.num_envs)
+            crate::env_config(cfg.num_envs, &cfg.env_args)
                 .threads(threads)
                 .seed(cfg.seed)
                 .autoreset(AutoReset::SameStep),
@@ -1120,7 +1125,7 @@ impl Ppo {
             .wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(j as u64));
         let env = make_sync(
             &cfg.env,
-            VecConfig::new(cfg.num_envs)
+            crate::env_config(cfg.num_envs, &cfg.env_args)
                 .threads(1)
                 .seed(seed)
                 .autoreset(AutoReset::SameStep),
@@ -1978,7 +1983,7 @@ pub fn evaluate(
     let episodes = episodes.max(1);
     let mut env = make_sync(
         &cfg.env,
-        VecConfig::new(episodes)
+        crate::env_config(episodes, &cfg.env_args)
             .seed(seed)
             .autoreset(AutoReset::NextStep)
             .episode_cap(crate::MAX_EVAL_STEPS),

@@ -159,6 +159,28 @@ fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
     }
 }
 
+/// The error for a `--resume` whose config is not the checkpoint's, naming each key
+/// that differs and both values.
+fn config_mismatch<C: serde::Serialize>(opts: &TrainOptions, saved: &C, given: &C) -> RunError {
+    let (a, b) = (serde_json::to_value(saved), serde_json::to_value(given));
+    let keys = match (a, b) {
+        (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) => a
+            .iter()
+            .filter(|(k, v)| b.get(*k) != Some(*v))
+            .map(|(k, v)| {
+                let g = b.get(k).map_or("nothing".to_string(), |g| g.to_string());
+                format!("{k}: {v} in the checkpoint, {g} given")
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        _ => String::new(),
+    };
+    RunError::Mismatch(format!(
+        "{}: the checkpoint's config differs from the one given ({keys}); resume with the same settings, or with --run-dir and no --config to use the run's config.toml",
+        opts.run_dir.display()
+    ))
+}
+
 /// For a checkpointed run of `algo`: with `--resume`, restores the newest checkpoint
 /// (its config must equal `cfg`) through `restore` and returns `progress(state)` (the
 /// step, iteration or generation it resumes from); without, refuses a directory that
@@ -172,7 +194,7 @@ fn resume_tensors<C, S>(
     restore: impl FnOnce(S, &mut dyn FnMut(&str) -> Option<Vec<f32>>) -> Result<(), String>,
 ) -> Result<Option<u64>, RunError>
 where
-    C: serde::de::DeserializeOwned + PartialEq,
+    C: serde::de::DeserializeOwned + serde::Serialize + PartialEq,
     S: serde::de::DeserializeOwned,
 {
     if !opts.resume {
@@ -186,10 +208,7 @@ where
     }
     let mut ck = dir.load_tensors::<C, S>(algo)?;
     if ck.meta.config != *cfg {
-        return Err(RunError::Mismatch(format!(
-            "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
-            opts.run_dir.display()
-        )));
+        return Err(config_mismatch(opts, &ck.meta.config, cfg));
     }
     let from = progress(&ck.meta.state);
     restore(ck.meta.state, &mut |name| ck.tensors.remove(name))
@@ -212,10 +231,7 @@ pub fn train_ppo(
     if opts.resume {
         let ck = dir.load_checkpoint()?;
         if ck.meta.config != cfg {
-            return Err(RunError::Mismatch(format!(
-                "{}: the checkpoint's config differs from the one given; resume with the same settings (or none)",
-                opts.run_dir.display()
-            )));
+            return Err(config_mismatch(opts, &ck.meta.config, &cfg));
         }
         ppo = Ppo::new(ck.meta.config.clone(), opts.threads).map_err(RunError::Mismatch)?;
         resumed_from = Some(ck.meta.state.global_step);
@@ -324,6 +340,7 @@ pub fn load_agent(
     let ck = RunDir::open(run_dir)?.load_checkpoint()?;
     let cfg = ck.meta.config;
     let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    crate::check_env(&cfg.env, &cfg.env_args).map_err(RunError::Mismatch)?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
     let mut agent = Agent::for_config(&spec, &cfg, &mut rng);
     if agent.params.len() != ck.params.len() {
@@ -350,13 +367,21 @@ pub fn eval_run(
         RunKind::Evolution => {
             let (cfg, policy, best) = load_evolution(run_dir)?;
             let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-            let returns = evo_returns(&policy, &cfg.env, &best, episodes.max(1), seed);
+            let returns = evo_returns(
+                &policy,
+                &cfg.env,
+                &cfg.env_args,
+                &best,
+                episodes.max(1),
+                seed,
+            );
             return Ok(EvalSummary::of(&returns, seed));
         }
         RunKind::OffPolicy => {
             let (cfg, nets) = load_offpolicy(run_dir)?;
             let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-            let returns = crate::offpolicy::evaluate(&nets, &cfg.env, episodes.max(1), seed);
+            let returns =
+                crate::offpolicy::evaluate(&nets, &cfg.env, &cfg.env_args, episodes.max(1), seed);
             return Ok(EvalSummary::of(&returns, seed));
         }
         RunKind::AlphaZero => {
@@ -397,6 +422,7 @@ pub fn record_episodes(
     }
     struct V<'a> {
         policy: &'a Policy,
+        args: &'a crate::EnvArgs,
         episodes: usize,
         seed: u64,
     }
@@ -415,11 +441,11 @@ pub fn record_episodes(
             let (mut ev_i, mut ev_f) = (Vec::new(), Vec::new());
             for e in 0..self.episodes {
                 let mut env = rlrig_env::SyncVecEnv::<E>::new(
-                    rlrig_env::VecConfig::new(1)
+                    crate::env_config(1, self.args)
                         .seed(self.seed + e as u64)
                         .episode_cap(crate::MAX_EVAL_STEPS),
                 )
-                .expect("one env always builds");
+                .expect("checked by check_env below");
                 let mut rec = Recording {
                     states: vec![E::render_state(env.state(0))],
                     returns: vec![0.0],
@@ -459,18 +485,19 @@ pub fn record_episodes(
             out
         }
     }
-    let (env, run_seed, policy) = match RunKind::of(run_dir)? {
+    let (env, args, run_seed, policy) = match RunKind::of(run_dir)? {
         RunKind::Ppo => {
             let (cfg, agent, rms) = load_agent(run_dir)?;
-            (cfg.env.clone(), cfg.seed, Policy::Ppo(cfg, agent, rms))
+            let (env, args) = (cfg.env.clone(), cfg.env_args.clone());
+            (env, args, cfg.seed, Policy::Ppo(cfg, agent, rms))
         }
         RunKind::Evolution => {
             let (cfg, p, best) = load_evolution(run_dir)?;
-            (cfg.env, cfg.seed, Policy::Evo(p, best))
+            (cfg.env, cfg.env_args, cfg.seed, Policy::Evo(p, best))
         }
         RunKind::OffPolicy => {
             let (cfg, nets) = load_offpolicy(run_dir)?;
-            (cfg.env, cfg.seed, Policy::Off(nets))
+            (cfg.env, cfg.env_args, cfg.seed, Policy::Off(nets))
         }
         RunKind::AlphaZero => {
             return Err(RunError::Mismatch(format!(
@@ -479,8 +506,10 @@ pub fn record_episodes(
             )));
         }
     };
+    crate::check_env(&env, &args).map_err(RunError::Mismatch)?;
     let v = V {
         policy: &policy,
+        args: &args,
         episodes: episodes.max(1),
         seed: seed.unwrap_or(run_seed + EVAL_SEED_OFFSET),
     };
@@ -914,6 +943,7 @@ pub fn train_evolution(
         &evo_returns(
             &e.policy,
             &e.cfg.env,
+            &e.cfg.env_args,
             &e.best_params(),
             opts.eval_episodes.max(1),
             seed,
@@ -942,13 +972,14 @@ pub fn train_evolution(
 fn evo_returns(
     policy: &crate::evolution::EvoPolicy,
     env: &str,
+    args: &crate::EnvArgs,
     params: &[f32],
     episodes: usize,
     seed: u64,
 ) -> Vec<f64> {
     // fitness() averages; evaluate episode by episode to keep the spread.
     (0..episodes)
-        .map(|k| policy.fitness(env, params, 1, seed.wrapping_add(k as u64)))
+        .map(|k| policy.fitness(env, args, params, 1, seed.wrapping_add(k as u64)))
         .collect()
 }
 
@@ -968,6 +999,7 @@ pub fn load_evolution(
     let algo = dir.algo()?;
     let mut ck = dir.load_tensors::<EvoConfig, EvoState>(&algo)?;
     let cfg = ck.meta.config;
+    crate::check_env(&cfg.env, &cfg.env_args).map_err(RunError::Mismatch)?;
     let policy = EvoPolicy::new(&cfg).map_err(RunError::Mismatch)?;
     let best = ck.tensors.remove("best").unwrap_or_default();
     if best.len() != policy.num_params() {

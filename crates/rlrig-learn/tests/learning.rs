@@ -84,7 +84,9 @@ fn evolve(cfg: rlrig_learn::evolution::EvoConfig) -> (Vec<rlrig_learn::evolution
         stats.push(s);
     }
     let env = e.cfg.env.clone();
-    let ret = e.policy.fitness(&env, &e.best_params(), 20, 12_345);
+    let ret = e
+        .policy
+        .fitness(&env, &e.cfg.env_args, &e.best_params(), 20, 12_345);
     eprintln!(
         "{:?} {}: final {ret:.1} in {:.1} s",
         e.cfg.method,

@@ -82,6 +82,12 @@ pub struct EvoArgs {
     /// Environment id (default CartPole-v1).
     #[arg(long)]
     env: Option<String>,
+    /// Env parameter, as `gym.make(id, KEY=VALUE)` (repeatable), e.g.
+    /// `--env-arg max_episode_steps=200` or Acrobot's `--env-arg fast_trig=true`;
+    /// `rlrig envs` lists each env's keys. Kept in the run's config (`[env_args]`), so
+    /// --resume, eval and play use the same env.
+    #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = crate::cli_envs::parse_env_arg)]
+    env_args: Vec<(String, String)>,
     #[arg(long)]
     seed: Option<u64>,
     /// Members per generation.
@@ -139,11 +145,13 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
     if a.prune {
         flags.push(("prune", toml::Value::Boolean(true)));
     }
+    let config = run_config(&a.config, a.resume, &a.run_dir);
     let src = Sources {
         env: a.env.as_deref(),
-        config: a.config.as_deref(),
+        config: config.as_deref(),
         set: &a.set,
         flags,
+        env_args: &a.env_args,
     };
     let cfg: EvoConfig = resolve_from(
         &src,
@@ -272,6 +280,12 @@ pub struct PpoArgs {
     /// the config file's `env`).
     #[arg(long)]
     env: Option<String>,
+    /// Env parameter, as `gym.make(id, KEY=VALUE)` (repeatable), e.g.
+    /// `--env-arg max_episode_steps=200` or Acrobot's `--env-arg fast_trig=true`;
+    /// `rlrig envs` lists each env's keys. Kept in the run's config (`[env_args]`), so
+    /// --resume, eval and play use the same env.
+    #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = crate::cli_envs::parse_env_arg)]
+    env_args: Vec<(String, String)>,
     /// Seed of every random stream of the run (default 1).
     #[arg(long)]
     seed: Option<u64>,
@@ -372,11 +386,13 @@ fn resolve<C: serde::de::DeserializeOwned>(
     if let Some(n) = a.num_envs {
         flags.push(("num_envs", toml::Value::Integer(n as i64)));
     }
+    let config = run_config(&a.config, a.resume, &a.run_dir);
     let src = Sources {
         env: a.env.as_deref(),
-        config: a.config.as_deref(),
+        config: config.as_deref(),
         set: &a.set,
         flags,
+        env_args: &a.env_args,
     };
     resolve_from(
         &src,
@@ -386,6 +402,19 @@ fn resolve<C: serde::de::DeserializeOwned>(
     )
 }
 
+/// The config file: `--config`, else on `--resume` with `--run-dir` the run's own
+/// `config.toml`, so `rlrig train ALGO --run-dir DIR --resume` needs no other flag.
+fn run_config(
+    config: &Option<PathBuf>,
+    resume: bool,
+    run_dir: &Option<PathBuf>,
+) -> Option<PathBuf> {
+    config.clone().or_else(|| {
+        let own = run_dir.as_ref()?.join("config.toml");
+        (resume && own.exists()).then_some(own)
+    })
+}
+
 /// Where a config comes from, lowest priority first after the defaults.
 struct Sources<'a> {
     env: Option<&'a str>,
@@ -393,6 +422,8 @@ struct Sources<'a> {
     set: &'a [String],
     /// Explicit flags (`--seed` ...): highest priority.
     flags: Vec<(&'static str, toml::Value)>,
+    /// `--env-arg KEY=VALUE`: over the config file's `[env_args]`, key by key.
+    env_args: &'a [(String, String)],
 }
 
 fn resolve_from<C: serde::de::DeserializeOwned>(
@@ -462,6 +493,17 @@ fn resolve_from<C: serde::de::DeserializeOwned>(
     for (k, v) in &a.flags {
         table.insert(k.to_string(), v.clone());
     }
+    if !a.env_args.is_empty() {
+        let mut args = match table.remove("env_args") {
+            Some(toml::Value::Table(t)) => t,
+            None => toml::Table::new(),
+            Some(v) => bail!("config: env_args must be a table of KEY = VALUE, got {v}"),
+        };
+        for (k, v) in a.env_args {
+            args.insert(k.clone(), toml::Value::String(v.clone()));
+        }
+        table.insert("env_args".into(), toml::Value::Table(args));
+    }
     table
         .try_into()
         .map_err(|e: toml::de::Error| anyhow::anyhow!("config: {}", e.message()))
@@ -481,11 +523,13 @@ fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
     if let Some(v) = a.games {
         flags.push(("games", toml::Value::Integer(v as i64)));
     }
+    let config = run_config(&a.config, a.resume, &a.run_dir);
     let src = Sources {
         env: a.env.as_deref(),
-        config: a.config.as_deref(),
+        config: config.as_deref(),
         set: &a.set,
         flags,
+        env_args: &[],
     };
     let cfg: AzConfig = resolve_from(
         &src,
@@ -987,6 +1031,10 @@ pub struct EvalArgs {
     /// to compare env statistics with the reference.
     #[arg(long, requires = "env")]
     policy: Option<String>,
+    /// Env parameter for --env, as `gym.make(id, KEY=VALUE)` (repeatable); a run is
+    /// evaluated with the env_args it trained with.
+    #[arg(long = "env-arg", value_name = "KEY=VALUE", requires = "env", value_parser = crate::cli_envs::parse_env_arg)]
+    env_args: Vec<(String, String)>,
     #[arg(long, default_value_t = 10)]
     episodes: usize,
     /// Seed of the evaluation episodes (default: the run's seed + 1000003).
@@ -1071,6 +1119,7 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let mut venv = rlrig_env::make_sync(
         env,
         rlrig_env::VecConfig::new(n)
+            .env_args(a.env_args.clone())
             .seed(seed)
             .episode_cap(rlrig_learn::MAX_EVAL_STEPS),
     )?;
@@ -1133,7 +1182,8 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let (ml, sl) = stats(&len.iter().map(|&l| l as f64).collect::<Vec<_>>());
     if a.json {
         let j = serde_json::json!({
-            "env": env, "policy": policy, "episodes": n, "mean_return": mr, "std_return": sr,
+            "env": env, "env_args": a.env_args.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            "policy": policy, "episodes": n, "mean_return": mr, "std_return": sr,
             "mean_length": ml, "std_length": sl, "seed": seed,
         });
         outln!("{j}");
