@@ -350,3 +350,157 @@ fn a_killed_box2d_run_resumes_to_the_same_weights() {
         }
     }
 }
+
+/// `eval --run DIR --json`'s mean return.
+fn eval_mean(dir: &std::path::Path) -> f64 {
+    let o = rlrig(&["eval", "--run", dir.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["mean_return"].as_f64().unwrap()
+}
+
+/// `play --run DIR --gif` of one episode: its "episode 1: N steps" line.
+fn played_steps(dir: &std::path::Path) -> String {
+    let gif = dir.join("play.gif");
+    let o = rlrig(&[
+        "play",
+        "--run",
+        dir.to_str().unwrap(),
+        "--gif",
+        gif.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    out.lines()
+        .find(|l| l.starts_with("episode 1:"))
+        .unwrap_or_else(|| panic!("{out}"))
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn env_args_reach_training_eval_play_and_resume() {
+    // A 5-step time limit: CartPole cannot fall in 5 steps, so every episode returns
+    // exactly 5 where the run's env args are applied, and at least 8 where they are not.
+    let d = tmp("envargs-ppo");
+    let ds = d.to_str().unwrap();
+    let args = [
+        "train",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--env-arg",
+        "max_episode_steps=5",
+        "--total-steps",
+        "1024",
+        "--quiet",
+        "--eval-episodes",
+        "3",
+        "--run-dir",
+        ds,
+    ];
+    let o = rlrig(&args);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let config = std::fs::read_to_string(d.join("config.toml")).unwrap();
+    assert!(
+        config.contains("[env_args]\nmax_episode_steps = \"5\""),
+        "{config}"
+    );
+    let metrics = std::fs::read_to_string(d.join("metrics.csv")).unwrap();
+    for row in metrics.lines().skip(1) {
+        assert_eq!(row.split(',').nth(4), Some("5"), "episode_length: {row}");
+    }
+    assert_eq!(eval_mean(&d), 5.0);
+    assert_eq!(played_steps(&d), "episode 1: 5 steps");
+    // --resume needs only the run directory; other env args are refused by name.
+    let o = rlrig(&["train", "ppo", "--run-dir", ds, "--resume", "--quiet"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step 1024"));
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--run-dir",
+            ds,
+            "--resume",
+            "--env-arg",
+            "max_episode_steps=6",
+        ],
+        None,
+        &[
+            "env_args: {\"max_episode_steps\":\"5\"} in the checkpoint",
+            "\"6\"} given",
+        ],
+    );
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--env-arg",
+            "fast_trig=true",
+            "--run-dir",
+            ds,
+        ],
+        None,
+        &["CartPole-v1", "fast_trig", "unknown parameter"],
+    );
+    fails_with(
+        &[
+            "train",
+            "ppo",
+            "--env",
+            "Acrobot-v1",
+            "--env-arg",
+            "fast_trig=yes",
+        ],
+        None,
+        &["Acrobot-v1", "fast_trig=yes", "not true or false"],
+    );
+
+    // ES from a config file whose env args are TOML numbers; SAC on Pendulum.
+    let e = tmp("envargs-es");
+    let cfg = e.join("es.toml");
+    std::fs::write(
+        &cfg,
+        "env = \"CartPole-v1\"\n[env_args]\nmax_episode_steps = 5\n",
+    )
+    .unwrap();
+    let o = rlrig(&[
+        "train",
+        "es",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--population",
+        "4",
+        "--generations",
+        "1",
+        "--quiet",
+        "--run-dir",
+        e.join("run").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(eval_mean(&e.join("run")), 5.0);
+    let s = tmp("envargs-sac");
+    let o = rlrig(&[
+        "train",
+        "sac",
+        "--env-arg",
+        "max_episode_steps=7",
+        "--total-steps",
+        "64",
+        "--set",
+        "learning_starts=32",
+        "--quiet",
+        "--eval-episodes",
+        "1",
+        "--run-dir",
+        s.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert_eq!(played_steps(&s), "episode 1: 7 steps");
+    for dir in [d, e, s] {
+        std::fs::remove_dir_all(dir).ok();
+    }
+}
