@@ -477,6 +477,48 @@ fn a_restored_snapshot_continues_bit_identically() {
 }
 
 #[test]
+fn a_snapshot_restores_only_into_an_executor_with_the_same_env_args() {
+    let n = 9;
+    let with = |args: &[(&str, &str)]| {
+        let args = args
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        make_sync("Acrobot-v1", VecConfig::new(n).seed(4).env_args(args)).unwrap()
+    };
+    let mut a = with(&[("fast_trig", "true"), ("max_episode_steps", "50")]);
+    let mut actor = Actor::new("Acrobot-v1", n);
+    drive(a.as_mut(), &mut actor, 77);
+    let snap = a.snapshot();
+    // Same parameters, given in another order (and one twice, the last counting).
+    let mut b = with(&[
+        ("max_episode_steps", "9"),
+        ("max_episode_steps", "50"),
+        ("fast_trig", "true"),
+    ]);
+    b.restore(&snap).unwrap();
+    let mut actor_b = actor.clone();
+    assert_eq!(
+        drive(a.as_mut(), &mut actor, 120),
+        drive(b.as_mut(), &mut actor_b, 120)
+    );
+    for other in [
+        vec![("fast_trig", "true")],
+        vec![("fast_trig", "false"), ("max_episode_steps", "50")],
+        vec![],
+    ] {
+        let e = with(&other).restore(&snap).unwrap_err().to_string();
+        assert!(e.contains("snapshot was taken with env args"), "{e}");
+        assert!(e.contains("\"fast_trig\": \"true\""), "{e}");
+    }
+    // A snapshot from before env args were recorded restores into a default executor.
+    let mut json: serde_json::Value = serde_json::to_value(with(&[]).snapshot()).unwrap();
+    json.as_object_mut().unwrap().remove("env_args");
+    let old: rlrig_env::VecSnapshot = serde_json::from_value(json).unwrap();
+    with(&[]).restore(&old).unwrap();
+}
+
+#[test]
 fn small_batches_stay_on_one_thread_unless_forced() {
     let small = SyncVecEnv::<CartPole>::new(VecConfig::new(256).threads(2)).unwrap();
     assert_eq!(small.threads_used(), 1);

@@ -59,6 +59,11 @@ impl std::str::FromStr for AutoReset {
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct VecSnapshot {
     pub env: String,
+    /// The executor's [`VecConfig::env_args`]: restoring into an executor with other
+    /// parameters is an error rather than a silent change of dynamics. Older snapshots
+    /// have none.
+    #[serde(default)]
+    pub env_args: Vec<(String, String)>,
     pub seed: u64,
     pub states: Vec<Vec<f64>>,
     pub rng_positions: Vec<u64>,
@@ -119,6 +124,14 @@ impl VecConfig {
     pub fn env_args(mut self, args: Vec<(String, String)>) -> Self {
         self.env_args = args;
         self
+    }
+
+    /// [`VecConfig::env_args`] as the env sees them: one value per key, the last given.
+    pub fn env_args_map(&self) -> std::collections::BTreeMap<&str, &str> {
+        self.env_args
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
     }
 
     /// `p` with [`VecConfig::env_args`] applied.

@@ -273,6 +273,7 @@ impl<E: Env> SyncVecEnv<E> {
     pub fn snapshot(&self) -> VecSnapshot {
         VecSnapshot {
             env: E::ID.to_string(),
+            env_args: self.cfg.env_args.clone(),
             seed: self.cfg.seed,
             states: self.states.iter().map(E::snapshot).collect(),
             rng_positions: self.rngs.iter().map(Rng::position).collect(),
@@ -288,6 +289,17 @@ impl<E: Env> SyncVecEnv<E> {
         let bad = |why: String| EnvError::BadState { env: E::ID, why };
         if snap.env != E::ID {
             return Err(bad(format!("snapshot is of env '{}'", snap.env)));
+        }
+        let theirs = VecConfig {
+            env_args: snap.env_args.clone(),
+            ..VecConfig::new(1)
+        };
+        if theirs.env_args_map() != self.cfg.env_args_map() {
+            return Err(bad(format!(
+                "snapshot was taken with env args {:?}, this executor has {:?}",
+                theirs.env_args_map(),
+                self.cfg.env_args_map()
+            )));
         }
         if [
             snap.states.len(),
