@@ -145,7 +145,12 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
     if a.prune {
         flags.push(("prune", toml::Value::Boolean(true)));
     }
-    let config = run_config(&a.config, a.resume, &a.run_dir);
+    let config = run_config(
+        &a.config,
+        a.resume,
+        &a.run_dir,
+        if method == Method::Es { "es" } else { "ga" },
+    );
     let src = Sources {
         env: a.env.as_deref(),
         config: config.as_deref(),
@@ -342,7 +347,7 @@ fn parse_value(raw: &str) -> toml::Value {
 
 /// Defaults for the env, then the config file, then `--set`, then explicit flags.
 fn resolve_config(a: &PpoArgs, label: &str) -> Result<PpoConfig> {
-    let cfg: PpoConfig = resolve(a, "CartPole-v1", |env| {
+    let cfg: PpoConfig = resolve(a, "ppo", "CartPole-v1", |env| {
         let d = match label {
             "a2c" => PpoConfig::a2c_for_env(env),
             "impala" => PpoConfig::impala_for_env(env),
@@ -355,7 +360,7 @@ fn resolve_config(a: &PpoArgs, label: &str) -> Result<PpoConfig> {
 }
 
 fn resolve_offpolicy(a: &PpoArgs, algo: Algo) -> Result<OffPolicyConfig> {
-    let cfg: OffPolicyConfig = resolve(a, "Pendulum-v1", |env| {
+    let cfg: OffPolicyConfig = resolve(a, algo.name(), "Pendulum-v1", |env| {
         toml::Table::try_from(OffPolicyConfig::for_env(algo, env)).context("default config")
     })?;
     if cfg.algo != algo {
@@ -373,6 +378,7 @@ fn resolve_offpolicy(a: &PpoArgs, algo: Algo) -> Result<OffPolicyConfig> {
 /// explicit flags; a bad key or value names its source.
 fn resolve<C: serde::de::DeserializeOwned>(
     a: &PpoArgs,
+    algo: &str,
     default_env: &str,
     defaults: impl Fn(&str) -> Result<toml::Table>,
 ) -> Result<C> {
@@ -386,7 +392,7 @@ fn resolve<C: serde::de::DeserializeOwned>(
     if let Some(n) = a.num_envs {
         flags.push(("num_envs", toml::Value::Integer(n as i64)));
     }
-    let config = run_config(&a.config, a.resume, &a.run_dir);
+    let config = run_config(&a.config, a.resume, &a.run_dir, algo);
     let src = Sources {
         env: a.env.as_deref(),
         config: config.as_deref(),
@@ -404,14 +410,22 @@ fn resolve<C: serde::de::DeserializeOwned>(
 
 /// The config file: `--config`, else on `--resume` with `--run-dir` the run's own
 /// `config.toml`, so `rlrig train ALGO --run-dir DIR --resume` needs no other flag.
+/// Only a run whose checkpoints are of the command's `algo`: another algorithm's
+/// config would fail on its own keys before the clearer "this is a sac checkpoint, not
+/// td3" error.
 fn run_config(
     config: &Option<PathBuf>,
     resume: bool,
     run_dir: &Option<PathBuf>,
+    algo: &str,
 ) -> Option<PathBuf> {
     config.clone().or_else(|| {
-        let own = run_dir.as_ref()?.join("config.toml");
-        (resume && own.exists()).then_some(own)
+        let dir = run_dir.as_ref()?;
+        let own = dir.join("config.toml");
+        let same = rlrig_learn::run::RunDir::open(dir)
+            .and_then(|d| d.algo())
+            .is_ok_and(|a| a == algo);
+        (resume && own.exists() && same).then_some(own)
     })
 }
 
@@ -523,7 +537,7 @@ fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
     if let Some(v) = a.games {
         flags.push(("games", toml::Value::Integer(v as i64)));
     }
-    let config = run_config(&a.config, a.resume, &a.run_dir);
+    let config = run_config(&a.config, a.resume, &a.run_dir, "alphazero");
     let src = Sources {
         env: a.env.as_deref(),
         config: config.as_deref(),
