@@ -65,9 +65,11 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
     let rows: Vec<[String; 5]> = specs
         .iter()
         .map(|s| {
+            // The observation space last: Gymnasium's repr of a Box lists every bound
+            // (BipedalWalker's runs to 300 characters) and would push every column
+            // after it off the screen.
             [
                 s.id.to_string(),
-                s.observation_space.to_string(),
                 s.action_space.to_string(),
                 s.max_episode_steps
                     .map_or_else(|| "-".into(), |m| m.to_string()),
@@ -76,15 +78,16 @@ pub fn envs(a: EnvsArgs) -> Result<()> {
                 } else {
                     s.params.join(", ")
                 },
+                s.observation_space.to_string(),
             ]
         })
         .collect();
     let header = [
         "id",
-        "observation space",
         "action space",
         "max steps",
         "params (--env-arg)",
+        "observation space",
     ]
     .map(String::from);
     let width = |c: usize| {

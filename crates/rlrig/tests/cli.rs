@@ -24,6 +24,12 @@ fn envs_lists_every_id_with_spaces() {
         out.contains("Discrete(2)") && out.contains("Box(-2.0, 2.0, (1,), float32)"),
         "{out}"
     );
+    // The long observation spaces come last, so the short columns stay on screen.
+    let header = out.lines().next().unwrap();
+    assert!(header.ends_with("  observation space"), "{header}");
+    let pendulum = out.lines().find(|l| l.starts_with("Pendulum-v1")).unwrap();
+    assert!(pendulum.ends_with("  Box([-1.0 -1.0 -8.0], [1.0 1.0 8.0], (3,), float32)"));
+    assert_eq!(pendulum.find("Box(-2.0"), header.find("action space"));
     let o = rlrig(&["envs", "--json"], None);
     let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
         .unwrap()
