@@ -190,13 +190,14 @@ mod tests {
         let s = CpuSampler::start();
         let t = std::time::Instant::now();
         let mut x = 0u64;
-        while t.elapsed().as_millis() < 60 {
+        // 300 ms: /proc/stat counts 10 ms ticks, and the thread may move between cores.
+        while t.elapsed().as_millis() < 300 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
         }
         std::hint::black_box(x);
         let busy = s.busy();
         assert!(!busy.is_empty());
         assert!(busy.iter().all(|b| (0.0..=1.0).contains(b)));
-        assert!(busy.iter().any(|&b| b > 0.3), "{busy:?}");
+        assert!(busy.iter().sum::<f64>() > 0.3, "{busy:?}");
     }
 }

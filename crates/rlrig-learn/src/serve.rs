@@ -178,7 +178,8 @@ mod tests {
                         c.evaluate(&obs, n, &mut l1, &mut v1);
                         direct.evaluate(&obs, n, &mut l2, &mut v2);
                         for (a, b) in l1.iter().zip(&l2).chain(v1.iter().zip(&v2)) {
-                            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+                            // Relative: merged batches may take the GEMM path.
+                            assert!((a - b).abs() < 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
                         }
                     }
                 })

@@ -252,7 +252,8 @@ fn random_baseline_matches_the_reference_statistics() {
         None,
         &["unknown baseline"],
     );
-    let missing = std::env::temp_dir().join("rlrig-no-such-run-dir");
+    let missing =
+        std::env::temp_dir().join(format!("rlrig-no-such-run-dir-{}", std::process::id()));
     fails_with(
         &["eval", "--run", missing.to_str().unwrap()],
         None,
