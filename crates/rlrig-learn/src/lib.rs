@@ -41,7 +41,10 @@ pub mod env_args_serde {
     use serde::{Deserialize, Deserializer};
 
     #[derive(Deserialize)]
-    #[serde(untagged, expecting = "a string, number or boolean")]
+    #[serde(
+        untagged,
+        expecting = "each env arg must be a string, number or boolean"
+    )]
     enum Scalar {
         Bool(bool),
         Int(i64),

@@ -482,6 +482,20 @@ fn env_args_reach_training_eval_play_and_resume() {
     ]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert_eq!(eval_mean(&e.join("run")), 5.0);
+    std::fs::write(
+        &cfg,
+        "env = \"CartPole-v1\"\n[env_args]\nmax_episode_steps = [5]\n",
+    )
+    .unwrap();
+    fails_with(
+        &["train", "es", "--config", cfg.to_str().unwrap()],
+        None,
+        &[
+            "es.toml",
+            "key 'env_args'",
+            "must be a string, number or boolean",
+        ],
+    );
     let s = tmp("envargs-sac");
     let o = rlrig(&[
         "train",
