@@ -71,17 +71,7 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["episodes"], 2);
-        let gif = a.join("p.gif");
-        let o = rlrig(&[
-            "play",
-            "--run",
-            a.to_str().unwrap(),
-            "--gif",
-            gif.to_str().unwrap(),
-            "--max-frames",
-            "5",
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "5"]);
         for d in [a, b] {
             std::fs::remove_dir_all(d).ok();
         }
@@ -320,17 +310,7 @@ fn the_pruning_ga_on_bipedal_walker_is_thread_count_independent() {
     assert_eq!(learning_columns(&a, COLS), learning_columns(&b, COLS));
     assert_eq!(final_weights(&a), final_weights(&b));
     let gif = a.join("walker.gif");
-    let o = rlrig(&[
-        "play",
-        "--run",
-        a.to_str().unwrap(),
-        "--gif",
-        gif.to_str().unwrap(),
-        "--max-frames",
-        "4",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+    common::play_gif(&a, &gif, &["--max-frames", "4"]);
     for d in [a, b] {
         std::fs::remove_dir_all(d).ok();
     }

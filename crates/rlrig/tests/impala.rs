@@ -72,17 +72,7 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
     assert_eq!(cols, learning_columns(&killed, COLS));
 
     let gif = a.join("breakout.gif");
-    let o = rlrig(&[
-        "play",
-        "--run",
-        a.to_str().unwrap(),
-        "--gif",
-        gif.to_str().unwrap(),
-        "--max-frames",
-        "20",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+    common::play_gif(&a, &gif, &["--max-frames", "20"]);
     for d in [a, b, killed] {
         std::fs::remove_dir_all(d).ok();
     }

@@ -158,28 +158,12 @@ fn play_renders_a_trained_agent_to_an_animated_gif() {
             String::from_utf8_lossy(&o.stderr)
         );
         let gif = d.join(format!("{}.gif", env.replace('/', "-")));
-        let o = rlrig(&[
-            "play",
-            "--run",
-            run.to_str().unwrap(),
-            "--gif",
-            gif.to_str().unwrap(),
-            "--episodes",
-            "2",
-            "--max-frames",
-            "20",
-        ]);
-        assert!(
-            o.status.success(),
-            "{env}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let out = common::play_gif(&run, &gif, &["--episodes", "2", "--max-frames", "20"]);
         let bytes = std::fs::read(&gif).unwrap();
-        assert!(bytes.starts_with(b"GIF89a"), "{env}: not a GIF");
         // One graphic control extension per frame: two episodes give several frames.
         let frames = bytes.windows(2).filter(|w| w == b"\x21\xf9").count();
         assert!(frames >= 4, "{env}: {frames} frames");
-        assert!(String::from_utf8_lossy(&o.stdout).contains("episode 2:"));
+        assert!(out.contains("episode 2:"), "{env}: {out}");
     }
     let o = rlrig(&[
         "play",

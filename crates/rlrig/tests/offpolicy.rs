@@ -75,17 +75,7 @@ fn same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
             "Pendulum returns lie in (-2000, 0]: {m}"
         );
         let gif = a.join("p.gif");
-        let o = rlrig(&[
-            "play",
-            "--run",
-            a.to_str().unwrap(),
-            "--gif",
-            gif.to_str().unwrap(),
-            "--max-frames",
-            "10",
-        ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(std::fs::read(&gif).unwrap().starts_with(b"GIF89a"));
+        common::play_gif(&a, &gif, &["--max-frames", "10"]);
         for d in [a, b] {
             std::fs::remove_dir_all(d).ok();
         }

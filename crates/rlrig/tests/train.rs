@@ -361,16 +361,7 @@ fn eval_mean(dir: &std::path::Path) -> f64 {
 
 /// `play --run DIR --gif` of one episode: its "episode 1: N steps" line.
 fn played_steps(dir: &std::path::Path) -> String {
-    let gif = dir.join("play.gif");
-    let o = rlrig(&[
-        "play",
-        "--run",
-        dir.to_str().unwrap(),
-        "--gif",
-        gif.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let out = common::play_gif(dir, &dir.join("play.gif"), &[]);
     out.lines()
         .find(|l| l.starts_with("episode 1:"))
         .unwrap_or_else(|| panic!("{out}"))

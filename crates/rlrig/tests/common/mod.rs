@@ -50,6 +50,21 @@ pub fn fails_with(args: &[&str], stdin: Option<&str>, needles: &[&str]) {
     }
 }
 
+/// `rlrig play --run RUN --gif GIF` with `extra` flags: succeeds and writes a GIF.
+/// Returns its standard output (one line per episode, then the GIF's path).
+pub fn play_gif(run: &Path, gif: &Path, extra: &[&str]) -> String {
+    let mut args = vec!["play", "--run", run.to_str().unwrap()];
+    args.extend(["--gif", gif.to_str().unwrap()]);
+    args.extend(extra);
+    let o = rlrig(&args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    assert!(
+        std::fs::read(gif).unwrap().starts_with(b"GIF89a"),
+        "{args:?}: not a GIF"
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// A fresh, empty temporary directory for this test process.
 pub fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("rlrig-test-{}-{name}", std::process::id()));
