@@ -71,6 +71,12 @@ pub struct VecSnapshot {
     pub needs_reset: Vec<bool>,
 }
 
+/// Env args as the env sees them: one value per key, the last given (order-free, for
+/// comparing two lists).
+pub fn env_args_map(args: &[(String, String)]) -> std::collections::BTreeMap<&str, &str> {
+    args.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
 /// How to build an executor.
 #[derive(Clone, Debug)]
 pub struct VecConfig {
@@ -124,14 +130,6 @@ impl VecConfig {
     pub fn env_args(mut self, args: Vec<(String, String)>) -> Self {
         self.env_args = args;
         self
-    }
-
-    /// [`VecConfig::env_args`] as the env sees them: one value per key, the last given.
-    pub fn env_args_map(&self) -> std::collections::BTreeMap<&str, &str> {
-        self.env_args
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect()
     }
 
     /// `p` with [`VecConfig::env_args`] applied.

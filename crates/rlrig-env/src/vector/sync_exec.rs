@@ -4,7 +4,7 @@ use crate::env::{Action, ActionBuf, Batch, Env};
 use crate::error::EnvError;
 use crate::rng::Rng;
 use crate::space::Space;
-use crate::vector::{AutoReset, VecConfig, VecSnapshot, check_actions, finish_env};
+use crate::vector::{AutoReset, VecConfig, VecSnapshot, check_actions, env_args_map, finish_env};
 
 /// Steps `num_envs` copies of `E` together. Outputs live in contiguous buffers
 /// (`obs` is `num_envs x OBS_DIM`, row-major) that each `step` overwrites in place.
@@ -290,15 +290,13 @@ impl<E: Env> SyncVecEnv<E> {
         if snap.env != E::ID {
             return Err(bad(format!("snapshot is of env '{}'", snap.env)));
         }
-        let theirs = VecConfig {
-            env_args: snap.env_args.clone(),
-            ..VecConfig::new(1)
-        };
-        if theirs.env_args_map() != self.cfg.env_args_map() {
+        let (theirs, ours) = (
+            env_args_map(&snap.env_args),
+            env_args_map(&self.cfg.env_args),
+        );
+        if theirs != ours {
             return Err(bad(format!(
-                "snapshot was taken with env args {:?}, this executor has {:?}",
-                theirs.env_args_map(),
-                self.cfg.env_args_map()
+                "snapshot was taken with env args {theirs:?}, this executor has {ours:?}"
             )));
         }
         if [
