@@ -36,7 +36,8 @@ pub fn check_env(env: &str, args: &EnvArgs) -> Result<(), String> {
         .map_err(|e| format!("env: {e}"))
 }
 
-/// (De)serialises [`EnvArgs`]: scalars of any TOML/JSON type in, strings out.
+/// Deserialises [`EnvArgs`] from a table of scalars of any TOML/JSON type (they
+/// serialise back as strings, which every env parser reads).
 pub mod env_args_serde {
     use serde::{Deserialize, Deserializer};
 
