@@ -445,7 +445,7 @@ pub fn record_episodes(
                         .seed(self.seed + e as u64)
                         .episode_cap(crate::MAX_EVAL_STEPS),
                 )
-                .expect("checked by check_env below");
+                .expect("the three loaders above check the env args");
                 let mut rec = Recording {
                     states: vec![E::render_state(env.state(0))],
                     returns: vec![0.0],
@@ -506,7 +506,6 @@ pub fn record_episodes(
             )));
         }
     };
-    crate::check_env(&env, &args).map_err(RunError::Mismatch)?;
     let v = V {
         policy: &policy,
         args: &args,
