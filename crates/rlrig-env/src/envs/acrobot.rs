@@ -256,6 +256,10 @@ fn transition(terminated: bool) -> Transition {
     }
 }
 
+/// The largest angle magnitude a given state may have: `wrap` takes it back to
+/// [-pi, pi] in at most ~160 shifts.
+const MAX_STATE_ANGLE: f64 = 1000.0;
+
 /// The reference's `wrap`: shift by whole periods until `x` lies in `[m, big_m]`.
 #[inline]
 fn wrap(mut x: f64, m: f64, big_m: f64) -> f64 {
@@ -345,6 +349,18 @@ impl Env for Acrobot {
 
     fn state_from_slice(p: &AcrobotParams, v: &[f64]) -> Result<AcrobotState, String> {
         let s = crate::envs::fixed::<4>(v, "[theta1, theta2, dtheta1, dtheta2]")?;
+        // Every state the env reaches has its angles wrapped into [-pi, pi] and its
+        // velocities bounded by max_vel. `wrap` shifts one period at a time (as the
+        // reference does), so a far-off angle, or a velocity that flings one far off in
+        // a step, would loop for ever: such states are refused.
+        let limits = [MAX_STATE_ANGLE, MAX_STATE_ANGLE, p.max_vel_1, p.max_vel_2];
+        if let Some(i) = (0..4).find(|&i| s[i].abs() > limits[i]) {
+            return Err(format!(
+                "state[{i}] is {}, outside [-{l}, {l}]",
+                s[i],
+                l = limits[i]
+            ));
+        }
         Ok(AcrobotState::new(p, s))
     }
 }
