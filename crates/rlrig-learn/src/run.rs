@@ -31,6 +31,9 @@ pub enum RunError {
     Corrupt { path: PathBuf, why: String },
     #[error("{0}")]
     Mismatch(String),
+    /// The run needs more of the machine (memory) than it has.
+    #[error("{0}")]
+    Resources(String),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
@@ -41,7 +44,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 }
 
 /// Writes `bytes` to `path` so that readers see the old file or the new one, never a
-/// torn one: a temp file in the same directory, fsync, rename.
+/// torn one: a temp file in the same directory, fsync, rename. When any step fails (a
+/// full disk, no permission, a directory in the way) the error names `path` and the
+/// OS's reason, the temp file is removed and the old file is untouched.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
@@ -49,11 +54,18 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
         path.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
         std::process::id()
     ));
-    let mut f = fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(io(path))?;
+    let written = fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(bytes)?;
+        f.sync_all()
+    });
+    let renamed = written.and_then(|()| fs::rename(&tmp, path));
+    if let Err(source) = renamed {
+        let _ = fs::remove_file(&tmp);
+        return Err(RunError::Io {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
     Ok(())
 }
 
@@ -173,10 +185,18 @@ impl RunDir {
     ) -> Result<PathBuf, RunError> {
         let dir = self.path.join("checkpoints");
         let wname = format!("{stem}.safetensors");
-        write_atomic(&dir.join(&wname), weights)?;
         let jname = format!("{stem}.json");
-        write_atomic(&dir.join(&jname), &json(&wname)?)?;
-        write_atomic(&dir.join("latest"), jname.as_bytes())?;
+        // Until `latest` names it, the new checkpoint is not there for readers; a write
+        // that fails removes what was written of it, and `latest` keeps naming the
+        // previous one.
+        let written = write_atomic(&dir.join(&wname), weights)
+            .and_then(|()| write_atomic(&dir.join(&jname), &json(&wname)?))
+            .and_then(|()| write_atomic(&dir.join("latest"), jname.as_bytes()));
+        if let Err(e) = written {
+            let _ = fs::remove_file(dir.join(&jname));
+            let _ = fs::remove_file(dir.join(&wname));
+            return Err(e);
+        }
         let mut old: Vec<String> = fs::read_dir(&dir)
             .map_err(io(&dir))?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -492,9 +512,23 @@ impl MetricsCsv {
         Ok(MetricsCsv { path, file })
     }
 
-    pub fn push(&mut self, row: String) -> Result<(), RunError> {
-        writeln!(self.file, "{row}").map_err(io(&self.path))
+    pub fn push(&mut self, mut row: String) -> Result<(), RunError> {
+        row.push('\n');
+        append_whole(&mut self.file, &self.path, row.as_bytes())
     }
+}
+
+/// Appends `bytes` to `file` whole or not at all: a write that fails part way (a full
+/// disk) is cut back off, so a later reader never meets half a row or record.
+fn append_whole(file: &mut fs::File, path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let before = file.metadata().map_err(io(path))?.len();
+    file.write_all(bytes).map_err(|source| {
+        let _ = file.set_len(before);
+        RunError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })
 }
 
 /// A minimal TensorBoard event-file writer: TFRecord framing (length, masked CRC32C)
@@ -548,7 +582,7 @@ impl TensorBoard {
         buf.extend_from_slice(&masked_crc(&len).to_le_bytes());
         buf.extend_from_slice(data);
         buf.extend_from_slice(&masked_crc(data).to_le_bytes());
-        self.file.write_all(&buf).map_err(io(&self.path))
+        append_whole(&mut self.file, &self.path, &buf)
     }
 
     /// Writes scalars `(tag, value)` at `step`.
