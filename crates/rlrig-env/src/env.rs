@@ -188,6 +188,10 @@ pub trait Env: Send + Sync + 'static {
     const STEP_COST_NS: u64 = 100;
     /// The keys [`Env::set_param`] takes.
     const PARAMS: &'static [&'static str] = &[];
+    /// Heap memory one env's state owns beyond `size_of::<State>()` (a Box2D world),
+    /// measured; [`crate::EnvSpec::bytes_per_env`] adds it so impossible batch sizes are
+    /// refused before anything is allocated.
+    const STATE_HEAP_BYTES: usize = 0;
 
     fn observation_space(p: &Self::Params) -> Space;
     fn action_space(p: &Self::Params) -> Space;

@@ -38,6 +38,10 @@ pub struct EnvSpec {
     pub max_episode_steps: Option<u32>,
     /// The keys `Env::set_param` takes.
     pub params: &'static [&'static str],
+    /// Memory one env takes in a synchronous executor: its state (and the heap it
+    /// owns), RNG, step counter and flags, observation and final-observation rows,
+    /// reward. What a batch of `n` envs needs is about `n` times this.
+    pub bytes_per_env: usize,
 }
 
 impl EnvSpec {
@@ -49,6 +53,14 @@ impl EnvSpec {
             obs_dim: E::OBS_DIM,
             max_episode_steps: E::max_episode_steps(p),
             params: E::PARAMS,
+            bytes_per_env: std::mem::size_of::<E::State>()
+                + E::STATE_HEAP_BYTES
+                + std::mem::size_of::<crate::Rng>()
+                + std::mem::size_of::<E::Action>()
+                + 2 * E::OBS_DIM * std::mem::size_of::<f32>()
+                + std::mem::size_of::<f64>()
+                + std::mem::size_of::<u32>()
+                + 4,
         }
     }
 }

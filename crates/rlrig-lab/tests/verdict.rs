@@ -206,6 +206,7 @@ fn the_trace_is_chrome_json_with_the_stage_spans() {
         eval_episodes: 1,
         trace: Some(trace.clone()),
         device: None,
+        stop: Default::default(),
     };
     let s = rlrig_learn::trainer::train_ppo(cfg(4, 128, 4096), &opts, |_| {}).unwrap();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();

@@ -124,6 +124,27 @@ impl Default for AzConfig {
 }
 
 impl AzConfig {
+    /// What the run's large buffers take: one search tree per game (up to seven
+    /// children a simulation, ~48 bytes a node) and the replay buffer of positions.
+    pub fn memory_estimate(&self) -> crate::memory::Estimate {
+        let (games, sims) = (
+            self.games as f64,
+            self.simulations.max(self.eval_simulations) as f64,
+        );
+        crate::memory::Estimate::new()
+            .add(
+                format!(
+                    "{} search trees of {} simulations",
+                    self.games, self.simulations
+                ),
+                games * sims * 7.0 * 48.0,
+            )
+            .add(
+                format!("replay buffer of {} positions", self.buffer_size),
+                self.buffer_size as f64 * (2.0 * 42.0 + 8.0) * 4.0,
+            )
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if !rlrig_env::games::GAME_IDS.contains(&self.env.as_str()) {
             return Err(format!(

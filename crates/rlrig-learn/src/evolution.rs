@@ -118,6 +118,28 @@ impl EvoConfig {
         c
     }
 
+    /// What the run's large buffers take: the population's genomes (GA: two
+    /// generations' worth; ES keeps a centre and draws its noise from counters) and
+    /// the fitness evaluation's envs (one member's at a time per thread, not counted).
+    pub fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let sizes: Vec<usize> = std::iter::once(spec.obs_dim)
+            .chain(self.hidden.iter().copied())
+            .chain(std::iter::once(spec.action_space.flat_dim()))
+            .collect();
+        let params = crate::memory::mlp_params(&sizes);
+        let genomes = match self.method {
+            Method::Ga => 2.0 * self.population as f64,
+            Method::Es => 4.0,
+        };
+        crate::memory::Estimate::new().add(
+            format!("population of {} x {params} parameters", self.population),
+            genomes * params * 4.0,
+        )
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
         crate::check_env(&self.env, &self.env_args)?;
@@ -423,6 +445,23 @@ impl Evolution {
                 (0..count).map(|i| all[(i % size) * count + i]).collect()
             }
         }
+    }
+
+    /// The stop every rank agrees on, given this rank's: without MPI ranks, `local`;
+    /// with them, the first stop any rank got (by signal number, the same on every
+    /// rank), so all ranks stop after the same generation and checkpoint the same state.
+    /// A collective call: every rank makes it once per generation.
+    pub fn agree_stop(&self, local: Option<crate::stop::Stop>) -> Option<crate::stop::Stop> {
+        let Some(c) = &self.collective else {
+            return local;
+        };
+        let mine = local.map_or(0.0, |s| s.signal() as f64);
+        c.allgather(&[mine])
+            .into_iter()
+            .filter(|&x| x > 0.0)
+            .map(|x| x as usize)
+            .min()
+            .and_then(crate::stop::Stop::from_signal)
     }
 
     /// One generation.

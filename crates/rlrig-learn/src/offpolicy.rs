@@ -191,6 +191,32 @@ impl OffPolicyConfig {
         c
     }
 
+    /// What the run's large buffers take: the envs, the replay buffer (allocated up
+    /// front, at most `total_steps` rows) and the networks (actor, two critics, their
+    /// targets, gradients and Adam moments).
+    pub fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
+        let rows = (self.buffer_size as f64).min(self.total_steps as f64);
+        let mut sizes = vec![d];
+        sizes.extend(&self.hidden);
+        let actor = crate::memory::mlp_params(&[sizes.clone(), vec![2 * a]].concat());
+        sizes[0] = d + a;
+        let critic = crate::memory::mlp_params(&[sizes, vec![1]].concat());
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                self.num_envs as f64 * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!("replay buffer of {rows} transitions"),
+                rows * (2 * d + a + 2) as f64 * 4.0,
+            )
+            .add("networks and optimiser", (actor + 2.0 * critic) * 4.0 * 5.0)
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         let spec = rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
         crate::check_env(&self.env, &self.env_args)?;
@@ -425,6 +451,10 @@ pub struct OffPolicyState {
     /// Whether the buffer's rows are in the checkpoint.
     pub buffer_saved: bool,
     pub envs: rlrig_env::VecSnapshot,
+    /// The sums of a chunk stopped part way (zero at a chunk's end; absent from
+    /// checkpoints written before runs could stop mid-chunk).
+    #[serde(default)]
+    pub chunk: ChunkSums,
 }
 
 #[derive(Default)]
@@ -469,10 +499,22 @@ pub struct OffPolicy {
     ep_length: Vec<u64>,
     pub times: StageTimes,
     s: Scratch,
-    // Per-chunk accumulators.
-    acc_q: (f64, f64, f64, u64),
-    acc_actor: (f64, u64),
-    acc_eps: (f64, f64, u64),
+    chunk: ChunkSums,
+}
+
+/// Sums over the current logging chunk, from which its metrics row is made. A run
+/// stopped part way through a chunk keeps them in its checkpoint, so the row a resumed
+/// run writes at the chunk's end is the uninterrupted run's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChunkSums {
+    pub q_loss: f64,
+    pub q_value: f64,
+    pub q_updates: u64,
+    pub actor_loss: f64,
+    pub actor_updates: u64,
+    pub episode_return: f64,
+    pub episode_length: f64,
+    pub episodes: u64,
 }
 
 /// Concatenates `[obs | act]` row by row into `x`.
@@ -563,9 +605,7 @@ impl OffPolicy {
             ep_length: vec![0; e],
             times: StageTimes::default(),
             s: Scratch::default(),
-            acc_q: (0.0, 0.0, 0.0, 0),
-            acc_actor: (0.0, 0),
-            acc_eps: (0.0, 0.0, 0),
+            chunk: ChunkSums::default(),
             nets,
             env,
             cfg,
@@ -676,9 +716,9 @@ impl OffPolicy {
             self.ep_return[k] += rewards[k];
             self.ep_length[k] += 1;
             if ended {
-                self.acc_eps.0 += self.ep_return[k];
-                self.acc_eps.1 += self.ep_length[k] as f64;
-                self.acc_eps.2 += 1;
+                self.chunk.episode_return += self.ep_return[k];
+                self.chunk.episode_length += self.ep_length[k] as f64;
+                self.chunk.episodes += 1;
                 self.ep_return[k] = 0.0;
                 self.ep_length[k] = 0;
             }
@@ -703,34 +743,40 @@ impl OffPolicy {
 
     /// Runs until the next logging boundary (or the end); returns that chunk's metrics.
     pub fn iterate(&mut self) -> ChunkStats {
+        self.iterate_until(|| false)
+            .expect("a chunk never asked to stop ends")
+    }
+
+    /// [`OffPolicy::iterate`], asking `stop` before each collection step: `None` when
+    /// it said stop before the chunk ended. The chunk's sums carry over (into a
+    /// checkpoint too), and the next call finishes it. A chunk of a large network's
+    /// updates can take seconds; a stop request is answered within one step.
+    pub fn iterate_until(&mut self, stop: impl Fn() -> bool) -> Option<ChunkStats> {
         let every = self.cfg.log_every;
         let goal = ((self.global_step / every + 1) * every).min(self.cfg.total_steps);
         while self.global_step < goal {
+            if stop() {
+                return None;
+            }
             self.collect_step();
         }
-        let (qs, qv, _, nq) = self.acc_q;
-        let (al, na) = self.acc_actor;
-        let (er, el, ne) = self.acc_eps;
+        let c = std::mem::take(&mut self.chunk);
         let mean = |s: f64, n: u64| if n == 0 { f64::NAN } else { s / n as f64 };
-        let stats = ChunkStats {
+        Some(ChunkStats {
             global_step: self.global_step,
-            episodes: ne,
-            episode_return: mean(er, ne),
-            episode_length: mean(el, ne),
+            episodes: c.episodes,
+            episode_return: mean(c.episode_return, c.episodes),
+            episode_length: mean(c.episode_length, c.episodes),
             updates: self.updates,
-            qf_loss: mean(qs, nq),
-            actor_loss: mean(al, na),
-            q_value: mean(qv, nq),
+            qf_loss: mean(c.q_loss, c.q_updates),
+            actor_loss: mean(c.actor_loss, c.actor_updates),
+            q_value: mean(c.q_value, c.q_updates),
             alpha: if self.cfg.algo == Algo::Sac {
                 self.alpha()
             } else {
                 f64::NAN
             },
-        };
-        self.acc_q = (0.0, 0.0, 0.0, 0);
-        self.acc_actor = (0.0, 0);
-        self.acc_eps = (0.0, 0.0, 0);
-        stats
+        })
     }
 
     /// One gradient update: the critics on a sampled minibatch, then (every
@@ -811,9 +857,9 @@ impl OffPolicy {
             self.critic.backward(i, &s.dq1);
         }
         self.critic.step(cfg.q_lr, NO_CLIP);
-        self.acc_q.0 += loss;
-        self.acc_q.1 += qmean;
-        self.acc_q.3 += 1;
+        self.chunk.q_loss += loss;
+        self.chunk.q_value += qmean;
+        self.chunk.q_updates += 1;
 
         let (algo, freq, tau) = (cfg.algo, cfg.policy_frequency, cfg.tau as f32);
         let target_freq = cfg.target_network_frequency;
@@ -840,8 +886,8 @@ impl OffPolicy {
         let loss = self.actor_gradient(rng);
         let cfg = &self.cfg;
         self.actor.step(cfg.policy_lr, NO_CLIP);
-        self.acc_actor.0 += loss;
-        self.acc_actor.1 += 1;
+        self.chunk.actor_loss += loss;
+        self.chunk.actor_updates += 1;
         if cfg.algo == Algo::Sac && cfg.autotune {
             // alpha_loss = mean(-alpha (log pi + target_entropy)); d / d log_alpha.
             let alpha = self.log_alpha.exp();
@@ -982,6 +1028,7 @@ impl OffPolicy {
             buffer_len: parts.len,
             buffer_saved: self.cfg.checkpoint_buffer,
             envs: self.env.snapshot(),
+            chunk: self.chunk,
         };
         (st, tensors)
     }
@@ -1032,6 +1079,7 @@ impl OffPolicy {
         self.log_alpha = st.log_alpha;
         self.ep_return = st.ep_return;
         self.ep_length = st.ep_length;
+        self.chunk = st.chunk;
         Ok(())
     }
 

@@ -274,6 +274,43 @@ impl PpoConfig {
         self.total_steps / self.batch_size() as u64
     }
 
+    /// What the run's large buffers take: the envs, the rollout (twice with a lagged
+    /// actor, which fills a second one), its advantage and return rows, the networks
+    /// with their gradients and optimiser moments. Unknown envs count nothing (the
+    /// config's validation names them).
+    pub fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let (e, t) = (self.num_envs as f64, self.num_steps as f64);
+        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
+        let rollouts = if self.policy_lag > 0 || self.actors > 0 {
+            2.0 + self.actors as f64
+        } else {
+            1.0
+        };
+        let mut sizes = vec![d];
+        sizes.extend(&self.hidden);
+        let params = crate::memory::mlp_params(&[sizes.clone(), vec![a.max(2)]].concat())
+            + crate::memory::mlp_params(&[sizes, vec![1]].concat());
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                e * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!(
+                    "rollout of {} steps x {} envs",
+                    self.num_steps, self.num_envs
+                ),
+                rollouts * t * e * (d + a + 6) as f64 * 4.0,
+            )
+            .add(
+                "networks and optimiser",
+                params * 4.0 * (4.0 + self.policy_lag as f64),
+            )
+    }
+
     /// Rejects configurations that cannot run, naming the key.
     pub fn validate(&self) -> Result<(), String> {
         rlrig_env::spec(&self.env).map_err(|e| format!("env: {e}"))?;
@@ -1247,12 +1284,19 @@ impl Ppo {
         self.iteration >= self.cfg.num_iterations()
     }
 
+    /// Whether no rollout is in flight (none prefetched, no asynchronous actors
+    /// running): only then can [`Ppo::state`] be taken. An iteration run without
+    /// prefetching always ends quiescent.
+    pub fn quiescent(&self) -> bool {
+        self.prefetched.is_none() && self.pool.is_none()
+    }
+
     /// The state a checkpoint needs besides `agent.params` and the Adam moments.
     pub fn state(&self) -> PpoState {
         // A prefetched rollout has moved the envs past `iteration`: a checkpoint then
         // would resume wrong, so callers stop prefetching before they save.
         assert!(
-            self.prefetched.is_none() && self.pool.is_none(),
+            self.quiescent(),
             "Ppo::state with a prefetched rollout pending or actors running"
         );
         PpoState {

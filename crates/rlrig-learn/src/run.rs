@@ -188,13 +188,17 @@ impl RunDir {
         let jname = format!("{stem}.json");
         // Until `latest` names it, the new checkpoint is not there for readers; a write
         // that fails removes what was written of it, and `latest` keeps naming the
-        // previous one.
+        // previous one. (A checkpoint of the same name that was there before, one a
+        // finished run writes again, is replaced atomically and never removed.)
+        let existed = dir.join(&jname).exists();
         let written = write_atomic(&dir.join(&wname), weights)
             .and_then(|()| write_atomic(&dir.join(&jname), &json(&wname)?))
             .and_then(|()| write_atomic(&dir.join("latest"), jname.as_bytes()));
         if let Err(e) = written {
-            let _ = fs::remove_file(dir.join(&jname));
-            let _ = fs::remove_file(dir.join(&wname));
+            if !existed {
+                let _ = fs::remove_file(dir.join(&jname));
+                let _ = fs::remove_file(dir.join(&wname));
+            }
             return Err(e);
         }
         let mut old: Vec<String> = fs::read_dir(&dir)

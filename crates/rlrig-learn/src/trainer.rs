@@ -10,6 +10,7 @@ use crate::backend::BackendMaker;
 use crate::offpolicy::{ChunkStats, Nets, OffPolicy, OffPolicyConfig, OffPolicyState};
 use crate::ppo::{Agent, IterationStats, Ppo, PpoConfig, StageTimes, evaluate};
 use crate::run::{MetricsCsv, RunDir, RunError, TensorBoard, metrics_row, write_atomic};
+use crate::stop::{Stop, StopFlag};
 
 pub struct TrainOptions {
     pub run_dir: PathBuf,
@@ -21,6 +22,9 @@ pub struct TrainOptions {
     /// Where the networks run (`--device`); `None` is the native CPU path. PPO, A2C,
     /// DDPG/TD3/SAC and AlphaZero take another device; evolution not yet.
     pub device: Option<BackendMaker>,
+    /// Raised to stop early (Ctrl-C, SIGTERM): the driver finishes the iteration in
+    /// progress, writes a checkpoint and returns with `interrupted` set.
+    pub stop: StopFlag,
 }
 
 /// Writes `spans` as a Chrome trace (`chrome://tracing`, ui.perfetto.dev), atomically.
@@ -138,7 +142,13 @@ pub struct TrainSummary {
     pub config: PpoConfig,
     /// What ran the networks (`cpu`, `burn-cpu (flex)`, `wgpu ...`).
     pub device: String,
-    pub eval: EvalSummary,
+    /// The final evaluation; `None` when the run was stopped early.
+    pub eval: Option<EvalSummary>,
+    /// Set when a stop request ended the run before its budget (a checkpoint of the
+    /// last finished iteration was written).
+    pub interrupted: Option<Stop>,
+    /// Environment steps taken when the run ended (the budget, unless interrupted).
+    pub global_step: u64,
     pub times: StageTimes,
     pub wall: f64,
     pub resumed_from: Option<u64>,
@@ -216,6 +226,22 @@ where
     Ok(Some(from))
 }
 
+/// Refuses a run whose buffers would not fit in this machine's memory, before any
+/// of them is allocated.
+fn check_memory(need: &crate::memory::Estimate, what: &str, lower: &str) -> Result<(), RunError> {
+    need.check(what, lower).map_err(RunError::Resources)
+}
+
+/// Writes a run's final evaluation (`eval.json`; only finished runs have one).
+fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), RunError> {
+    write_atomic(
+        &dir.path.join("eval.json"),
+        serde_json::to_string_pretty(eval)
+            .expect("plain numbers serialise")
+            .as_bytes(),
+    )
+}
+
 /// Evaluation seeds are far from training seeds so the episodes are new.
 pub const EVAL_SEED_OFFSET: u64 = 1_000_003;
 
@@ -225,6 +251,11 @@ pub fn train_ppo(
     opts: &TrainOptions,
     mut progress: impl FnMut(&Progress<'_>),
 ) -> Result<TrainSummary, RunError> {
+    check_memory(
+        &cfg.memory_estimate(),
+        "this run",
+        "--num-envs or num_steps",
+    )?;
     let dir = run_dir_for(opts)?;
     let mut resumed_from = None;
     let mut ppo;
@@ -259,15 +290,17 @@ pub fn train_ppo(
     let mut recent = RecentMean::default();
     let every = ppo.cfg.checkpoint_every;
     let mut last_ckpt = ppo.global_step;
+    let mut interrupted = None;
     while !ppo.done() {
         let t0 = Instant::now();
         let before = ppo.times;
         // IMPALA's actor collects the next rollout during this update (asynchronous
         // actors keep running), except before a checkpoint, which must not hold a rollout
-        // in flight.
+        // in flight: a due one, or the one a stop request asks for.
         let batch = ppo.cfg.batch_size() as u64;
         let checkpoint_next = every > 0 && ppo.global_step + batch - last_ckpt >= every;
-        let s = ppo.iterate_prefetching(!checkpoint_next);
+        let stopping = opts.stop.requested().is_some();
+        let s = ppo.iterate_prefetching(!checkpoint_next && !stopping);
         let wall = t0.elapsed().as_secs_f64();
         let dt = ppo.times.since(&before);
         let other = (wall - dt.total()).max(0.0);
@@ -292,11 +325,6 @@ pub fn train_ppo(
             ],
         )?;
         recent.push(s.episode_return);
-        if every > 0 && ppo.global_step - last_ckpt >= every && !ppo.done() {
-            let (m, v) = ppo.adam_moments();
-            dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, (&m, &v))?;
-            last_ckpt = ppo.global_step;
-        }
         progress(&Progress {
             stats: &s,
             total_steps: ppo.cfg.num_iterations() * ppo.cfg.batch_size() as u64,
@@ -304,6 +332,20 @@ pub fn train_ppo(
             recent_return: recent.mean(),
             times: ppo.times,
         });
+        // A stop that came during a prefetching iteration waits one more (short,
+        // non-prefetching) iteration, so the checkpoint holds no rollout in flight.
+        interrupted = opts
+            .stop
+            .requested()
+            .filter(|_| ppo.quiescent() && !ppo.done());
+        if interrupted.is_some() {
+            break;
+        }
+        if every > 0 && ppo.global_step - last_ckpt >= every && !ppo.done() {
+            let (m, v) = ppo.adam_moments();
+            dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, (&m, &v))?;
+            last_ckpt = ppo.global_step;
+        }
     }
     let (m, v) = ppo.adam_moments();
     dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, (&m, &v))?;
@@ -312,17 +354,20 @@ pub fn train_ppo(
     if let Some(path) = &opts.trace {
         write_chrome_trace(path, &ppo.take_trace())?;
     }
-    let eval = EvalSummary::of(&ppo.evaluate(opts.eval_episodes.max(1), seed), seed);
-    write_atomic(
-        &dir.path.join("eval.json"),
-        serde_json::to_string_pretty(&eval)
-            .expect("plain numbers serialise")
-            .as_bytes(),
-    )?;
+    let eval = match interrupted {
+        Some(_) => None,
+        None => {
+            let eval = EvalSummary::of(&ppo.evaluate(opts.eval_episodes.max(1), seed), seed);
+            write_eval(&dir, &eval)?;
+            Some(eval)
+        }
+    };
     Ok(TrainSummary {
         config: ppo.cfg.clone(),
         device: ppo.device(),
         eval,
+        interrupted,
+        global_step: ppo.global_step,
         times: ppo.times,
         wall,
         resumed_from,
@@ -534,7 +579,12 @@ pub struct OffProgress<'a> {
 
 pub struct OffTrainSummary {
     pub config: OffPolicyConfig,
-    pub eval: EvalSummary,
+    /// The final evaluation; `None` when the run was stopped early.
+    pub eval: Option<EvalSummary>,
+    /// Set when a stop request ended the run before its budget.
+    pub interrupted: Option<Stop>,
+    /// Environment steps taken when the run ended.
+    pub global_step: u64,
     pub times: StageTimes,
     pub wall: f64,
     pub updates: u64,
@@ -556,6 +606,11 @@ pub fn train_offpolicy(
     opts: &TrainOptions,
     mut progress: impl FnMut(&OffProgress<'_>),
 ) -> Result<OffTrainSummary, RunError> {
+    check_memory(
+        &cfg.memory_estimate(),
+        &format!("train {}", cfg.algo.name()),
+        "buffer_size (--set buffer_size=N) or --num-envs",
+    )?;
     let dir = run_dir_for(opts)?;
     let algo = cfg.algo.name();
     let mut r = OffPolicy::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
@@ -577,10 +632,16 @@ pub fn train_offpolicy(
     let mut recent = RecentMean::default();
     let every = r.cfg.checkpoint_every;
     let mut last_ckpt = r.global_step;
+    let mut interrupted = None;
     while !r.done() {
         let t0 = Instant::now();
         let (before, step0) = (r.times, r.global_step);
-        let s = r.iterate();
+        // A stop is answered within one collection step: a chunk of a large network's
+        // updates takes seconds. The part-done chunk's sums go into the checkpoint.
+        let Some(s) = r.iterate_until(|| opts.stop.requested().is_some()) else {
+            interrupted = opts.stop.requested();
+            break;
+        };
         let wall = t0.elapsed().as_secs_f64();
         let dt = r.times.since(&before);
         let other = (wall - dt.total()).max(0.0);
@@ -619,10 +680,6 @@ pub fn train_offpolicy(
             ],
         )?;
         recent.push(s.episode_return);
-        if every > 0 && r.global_step - last_ckpt >= every && !r.done() {
-            offpolicy_checkpoint(&dir, &r)?;
-            last_ckpt = r.global_step;
-        }
         progress(&OffProgress {
             stats: &s,
             total_steps: r.cfg.total_steps,
@@ -630,20 +687,31 @@ pub fn train_offpolicy(
             recent_return: recent.mean(),
             times: r.times,
         });
+        interrupted = opts.stop.requested().filter(|_| !r.done());
+        if interrupted.is_some() {
+            break;
+        }
+        if every > 0 && r.global_step - last_ckpt >= every && !r.done() {
+            offpolicy_checkpoint(&dir, &r)?;
+            last_ckpt = r.global_step;
+        }
     }
     offpolicy_checkpoint(&dir, &r)?;
     let wall = start.elapsed().as_secs_f64();
     let seed = r.cfg.seed + EVAL_SEED_OFFSET;
-    let eval = EvalSummary::of(&r.evaluate(opts.eval_episodes.max(1), seed), seed);
-    write_atomic(
-        &dir.path.join("eval.json"),
-        serde_json::to_string_pretty(&eval)
-            .expect("plain numbers serialise")
-            .as_bytes(),
-    )?;
+    let eval = match interrupted {
+        Some(_) => None,
+        None => {
+            let eval = EvalSummary::of(&r.evaluate(opts.eval_episodes.max(1), seed), seed);
+            write_eval(&dir, &eval)?;
+            Some(eval)
+        }
+    };
     Ok(OffTrainSummary {
         config: r.cfg.clone(),
         eval,
+        interrupted,
+        global_step: r.global_step,
         times: r.times,
         wall,
         updates: r.updates,
@@ -692,6 +760,10 @@ pub struct AzTrainSummary {
     pub wall: f64,
     pub samples: u64,
     pub resumed_from: Option<u64>,
+    /// Set when a stop request ended the run before its last iteration.
+    pub interrupted: Option<Stop>,
+    /// Iterations done when the run ended.
+    pub iteration: u64,
 }
 
 fn az_checkpoint(dir: &RunDir, az: &crate::alphazero::AlphaZero) -> Result<(), RunError> {
@@ -708,6 +780,11 @@ pub fn train_alphazero(
     mut progress: impl FnMut(&crate::alphazero::AzStats, f64),
 ) -> Result<AzTrainSummary, RunError> {
     use crate::alphazero::{AlphaZero, AzState};
+    check_memory(
+        &cfg.memory_estimate(),
+        "train alphazero",
+        "--games, --simulations or buffer_size",
+    )?;
     let dir = run_dir_for(opts)?;
     let mut az = AlphaZero::new(cfg.clone()).map_err(RunError::Mismatch)?;
     let resumed_from = resume_tensors(
@@ -727,6 +804,7 @@ pub fn train_alphazero(
     let start = Instant::now();
     let mut last = crate::alphazero::AzStats::default();
     let samples0 = az.samples;
+    let mut interrupted = None;
     while !az.done() {
         let t0 = Instant::now();
         let (before, s0) = (az.times, az.samples);
@@ -763,10 +841,6 @@ pub fn train_alphazero(
                 ("charts/games_finished", s.games_finished as f64),
             ],
         )?;
-        let every = az.cfg.checkpoint_every;
-        if every > 0 && az.iteration.is_multiple_of(every) && !az.done() {
-            az_checkpoint(&dir, &az)?;
-        }
         if s.win_rate_random.is_finite() || last.iteration == 0 {
             last = s.clone();
         } else {
@@ -778,15 +852,22 @@ pub fn train_alphazero(
             };
         }
         progress(&last, sps);
+        interrupted = opts.stop.requested().filter(|_| !az.done());
+        if interrupted.is_some() {
+            break;
+        }
+        let every = az.cfg.checkpoint_every;
+        if every > 0 && az.iteration.is_multiple_of(every) && !az.done() {
+            az_checkpoint(&dir, &az)?;
+        }
     }
     az_checkpoint(&dir, &az)?;
-    write_atomic(
-        &dir.path.join("eval.json"),
-        serde_json::to_string_pretty(&last)
-            .expect("plain numbers serialise")
-            .as_bytes(),
-    )?;
+    if interrupted.is_none() {
+        write_eval(&dir, &last)?;
+    }
     Ok(AzTrainSummary {
+        interrupted,
+        iteration: az.iteration,
         config: az.cfg.clone(),
         device: az.device(),
         last,
@@ -833,7 +914,13 @@ pub const EVO_DETERMINISTIC_COLUMNS: usize = 5;
 pub struct EvoTrainSummary {
     pub config: crate::evolution::EvoConfig,
     pub last: crate::evolution::GenStats,
-    pub eval: EvalSummary,
+    /// The final evaluation; `None` when the run was stopped early.
+    pub eval: Option<EvalSummary>,
+    /// Set when a stop request ended the run before its last generation (under MPI,
+    /// every rank stops after the same generation).
+    pub interrupted: Option<Stop>,
+    /// Generations done when the run ended.
+    pub generation: u64,
     pub wall: f64,
     pub generations: u64,
     pub resumed_from: Option<u64>,
@@ -867,6 +954,11 @@ pub fn train_evolution(
 ) -> Result<EvoTrainSummary, RunError> {
     use crate::evolution::{EvoState, Evolution};
     let writer = collective.as_ref().is_none_or(|c| c.rank() == 0);
+    check_memory(
+        &cfg.memory_estimate(),
+        &format!("train {}", evo_algo(&cfg)),
+        "--population or hidden",
+    )?;
     let dir = run_dir_for(opts)?;
     let algo = evo_algo(&cfg);
     let mut e = Evolution::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
@@ -897,13 +989,19 @@ pub fn train_evolution(
     let start = Instant::now();
     let g0 = e.generation;
     let mut last = crate::evolution::GenStats::default();
+    let mut interrupted = None;
     while !e.done() {
         let t0 = Instant::now();
         let s = e.step();
         let secs = t0.elapsed().as_secs_f64();
+        // Every rank learns of a stop any rank got, after the same generation.
+        interrupted = e.agree_stop(opts.stop.requested()).filter(|_| !e.done());
         let (Some(csv), Some(tb)) = (csv.as_mut(), tb.as_mut()) else {
             progress(&s, 1.0 / secs);
             last = s;
+            if interrupted.is_some() {
+                break;
+            }
             continue;
         };
         csv.push(format!(
@@ -926,41 +1024,44 @@ pub fn train_evolution(
                 ("time/generation", secs),
             ],
         )?;
+        progress(&s, 1.0 / secs);
+        last = s;
+        if interrupted.is_some() {
+            break;
+        }
         let every = e.cfg.checkpoint_every;
         if every > 0 && e.generation.is_multiple_of(every) && !e.done() {
             evo_checkpoint(&dir, &e)?;
         }
-        progress(&s, 1.0 / secs);
-        last = s;
     }
     if writer {
         evo_checkpoint(&dir, &e)?;
     }
     let wall = start.elapsed().as_secs_f64();
     let seed = e.cfg.seed + EVAL_SEED_OFFSET;
-    let eval = EvalSummary::of(
-        &evo_returns(
-            &e.policy,
-            &e.cfg.env,
-            &e.cfg.env_args,
-            &e.best_params(),
-            opts.eval_episodes.max(1),
+    let eval = match interrupted {
+        Some(_) => None,
+        None => Some(EvalSummary::of(
+            &evo_returns(
+                &e.policy,
+                &e.cfg.env,
+                &e.cfg.env_args,
+                &e.best_params(),
+                opts.eval_episodes.max(1),
+                seed,
+            ),
             seed,
-        ),
-        seed,
-    );
-    if writer {
-        write_atomic(
-            &dir.path.join("eval.json"),
-            serde_json::to_string_pretty(&eval)
-                .expect("plain numbers serialise")
-                .as_bytes(),
-        )?;
+        )),
+    };
+    if let (true, Some(eval)) = (writer, &eval) {
+        write_eval(&dir, eval)?;
     }
     Ok(EvoTrainSummary {
         config: e.cfg.clone(),
         last,
         eval,
+        interrupted,
+        generation: e.generation,
         wall,
         generations: e.generation - g0,
         resumed_from,

@@ -58,7 +58,16 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
     if a.hidden.is_empty() || a.hidden.contains(&0) {
         bail!("--hidden must list positive sizes");
     }
-    let samples = (a.games * a.moves) as f64;
+    AzConfig {
+        games: a.games,
+        simulations: a.simulations,
+        hidden: a.hidden.clone(),
+        ..AzConfig::default()
+    }
+    .memory_estimate()
+    .check("bench alphazero", "--games or --simulations")
+    .map_err(anyhow::Error::msg)?;
+    let samples = a.games as f64 * a.moves as f64;
     // Search only: the same lock-step self-play with a network-free evaluator.
     let mut mcts = BatchedMcts::<ConnectFour>::new(rlrig_learn::mcts::MctsConfig {
         simulations: a.simulations,
@@ -330,12 +339,24 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             a.warmup
         );
     }
+    const TABLE_BATCHES: usize = 8;
+    let envs = a.num_envs as f64;
+    rlrig_learn::memory::Estimate::new()
+        .add(
+            format!("{} envs of {}", a.num_envs, a.env),
+            envs * s.bytes_per_env as f64,
+        )
+        .add(
+            format!("{TABLE_BATCHES} batches of random actions"),
+            envs * TABLE_BATCHES as f64 * s.action_space.flat_dim() as f64 * 4.0,
+        )
+        .check("bench env", "--num-envs")
+        .map_err(anyhow::Error::msg)?;
     let warmup = Duration::from_secs_f64(a.warmup);
     let cfg = VecConfig::new(a.num_envs)
         .threads(threads)
         .seed(a.seed)
         .env_args(a.env_args.clone());
-    const TABLE_BATCHES: usize = 8;
     let table = RandomActions::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
     let mut used = threads;
     let (env_steps, seconds, batch_size) = match a.mode {

@@ -66,18 +66,25 @@ fn default_threads() -> usize {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Envs(a) => cli_envs::envs(a),
-        Command::Replay(a) => cli_envs::replay(a),
-        Command::Train(t) => train::train(t),
-        Command::Eval(a) => train::eval(a),
-        Command::Play(a) => train::play(a),
-        Command::Bench(b) => bench::run(b),
-        Command::Probe(a) => probe::run(a),
-        Command::Compare(a) => lab::compare(a),
-        Command::Plot(a) => lab::plot(a),
+        Command::Envs(a) => cli_envs::envs(a).map(|()| ExitCode::SUCCESS),
+        Command::Replay(a) => cli_envs::replay(a).map(|()| ExitCode::SUCCESS),
+        // A run stopped by SIGINT/SIGTERM (checkpoint written) exits with the shell's
+        // code for that signal: 130 or 143.
+        Command::Train(t) => train::train(t).map(|stop| {
+            if let Some(stop) = stop {
+                return ExitCode::from(stop.exit_code());
+            }
+            ExitCode::SUCCESS
+        }),
+        Command::Eval(a) => train::eval(a).map(|()| ExitCode::SUCCESS),
+        Command::Play(a) => train::play(a).map(|()| ExitCode::SUCCESS),
+        Command::Bench(b) => bench::run(b).map(|()| ExitCode::SUCCESS),
+        Command::Probe(a) => probe::run(a).map(|()| ExitCode::SUCCESS),
+        Command::Compare(a) => lab::compare(a).map(|()| ExitCode::SUCCESS),
+        Command::Plot(a) => lab::plot(a).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e)
             if e.chain().any(|c| {
                 c.downcast_ref::<std::io::Error>()

@@ -10,7 +10,54 @@ use rlrig_learn::backend::BackendMaker;
 use rlrig_learn::evolution::{EvoConfig, Method};
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
+use rlrig_learn::stop::{Stop, StopFlag};
 use rlrig_learn::trainer::{RunKind, TrainOptions, eval_run, train_offpolicy, train_ppo};
+
+/// Ctrl-C and SIGTERM stop a training run and keep its work: the first signal asks the
+/// driver to finish the iteration in progress, write a checkpoint and print the summary
+/// (exit 130 or 143); a second one exits at once with the same code, leaving the last
+/// checkpoint written (checkpoints are written atomically).
+fn stop_on_signals() -> Result<StopFlag> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    let stop = StopFlag::new();
+    let seen = Arc::new(AtomicBool::new(false));
+    for sig in [SIGINT, SIGTERM] {
+        // In this order: a signal that finds `seen` already set exits; the first sets it.
+        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&seen))
+            .context("installing the SIGINT/SIGTERM handlers")?;
+        signal_hook::flag::register(sig, Arc::clone(&seen))
+            .context("installing the SIGINT/SIGTERM handlers")?;
+        signal_hook::flag::register_usize(sig, Arc::clone(stop.signal_slot()), sig as usize)
+            .context("installing the SIGINT/SIGTERM handlers")?;
+    }
+    Ok(stop)
+}
+
+/// The lines a stopped run ends with: what stopped it, where, and how to go on.
+fn report_stop(stop: Stop, at: &str, algo: &str, run_dir: &std::path::Path) -> Result<()> {
+    outln!(
+        "interrupted by {} {at}: checkpoint written; continue with `rlrig train {algo} --run-dir {} --resume`",
+        stop.signal_name(),
+        run_dir.display()
+    );
+    Ok(())
+}
+
+/// "evaluation{of} over N episodes: mean return M ± S", or why there is none; `of`
+/// names what was evaluated (" of the centre"), or is empty.
+fn eval_line(eval: &Option<rlrig_learn::trainer::EvalSummary>, of: &str) -> String {
+    match eval {
+        Some(e) => format!(
+            "evaluation{of} over {} episodes: mean return {:.1} ± {:.1}",
+            e.episodes, e.mean_return, e.std_return
+        ),
+        None => format!(
+            "evaluation{of}: skipped (stopped early; `rlrig eval --run DIR` evaluates the checkpoint)"
+        ),
+    }
+}
 
 #[derive(Subcommand)]
 pub enum TrainCommand {
@@ -122,7 +169,7 @@ pub struct EvoArgs {
     quiet: bool,
 }
 
-fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
+fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<Stop>> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
@@ -183,6 +230,7 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
         eval_episodes: a.eval_episodes,
         trace: None,
         device: None,
+        stop: stop_on_signals()?,
     };
     let fp = crate::mpi_support::fingerprint(&serde_json::to_string(&cfg)?);
     let mpi = crate::mpi_support::start(fp)?;
@@ -209,7 +257,7 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
     })?;
     bar.finish_and_clear();
     if rank != 0 {
-        return Ok(());
+        return Ok(summary.interrupted);
     }
     if let Some(g) = summary.resumed_from {
         outln!("resumed from generation {g}");
@@ -228,19 +276,25 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<()> {
         summary.last.best_fitness,
         summary.last.mean_fitness
     );
+    let deployed = if method == Method::Es {
+        "centre"
+    } else {
+        "elite"
+    };
     outln!(
-        "evaluation of the {} over {} episodes: mean return {:.1} ± {:.1}",
-        if method == Method::Es {
-            "centre"
-        } else {
-            "elite"
-        },
-        summary.eval.episodes,
-        summary.eval.mean_return,
-        summary.eval.std_return
+        "{}",
+        eval_line(&summary.eval, &format!(" of the {deployed}"))
     );
+    if let Some(stop) = summary.interrupted {
+        report_stop(
+            stop,
+            &format!("after generation {}", summary.generation),
+            name,
+            &run_dir,
+        )?;
+    }
     outln!("run directory: {}", run_dir.display());
-    Ok(())
+    Ok(summary.interrupted)
 }
 
 #[derive(Args)]
@@ -570,7 +624,7 @@ fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
     Ok(cfg)
 }
 
-fn train_alphazero_cli(a: AzArgs) -> Result<()> {
+fn train_alphazero_cli(a: AzArgs) -> Result<Option<Stop>> {
     let device = device_maker(&a.device)?;
     let cfg = resolve_alphazero(&a)?;
     let run_dir = a
@@ -584,6 +638,7 @@ fn train_alphazero_cli(a: AzArgs) -> Result<()> {
         eval_episodes: 0,
         trace: None,
         device,
+        stop: stop_on_signals()?,
     };
     let bar = progress_bar(a.quiet, cfg.iterations);
     let depth = cfg.eval_depth;
@@ -608,15 +663,18 @@ fn train_alphazero_cli(a: AzArgs) -> Result<()> {
         "{} alphazero on {}: {} iterations, {} self-play samples in {:.2} s ({:.0} samples/s, {} simulations, {} games in lock-step)",
         summary.config.env,
         summary.device,
-        summary.config.iterations,
+        summary.iteration,
         summary.samples,
         summary.wall,
         summary.samples as f64 / summary.wall,
         summary.config.simulations,
         summary.config.games
     );
-    if summary.config.eval_games == 0 || s.win_rate_random.is_nan() {
+    if summary.config.eval_games == 0 {
         outln!("evaluation: none (eval_games = 0)");
+    } else if s.win_rate_random.is_nan() {
+        // Only a stopped run ends on an iteration without an evaluation.
+        outln!("{}", eval_line(&None, ""));
     } else {
         outln!(
             "evaluation ({} games each): vs random {:.0}% won; vs solver:{} {:.0}% won, {:.0}% lost",
@@ -639,11 +697,21 @@ fn train_alphazero_cli(a: AzArgs) -> Result<()> {
         t.eval,
         pct(t.eval)
     );
+    if let Some(stop) = summary.interrupted {
+        report_stop(
+            stop,
+            &format!("after iteration {}", summary.iteration),
+            "alphazero",
+            &run_dir,
+        )?;
+    }
     outln!("run directory: {}", run_dir.display());
-    Ok(())
+    Ok(summary.interrupted)
 }
 
-pub fn train(cmd: TrainCommand) -> Result<()> {
+/// Runs `rlrig train ...`; `Some` when a signal stopped the run early (its exit code is
+/// the signal's).
+pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
     let (a, algo) = match cmd {
         TrainCommand::Alphazero(a) => return train_alphazero_cli(a),
         TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
@@ -705,7 +773,7 @@ fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
     b
 }
 
-fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
+fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
     if a.metrics_addr.is_some() || a.trace.is_some() {
         bail!(
             "--metrics-addr and --trace are not available for {} yet (ppo only)",
@@ -728,6 +796,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
         eval_episodes: a.eval_episodes,
         trace: None,
         device: device_maker(&a.device)?,
+        stop: stop_on_signals()?,
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
     let gpu = rlrig_lab::probe::GpuSampler::start(
@@ -746,9 +815,9 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
     if let Some(step) = summary.resumed_from {
         outln!("resumed from step {step}");
     }
-    let steps = summary.config.total_steps;
+    let steps = summary.global_step - summary.resumed_from.unwrap_or(0);
     outln!(
-        "{} {} on {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} {} on {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); {}",
         summary.config.env,
         algo.name(),
         summary.device,
@@ -756,9 +825,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
         summary.wall,
         steps as f64 / summary.wall,
         summary.updates as f64 / summary.times.learner.max(1e-9),
-        summary.eval.episodes,
-        summary.eval.mean_return,
-        summary.eval.std_return
+        eval_line(&summary.eval, "")
     );
     report_times(
         summary.wall,
@@ -769,8 +836,16 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<()> {
         &cpu,
         gpu,
     )?;
+    if let Some(stop) = summary.interrupted {
+        report_stop(
+            stop,
+            &format!("at step {}", summary.global_step),
+            algo.name(),
+            &run_dir,
+        )?;
+    }
     outln!("run directory: {}", run_dir.display());
-    Ok(())
+    Ok(summary.interrupted)
 }
 
 /// The stage breakdown, core and GPU use, and the bottleneck verdict of a run.
@@ -831,7 +906,7 @@ fn report_times(
 }
 
 /// PPO and the algorithms on its machinery: `label` is "ppo", "a2c" or "impala".
-fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<()> {
+fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     let cfg = resolve_config(&a, label)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
@@ -847,6 +922,7 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<()> {
         eval_episodes: a.eval_episodes,
         trace: a.trace.clone(),
         device: device_maker(&a.device)?,
+        stop: stop_on_signals()?,
     };
     let cpu = rlrig_lab::verdict::CpuSampler::start();
     let gpu = rlrig_lab::probe::GpuSampler::start(
@@ -894,16 +970,14 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<()> {
             summary.config.actors
         );
     }
-    let steps = summary.config.num_iterations() * summary.config.batch_size() as u64;
+    let steps = summary.global_step - summary.resumed_from.unwrap_or(0);
     outln!(
-        "{} {label} on {}: {steps} steps in {:.2} s ({:.0} steps/s); evaluation over {} episodes: mean return {:.1} ± {:.1}",
+        "{} {label} on {}: {steps} steps in {:.2} s ({:.0} steps/s); {}",
         summary.config.env,
         summary.device,
         summary.wall,
         steps as f64 / summary.wall,
-        summary.eval.episodes,
-        summary.eval.mean_return,
-        summary.eval.std_return
+        eval_line(&summary.eval, "")
     );
     report_times(
         summary.wall,
@@ -917,8 +991,16 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<()> {
     if let Some(p) = &a.trace {
         outln!("trace: {} (open in ui.perfetto.dev)", p.display());
     }
+    if let Some(stop) = summary.interrupted {
+        report_stop(
+            stop,
+            &format!("at step {}", summary.global_step),
+            label,
+            &run_dir,
+        )?;
+    }
     outln!("run directory: {}", run_dir.display());
-    Ok(())
+    Ok(summary.interrupted)
 }
 
 /// The Prometheus text for one progress update.
@@ -1348,4 +1430,302 @@ pub fn play(a: PlayArgs) -> Result<()> {
     }
     outln!("gif: {}", gif.display());
     Ok(())
+}
+
+/// Property-based fuzzing of the config a run is built from: a config file (random
+/// text and mutations of a valid one), `--set KEY=VALUE` (known keys and unknown ones,
+/// any value) and `--env-arg`, for every algorithm's config. Each case must give a clear
+/// error or a config that validates, whose memory estimate is a number, and which
+/// resolves again to itself from the `config.toml` a run writes; never a panic.
+#[cfg(test)]
+mod fuzz {
+    use super::{Sources, resolve_from};
+    use anyhow::Result;
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngSeed};
+    use rlrig_learn::alphazero::AzConfig;
+    use rlrig_learn::evolution::{EvoConfig, Method};
+    use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
+    use rlrig_learn::ppo::PpoConfig;
+    use serde::{Serialize, de::DeserializeOwned};
+
+    /// One algorithm's config: its defaults, validation and memory estimate.
+    trait Fuzzed: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug {
+        fn defaults(kind: usize, env: &str) -> Self;
+        fn check(&self) -> Result<(), String>;
+        fn bytes(&self) -> f64;
+        fn envs() -> &'static [&'static str] {
+            rlrig_env::ENV_IDS
+        }
+    }
+
+    impl Fuzzed for PpoConfig {
+        fn defaults(kind: usize, env: &str) -> Self {
+            [
+                PpoConfig::for_env,
+                PpoConfig::a2c_for_env,
+                PpoConfig::impala_for_env,
+            ][kind % 3](env)
+        }
+        fn check(&self) -> Result<(), String> {
+            self.validate()
+        }
+        fn bytes(&self) -> f64 {
+            self.memory_estimate().total()
+        }
+    }
+
+    impl Fuzzed for OffPolicyConfig {
+        fn defaults(kind: usize, env: &str) -> Self {
+            OffPolicyConfig::for_env([Algo::Ddpg, Algo::Td3, Algo::Sac][kind % 3], env)
+        }
+        fn check(&self) -> Result<(), String> {
+            self.validate()
+        }
+        fn bytes(&self) -> f64 {
+            self.memory_estimate().total()
+        }
+    }
+
+    impl Fuzzed for EvoConfig {
+        fn defaults(kind: usize, env: &str) -> Self {
+            EvoConfig::for_env([Method::Es, Method::Ga][kind % 2], env)
+        }
+        fn check(&self) -> Result<(), String> {
+            self.validate()
+        }
+        fn bytes(&self) -> f64 {
+            self.memory_estimate().total()
+        }
+    }
+
+    impl Fuzzed for AzConfig {
+        fn defaults(_: usize, env: &str) -> Self {
+            AzConfig {
+                env: env.to_string(),
+                ..AzConfig::default()
+            }
+        }
+        fn check(&self) -> Result<(), String> {
+            self.validate()
+        }
+        fn bytes(&self) -> f64 {
+            self.memory_estimate().total()
+        }
+        fn envs() -> &'static [&'static str] {
+            rlrig_env::games::GAME_IDS
+        }
+    }
+
+    fn config(seed: u64) -> Config {
+        Config {
+            cases: 96,
+            failure_persistence: None,
+            rng_seed: RngSeed::Fixed(seed),
+            ..Config::default()
+        }
+    }
+
+    /// A value as typed after `=`: numbers of every size and sign, booleans, arrays,
+    /// quoted and bare text.
+    fn value() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => any::<i64>().prop_map(|x| x.to_string()),
+            2 => (0u64..5000).prop_map(|x| x.to_string()),
+            2 => any::<f64>().prop_map(|x| x.to_string()),
+            1 => prop_oneof![Just("nan"), Just("inf"), Just("-inf"), Just("1e400"), Just("true")]
+                .prop_map(str::to_string),
+            1 => proptest::collection::vec(0i64..300, 0..4).prop_map(|v| format!("{v:?}")),
+            1 => "\"[a-zA-Z0-9_-]{0,12}\"",
+            2 => "\\PC{0,16}",
+        ]
+    }
+
+    /// `--set` entries: mostly keys of the config, some unknown, some without `=`.
+    fn sets(keys: Vec<String>) -> impl Strategy<Value = Vec<String>> {
+        let entry = (any::<prop::sample::Index>(), 0u8..10, value()).prop_map(
+            move |(k, how, v)| match how {
+                0 => format!("no_such_key={v}"),
+                1 => v,
+                _ => format!("{}={v}", k.get(&keys)),
+            },
+        );
+        proptest::collection::vec(entry, 0..4)
+    }
+
+    /// An edit of a config file's text: a byte replaced, a line dropped or repeated.
+    fn edit_text(text: &str, edits: &[(prop::sample::Index, u8, char)]) -> String {
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        for (at, how, c) in edits {
+            if lines.is_empty() {
+                break;
+            }
+            let i = at.index(lines.len());
+            match how % 3 {
+                0 => {
+                    let mut chars: Vec<char> = lines[i].chars().collect();
+                    if !chars.is_empty() {
+                        let j = at.index(chars.len());
+                        chars[j] = *c;
+                    }
+                    lines[i] = chars.into_iter().collect();
+                }
+                1 => {
+                    lines.remove(i);
+                }
+                _ => lines.insert(i, lines[i].clone()),
+            }
+        }
+        lines.join("\n")
+    }
+
+    fn resolve_case<C: Fuzzed>(
+        kind: usize,
+        env: &str,
+        file: Option<&str>,
+        set: &[String],
+        env_args: &[(String, String)],
+    ) -> Result<C> {
+        static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("rlrig-fuzz-{}-{n}.toml", std::process::id()));
+        if let Some(text) = file {
+            std::fs::write(&path, text).unwrap();
+        }
+        let src = Sources {
+            env: Some(env),
+            config: file.map(|_| path.as_path()),
+            set,
+            flags: Vec::new(),
+            env_args,
+        };
+        let cfg = resolve_from(
+            &src,
+            env,
+            |e| {
+                if C::envs().contains(&e) {
+                    Ok(())
+                } else {
+                    anyhow::bail!("unknown env '{e}'")
+                }
+            },
+            |e| Ok(toml::Table::try_from(C::defaults(kind, e))?),
+        );
+        let _ = std::fs::remove_file(&path);
+        cfg
+    }
+
+    /// The property for one case: an error with a message, or a config that either
+    /// fails validation with a message or is usable and round-trips.
+    fn check_case<C: Fuzzed>(
+        kind: usize,
+        env: &str,
+        file: Option<&str>,
+        set: &[String],
+        env_args: &[(String, String)],
+    ) -> Result<(), TestCaseError> {
+        let cfg = match resolve_case::<C>(kind, env, file, set, env_args) {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                let msg = format!("{e:#}");
+                prop_assert!(!msg.is_empty());
+                return Ok(());
+            }
+        };
+        if let Err(e) = cfg.check() {
+            prop_assert!(!e.is_empty());
+            return Ok(());
+        }
+        prop_assert!(cfg.bytes() >= 0.0, "estimate {} for {:?}", cfg.bytes(), cfg);
+        // What the run writes as config.toml gives the same config back on --resume.
+        let written = toml::to_string(&cfg).unwrap();
+        let again = resolve_case::<C>(kind, env, Some(&written), &[], &[]);
+        prop_assert!(again.is_ok(), "{:?} from\n{}", again.err(), written);
+        prop_assert_eq!(again.unwrap(), cfg);
+        Ok(())
+    }
+
+    fn keys_of<C: Fuzzed>() -> Vec<String> {
+        toml::Table::try_from(C::defaults(0, C::envs()[0]))
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    fn fuzz_sets<C: Fuzzed>(seed: u64) {
+        let strategy = (
+            0usize..3,
+            any::<prop::sample::Index>(),
+            sets(keys_of::<C>()),
+            proptest::collection::vec(("[a-z_]{1,12}", value()), 0..2),
+        );
+        proptest::test_runner::TestRunner::new(config(seed))
+            .run(&strategy, |(kind, env, set, env_args)| {
+                check_case::<C>(
+                    kind,
+                    C::envs()[env.index(C::envs().len())],
+                    None,
+                    &set,
+                    &env_args,
+                )
+            })
+            .unwrap();
+    }
+
+    fn fuzz_files<C: Fuzzed>(seed: u64) {
+        let strategy = (
+            0usize..3,
+            any::<prop::sample::Index>(),
+            proptest::collection::vec(
+                (any::<prop::sample::Index>(), any::<u8>(), any::<char>()),
+                0..5,
+            ),
+            "\\PC{0,64}",
+            any::<bool>(),
+        );
+        proptest::test_runner::TestRunner::new(config(seed))
+            .run(&strategy, |(kind, env, edits, noise, random)| {
+                let env = *env.get(C::envs());
+                let text = if random {
+                    noise
+                } else {
+                    edit_text(&toml::to_string(&C::defaults(kind, env)).unwrap(), &edits)
+                };
+                check_case::<C>(kind, env, Some(&text), &[], &[])
+            })
+            .unwrap();
+    }
+
+    #[test]
+    fn ppo_set_and_env_args_never_panic() {
+        fuzz_sets::<PpoConfig>(0xf00d_0001);
+    }
+
+    #[test]
+    fn ppo_config_files_never_panic() {
+        fuzz_files::<PpoConfig>(0xf00d_0002);
+    }
+
+    #[test]
+    fn offpolicy_set_and_env_args_never_panic() {
+        fuzz_sets::<OffPolicyConfig>(0xf00d_0003);
+    }
+
+    #[test]
+    fn offpolicy_config_files_never_panic() {
+        fuzz_files::<OffPolicyConfig>(0xf00d_0004);
+    }
+
+    #[test]
+    fn evolution_set_and_config_files_never_panic() {
+        fuzz_sets::<EvoConfig>(0xf00d_0005);
+        fuzz_files::<EvoConfig>(0xf00d_0006);
+    }
+
+    #[test]
+    fn alphazero_set_and_config_files_never_panic() {
+        fuzz_sets::<AzConfig>(0xf00d_0007);
+        fuzz_files::<AzConfig>(0xf00d_0008);
+    }
 }

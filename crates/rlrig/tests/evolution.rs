@@ -186,6 +186,60 @@ fn two_mpi_ranks_equal_one_process() {
     std::fs::remove_dir_all(d).ok();
 }
 
+/// Ctrl-C on `mpirun -n 2`: mpirun passes SIGTERM to the ranks, every rank stops after
+/// the same generation (they agree on it), rank 0 writes the checkpoint, and a resume
+/// in one process ends as the uninterrupted one-process run does.
+#[cfg(feature = "mpi")]
+#[test]
+fn ctrl_c_on_mpirun_stops_every_rank_at_the_same_generation() {
+    let (one, two) = (tmp("mpi-stop-1"), tmp("mpi-stop-2"));
+    // `args` with 300 generations: long enough to be stopped part way.
+    fn long<'a>(dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+        let mut v = args("es", dir, threads, extra);
+        let g = v.iter().position(|a| *a == "--generations").unwrap();
+        v[g + 1] = "300";
+        v
+    }
+    let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
+    let o = rlrig(&long(a1, "2", &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut cmd = vec![
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        "2",
+        env!("CARGO_BIN_EXE_rlrig"),
+    ];
+    cmd.extend(long(a2, "1", &[]));
+    let child = std::process::Command::new("mpirun")
+        .args(&cmd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun runs (scripts/test.sh installs Open MPI)");
+    let child = common::wait_for_lines(child, &two.join("metrics.csv"), 3);
+    common::signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.matches("interrupted by SIGTERM after generation")
+            .count(),
+        1,
+        "rank 0 reports the stop: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stopped_rows = learning_columns(&two, COLS).len();
+    assert!(stopped_rows < 301, "not stopped early: {out}");
+    let o = rlrig(&long(a2, "2", &["--resume"]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(learning_columns(&one, COLS), learning_columns(&two, COLS));
+    assert_eq!(final_weights(&one), final_weights(&two));
+    for d in [one, two] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
 /// Gymnasium's lander heuristic through the CLI: in Gymnasium 1.4, 200 episodes of it
 /// average 242 (discrete) and 284 (continuous), 91 % and 100 % of them above 200
 /// (scripts/golden/make_golden_box2d.py). 40 episodes here must land as often.

@@ -5,7 +5,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs the `rlrig` binary with `stdin` as its standard input.
@@ -109,4 +109,54 @@ pub fn kill_after_first_checkpoint(args: &[&str], run_dir: &Path) {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     assert!(latest.exists(), "no checkpoint was written before the kill");
+}
+
+/// Starts `rlrig args` with its output piped.
+pub fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Sends signal `sig` (`INT`, `TERM`) to `child`.
+pub fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args(["-s", sig, &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -s {sig} failed");
+}
+
+/// Waits until `ready()`. The run must still be going: one that ends first fails the
+/// test with its output.
+pub fn wait_until(mut child: Child, what: &str, ready: impl Fn() -> bool) -> Child {
+    let start = Instant::now();
+    while !ready() {
+        if child.try_wait().unwrap().is_some() {
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "the run ended before {what} ({:?}): {}{}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout),
+                stderr(&o)
+            );
+        }
+        assert!(start.elapsed() < Duration::from_secs(300), "never {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child
+}
+
+/// Waits until `file` has more than `lines` lines.
+pub fn wait_for_lines(child: Child, file: &Path, lines: usize) -> Child {
+    let what = format!("{} grew past {lines} lines", file.display());
+    wait_until(child, &what, || {
+        std::fs::read_to_string(file).map_or(0, |t| t.lines().count()) > lines
+    })
 }
