@@ -41,6 +41,13 @@ enum Command {
     /// Replay actions from a given internal state; prints one JSON object per step.
     Replay(cli_envs::ReplayArgs),
     /// Train an agent; writes a run directory (config, metrics, TensorBoard, checkpoints).
+    ///
+    /// Ctrl-C (SIGINT) or SIGTERM stops a run after its current iteration (collection step
+    /// for ddpg/td3/sac, generation for es/ga on every MPI rank): it writes a checkpoint,
+    /// prints where to `--resume` from and exits with 130 (SIGINT) or 143 (SIGTERM); the
+    /// resumed run ends bit-identical to an uninterrupted one. A second Ctrl-C exits at
+    /// once. A run whose buffers would not fit in the available memory is refused before
+    /// it starts, naming the flag to lower.
     #[command(subcommand)]
     Train(train::TrainCommand),
     /// Evaluate the newest checkpoint of a run with the greedy policy.
