@@ -124,21 +124,11 @@ impl Default for AzConfig {
 }
 
 impl AzConfig {
-    /// What the run's large buffers take: one search tree per game (up to seven
-    /// children a simulation, ~48 bytes a node) and the replay buffer of positions.
+    /// What the run's large buffers take: the self-play games' search trees, the
+    /// evaluation games' (played in lock-step too) and the replay buffer of positions.
     pub fn memory_estimate(&self) -> crate::memory::Estimate {
-        let (games, sims) = (
-            self.games as f64,
-            self.simulations.max(self.eval_simulations) as f64,
-        );
-        crate::memory::Estimate::new()
-            .add(
-                format!(
-                    "{} search trees of {} simulations",
-                    self.games, self.simulations
-                ),
-                games * sims * 7.0 * 48.0,
-            )
+        search_memory(self.games, self.simulations)
+            .and(search_memory(self.eval_games, self.eval_simulations))
             .add(
                 format!("replay buffer of {} positions", self.buffer_size),
                 self.buffer_size as f64 * (2.0 * 42.0 + 8.0) * 4.0,
@@ -544,6 +534,15 @@ pub fn opponent_move(op: Opponent, p: &ConnectFour, solver: &mut Solver, rng: &m
             ties[rng.below(ties.len() as u32) as usize]
         }
     }
+}
+
+/// The memory of `games` search trees of `simulations` simulations, searched in
+/// lock-step: up to seven children a simulation, ~48 bytes a node.
+pub fn search_memory(games: usize, simulations: usize) -> crate::memory::Estimate {
+    crate::memory::Estimate::new().add(
+        format!("{games} search trees of {simulations} simulations"),
+        games as f64 * simulations as f64 * 7.0 * 48.0,
+    )
 }
 
 /// Plays `games` evaluation games of the agent (greedy search with `simulations`, no

@@ -24,6 +24,12 @@ impl Estimate {
         self
     }
 
+    /// This estimate with the parts of `other` added.
+    pub fn and(mut self, other: Estimate) -> Estimate {
+        self.parts.extend(other.parts);
+        self
+    }
+
     /// The bytes of every part together.
     pub fn total(&self) -> f64 {
         self.parts.iter().map(|(_, b)| b).sum()
@@ -113,6 +119,20 @@ fn cgroup_room(limit: Option<String>, usage: Option<String>) -> Option<f64> {
     }
     let usage: f64 = usage.and_then(|u| u.trim().parse().ok()).unwrap_or(0.0);
     Some((limit - usage).max(0.0))
+}
+
+/// What a greedy evaluation of `episodes` episodes of `env` takes: they run as one
+/// batch of envs (their states, observation and action rows, the network's
+/// activations). Unknown envs count nothing.
+pub fn evaluation(env: &str, episodes: usize) -> Estimate {
+    let Ok(spec) = rlrig_env::spec(env) else {
+        return Estimate::new();
+    };
+    let per_episode = spec.bytes_per_env + 16 * (spec.obs_dim + spec.action_space.flat_dim());
+    Estimate::new().add(
+        format!("{episodes} episodes of {env} stepped together"),
+        episodes as f64 * per_episode as f64,
+    )
 }
 
 /// Parameters of a fully connected stack `sizes[0] -> sizes[1] -> ...` (weights and

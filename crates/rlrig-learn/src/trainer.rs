@@ -232,6 +232,16 @@ fn check_memory(need: &crate::memory::Estimate, what: &str, lower: &str) -> Resu
     need.check(what, lower).map_err(RunError::Resources)
 }
 
+/// Refuses an evaluation of more episodes of `env` than fit in memory (they are
+/// stepped as one batch); `flag` is the one that sets them.
+fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Result<(), RunError> {
+    check_memory(
+        &crate::memory::evaluation(env, episodes),
+        "the evaluation",
+        flag,
+    )
+}
+
 /// Writes a run's final evaluation (`eval.json`; only finished runs have one).
 fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), RunError> {
     write_atomic(
@@ -256,6 +266,7 @@ pub fn train_ppo(
         "this run",
         "--num-envs or num_steps",
     )?;
+    check_eval_memory(&cfg.env, opts.eval_episodes, "--eval-episodes")?;
     let dir = run_dir_for(opts)?;
     let mut resumed_from = None;
     let mut ppo;
@@ -411,6 +422,7 @@ pub fn eval_run(
     match RunKind::of(run_dir)? {
         RunKind::Evolution => {
             let (cfg, policy, best) = load_evolution(run_dir)?;
+            check_eval_memory(&cfg.env, episodes, "--episodes")?;
             let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
             let returns = evo_returns(
                 &policy,
@@ -424,6 +436,7 @@ pub fn eval_run(
         }
         RunKind::OffPolicy => {
             let (cfg, nets) = load_offpolicy(run_dir)?;
+            check_eval_memory(&cfg.env, episodes, "--episodes")?;
             let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
             let returns =
                 crate::offpolicy::evaluate(&nets, &cfg.env, &cfg.env_args, episodes.max(1), seed);
@@ -438,6 +451,7 @@ pub fn eval_run(
         RunKind::Ppo => {}
     }
     let (cfg, agent, obs_rms) = load_agent(run_dir)?;
+    check_eval_memory(&cfg.env, episodes, "--episodes")?;
     let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
     let returns = evaluate(&agent, obs_rms.as_ref(), &cfg, episodes.max(1), seed);
     Ok(EvalSummary::of(&returns, seed))
@@ -611,6 +625,7 @@ pub fn train_offpolicy(
         &format!("train {}", cfg.algo.name()),
         "buffer_size (--set buffer_size=N) or --num-envs",
     )?;
+    check_eval_memory(&cfg.env, opts.eval_episodes, "--eval-episodes")?;
     let dir = run_dir_for(opts)?;
     let algo = cfg.algo.name();
     let mut r = OffPolicy::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
@@ -783,7 +798,7 @@ pub fn train_alphazero(
     check_memory(
         &cfg.memory_estimate(),
         "train alphazero",
-        "--games, --simulations or buffer_size",
+        "--games, --simulations, eval_games or buffer_size",
     )?;
     let dir = run_dir_for(opts)?;
     let mut az = AlphaZero::new(cfg.clone()).map_err(RunError::Mismatch)?;
@@ -959,6 +974,7 @@ pub fn train_evolution(
         &format!("train {}", evo_algo(&cfg)),
         "--population or hidden",
     )?;
+    check_eval_memory(&cfg.env, opts.eval_episodes, "--eval-episodes")?;
     let dir = run_dir_for(opts)?;
     let algo = evo_algo(&cfg);
     let mut e = Evolution::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;

@@ -58,15 +58,9 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
     if a.hidden.is_empty() || a.hidden.contains(&0) {
         bail!("--hidden must list positive sizes");
     }
-    AzConfig {
-        games: a.games,
-        simulations: a.simulations,
-        hidden: a.hidden.clone(),
-        ..AzConfig::default()
-    }
-    .memory_estimate()
-    .check("bench alphazero", "--games or --simulations")
-    .map_err(anyhow::Error::msg)?;
+    rlrig_learn::alphazero::search_memory(a.games, a.simulations)
+        .check("bench alphazero", "--games or --simulations")
+        .map_err(anyhow::Error::msg)?;
     let samples = a.games as f64 * a.moves as f64;
     // Search only: the same lock-step self-play with a network-free evaluator.
     let mut mcts = BatchedMcts::<ConnectFour>::new(rlrig_learn::mcts::MctsConfig {

@@ -1161,6 +1161,9 @@ fn eval_alphazero(a: &EvalArgs) -> Result<()> {
     if sims == 0 {
         bail!("--simulations must be at least 1");
     }
+    rlrig_learn::alphazero::search_memory(a.games, sims)
+        .check("the evaluation", "--games or --simulations")
+        .map_err(anyhow::Error::msg)?;
     let seed = a
         .seed
         .unwrap_or(cfg.seed + rlrig_learn::trainer::EVAL_SEED_OFFSET);
@@ -1211,6 +1214,9 @@ fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
         _ => bail!("--policy {policy}: unknown baseline (known: random, heuristic)"),
     };
     let n = a.episodes;
+    rlrig_learn::memory::evaluation(env, n)
+        .check("the evaluation", "--episodes")
+        .map_err(anyhow::Error::msg)?;
     let seed = a.seed.unwrap_or(0);
     let mut venv = rlrig_env::make_sync(
         env,

@@ -250,7 +250,7 @@ fn impossible_sizes_are_refused_with_the_flag_to_lower() {
     let d = tmp("huge");
     let run = d.join("run");
     let r = run.to_str().unwrap();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 10] = [
         (
             &["bench", "env", "--num-envs", "500000000000"],
             "--num-envs",
@@ -315,6 +315,41 @@ fn impossible_sizes_are_refused_with_the_flag_to_lower() {
             "--games",
         ),
         (&["bench", "alphazero", "--games", "10000000000"], "--games"),
+        // Evaluation episodes are stepped as one batch.
+        (
+            &[
+                "train",
+                "ppo",
+                "--eval-episodes",
+                "100000000000",
+                "--run-dir",
+                r,
+            ],
+            "--eval-episodes",
+        ),
+        (
+            &[
+                "eval",
+                "--env",
+                "CartPole-v1",
+                "--policy",
+                "random",
+                "--episodes",
+                "100000000000",
+            ],
+            "--episodes",
+        ),
+        (
+            &[
+                "train",
+                "alphazero",
+                "--set",
+                "eval_games=100000000000",
+                "--run-dir",
+                r,
+            ],
+            "eval_games",
+        ),
     ];
     for (args, flag) in cases {
         fails_with(
