@@ -96,6 +96,7 @@ pub fn available_bytes() -> Option<f64> {
             .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes")),
         read("/sys/fs/cgroup/memory.current")
             .or_else(|| read("/sys/fs/cgroup/memory/memory.usage_in_bytes")),
+        read("/sys/fs/cgroup/memory.stat").or_else(|| read("/sys/fs/cgroup/memory/memory.stat")),
     );
     match (meminfo, cgroup) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -111,14 +112,25 @@ fn meminfo_available(text: &str) -> Option<f64> {
 }
 
 /// What a cgroup's limit leaves above its usage; `None` without a limit ("max", or
-/// cgroup v1's near-2^63 "unlimited").
-fn cgroup_room(limit: Option<String>, usage: Option<String>) -> Option<f64> {
+/// cgroup v1's near-2^63 "unlimited"). The usage counts the page cache (a build's
+/// files, a dataset read), which the kernel gives back under pressure: the file cache
+/// of `memory.stat` (v2 `file`, v1 `total_cache`) is not counted as used.
+fn cgroup_room(limit: Option<String>, usage: Option<String>, stat: Option<String>) -> Option<f64> {
     let limit: f64 = limit?.trim().parse().ok()?;
     if limit >= 1e18 {
         return None;
     }
     let usage: f64 = usage.and_then(|u| u.trim().parse().ok()).unwrap_or(0.0);
-    Some((limit - usage).max(0.0))
+    let cache: f64 = stat
+        .as_deref()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                matches!(k, "file" | "total_cache").then(|| v.trim().parse().ok())?
+            })
+        })
+        .unwrap_or(0.0);
+    Some((limit - (usage - cache).max(0.0)).max(0.0))
 }
 
 /// What a greedy evaluation of `episodes` episodes of `env` takes: they run as one
@@ -177,15 +189,27 @@ mod tests {
         let t = "MemTotal:       24000000 kB\nMemFree:  100 kB\nMemAvailable:   20000000 kB\n";
         assert_eq!(meminfo_available(t), Some(20000000.0 * 1024.0));
         assert_eq!(meminfo_available("MemTotal: 5 kB\n"), None);
-        assert_eq!(cgroup_room(Some("max\n".into()), Some("5".into())), None);
         assert_eq!(
-            cgroup_room(Some("9223372036854771712\n".into()), Some("5".into())),
+            cgroup_room(Some("max\n".into()), Some("5".into()), None),
             None
         );
         assert_eq!(
-            cgroup_room(Some("1000\n".into()), Some("300\n".into())),
+            cgroup_room(Some("9223372036854771712\n".into()), Some("5".into()), None),
+            None
+        );
+        assert_eq!(
+            cgroup_room(Some("1000\n".into()), Some("300\n".into()), None),
             Some(700.0)
         );
+        // The page cache is given back under pressure: not counted as used (v2, v1).
+        let v2 = "anon 100\nfile 150\nkernel 50\n".to_string();
+        let v1 = "cache 7\nrss 100\ntotal_cache 150\ntotal_rss 100\n".to_string();
+        for stat in [v2, v1] {
+            assert_eq!(
+                cgroup_room(Some("1000".into()), Some("300".into()), Some(stat)),
+                Some(850.0)
+            );
+        }
         assert!(available_bytes().is_some_and(|b| b > 0.0), "this is Linux");
     }
 
