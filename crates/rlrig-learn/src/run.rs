@@ -190,7 +190,7 @@ impl RunDir {
         // that fails removes what was written of it, and `latest` keeps naming the
         // previous one. (A checkpoint of the same name that was there before, one a
         // finished run writes again, is replaced atomically and never removed.)
-        let existed = dir.join(&jname).exists();
+        let existed = dir.join(&jname).is_file();
         let written = write_atomic(&dir.join(&wname), weights)
             .and_then(|()| write_atomic(&dir.join(&jname), &json(&wname)?))
             .and_then(|()| write_atomic(&dir.join("latest"), jname.as_bytes()));

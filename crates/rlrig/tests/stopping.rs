@@ -393,7 +393,7 @@ fn left_intact(dir: &Path) {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
-/// A directory where the third checkpoint is to be written (what a read-only or
+/// A directory where the third checkpoint's JSON is to be written (what a read-only or
 /// damaged run directory also does): the run ends with an error naming the path and
 /// the reason, leaves no partial file, the second checkpoint still loads, and once the
 /// way is clear `--resume` finishes the run.
@@ -417,7 +417,8 @@ fn a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint() {
     assert_eq!(its.len(), 2, "{its:?}");
     let k = its[1] - its[0];
     std::fs::remove_dir_all(&d).unwrap();
-    let third = format!("ckpt-{:08}.safetensors", 3 * k);
+    // The JSON is blocked, so the weights before it are written and must be removed.
+    let third = format!("ckpt-{:08}.json", 3 * k);
     let blocked = d.join("checkpoints").join(&third);
     std::fs::create_dir_all(blocked.join("squatter")).unwrap();
     let o = rlrig(&args);
@@ -433,6 +434,12 @@ fn a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint() {
         "the error gives the reason: {err}"
     );
     left_intact(&d);
+    assert!(
+        !d.join("checkpoints")
+            .join(format!("ckpt-{:08}.safetensors", 3 * k))
+            .exists(),
+        "the failed checkpoint's weights were left behind"
+    );
     let latest = std::fs::read_to_string(d.join("checkpoints/latest")).unwrap();
     assert_eq!(latest.trim(), format!("ckpt-{:08}.json", 2 * k));
     std::fs::remove_dir_all(&blocked).unwrap();
