@@ -539,6 +539,70 @@ fn check_tensor_load(run: &Path, expect: Expect) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// One checkpoint format under fuzzing: its saved files, and how a load of a run
+/// directory holding (damaged) copies of them is checked against what was saved.
+struct Format<'a> {
+    name: &'static str,
+    files: &'a Files,
+    seed: u64,
+    check: &'a dyn Fn(&Path, Expect) -> Result<(), TestCaseError>,
+}
+
+/// Every kind of damage to one format's files: the newest checkpoint JSON replaced by
+/// random bytes or edited, the weights damaged (with or without a CRC that matches the
+/// damage), the `latest` pointer damaged. Each load is exact, changed but consistent,
+/// or an error with a message; never a panic.
+fn damage_all(f: &Format) {
+    let files = f.files;
+    let (json, weights) = (files.get(&files.json), files.get(&files.weights));
+    let s = Scratch::new(&format!("{}-json-random", f.name));
+    let text = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..300),
+        // Text that looks more like JSON reaches further.
+        "[\\[\\]{}\":,0-9a-z_. -]{0,300}".prop_map(String::into_bytes),
+    ];
+    fuzz(256, f.seed, text, |bytes| {
+        s.write(&files.files, &files.json, &bytes);
+        (f.check)(&s.0, Expect::Exact)
+    });
+
+    let s = Scratch::new(&format!("{}-json-edits", f.name));
+    let edits = proptest::collection::vec(byte_edit(), 1..6);
+    fuzz(256, f.seed + 1, edits, |edits| {
+        let mut b = json.to_vec();
+        mutate(&mut b, &edits, None);
+        s.write(&files.files, &files.json, &b);
+        (f.check)(&s.0, Expect::Tensors)
+    });
+
+    let s = Scratch::new(&format!("{}-weights", f.name));
+    let damages = (weights_damage(), any::<bool>());
+    fuzz(256, f.seed + 2, damages, |(d, recompute)| {
+        let w = damage(weights, &d);
+        s.write(&files.files, &files.weights, &w);
+        if recompute {
+            // The CRC matches: the safetensors parser sees the damage.
+            let dir = s.0.join("checkpoints");
+            fs::write(dir.join(&files.json), with_crc(json, &w)).unwrap();
+        }
+        (f.check)(
+            &s.0,
+            if recompute {
+                Expect::Meta
+            } else {
+                Expect::Exact
+            },
+        )
+    });
+
+    let s = Scratch::new(&format!("{}-latest", f.name));
+    let orig = files.get("latest");
+    fuzz(256, f.seed + 3, latest_damage(), |d| {
+        s.write(&files.files, "latest", &latest_bytes(orig, &d));
+        (f.check)(&s.0, Expect::Exact)
+    });
+}
+
 #[test]
 fn tensor_checkpoint_untouched_loads_exactly() {
     let f = tensor_fixture();
@@ -556,75 +620,13 @@ fn tensor_checkpoint_untouched_loads_exactly() {
 }
 
 #[test]
-fn tensor_checkpoint_json_of_random_bytes_never_panics() {
+fn tensor_checkpoint_damage_never_panics() {
     let f = tensor_fixture();
-    let s = Scratch::new("tensor-json-random");
-    let text = prop_oneof![
-        proptest::collection::vec(any::<u8>(), 0..300),
-        // Text that looks more like JSON reaches further.
-        "[\\[\\]{}\":,0-9a-z_. -]{0,300}".prop_map(String::into_bytes),
-    ];
-    fuzz(256, 0xc0de_0001, text, |bytes| {
-        s.write(&f.files.files, &f.files.json, &bytes);
-        check_tensor_load(&s.0, Expect::Exact)
-    });
-}
-
-#[test]
-fn tensor_checkpoint_json_mutations_never_panic() {
-    let f = tensor_fixture();
-    let s = Scratch::new("tensor-json-edits");
-    let orig = f.files.get(&f.files.json).to_vec();
-    fuzz(
-        256,
-        0xc0de_0002,
-        proptest::collection::vec(byte_edit(), 1..6),
-        |edits| {
-            let mut b = orig.clone();
-            mutate(&mut b, &edits, None);
-            s.write(&f.files.files, &f.files.json, &b);
-            check_tensor_load(&s.0, Expect::Tensors)
-        },
-    );
-}
-
-#[test]
-fn tensor_checkpoint_weights_mutations_never_panic() {
-    let f = tensor_fixture();
-    let s = Scratch::new("tensor-weights");
-    let (json, weights) = (f.files.get(&f.files.json), f.files.get(&f.files.weights));
-    fuzz(
-        256,
-        0xc0de_0003,
-        (weights_damage(), any::<bool>()),
-        |(d, recompute)| {
-            let w = damage(weights, &d);
-            s.write(&f.files.files, &f.files.weights, &w);
-            if recompute {
-                // The CRC matches: the safetensors parser sees the damage.
-                let dir = s.0.join("checkpoints");
-                fs::write(dir.join(&f.files.json), with_crc(json, &w)).unwrap();
-            }
-            check_tensor_load(
-                &s.0,
-                if recompute {
-                    Expect::Meta
-                } else {
-                    Expect::Exact
-                },
-            )
-        },
-    );
-}
-
-#[test]
-fn tensor_checkpoint_latest_pointer_mutations_never_panic() {
-    let f = tensor_fixture();
-    let s = Scratch::new("tensor-latest");
-    let orig = f.files.get("latest").to_vec();
-    fuzz(256, 0xc0de_0004, latest_damage(), |d| {
-        s.write(&f.files.files, "latest", &latest_bytes(&orig, &d));
-        check_tensor_load(&s.0, Expect::Exact)
+    damage_all(&Format {
+        name: "tensor",
+        files: &f.files,
+        seed: 0xc0de_0001,
+        check: &check_tensor_load,
     });
 }
 
@@ -758,73 +760,12 @@ fn ppo_checkpoint_untouched_loads_exactly() {
 }
 
 #[test]
-fn ppo_checkpoint_json_of_random_bytes_never_panics() {
+fn ppo_checkpoint_damage_never_panics() {
     let f = ppo_fixture();
-    let s = Scratch::new("ppo-json-random");
-    let text = prop_oneof![
-        proptest::collection::vec(any::<u8>(), 0..300),
-        "[\\[\\]{}\":,0-9a-z_. -]{0,300}".prop_map(String::into_bytes),
-    ];
-    fuzz(128, 0xc0de_0011, text, |bytes| {
-        s.write(&f.files.files, &f.files.json, &bytes);
-        check_ppo_load(&s.0, &f.files.json, Expect::Exact)
-    });
-}
-
-#[test]
-fn ppo_checkpoint_json_mutations_never_panic() {
-    let f = ppo_fixture();
-    let s = Scratch::new("ppo-json-edits");
-    let orig = f.files.get(&f.files.json).to_vec();
-    fuzz(
-        256,
-        0xc0de_0012,
-        proptest::collection::vec(byte_edit(), 1..6),
-        |edits| {
-            let mut b = orig.clone();
-            mutate(&mut b, &edits, None);
-            s.write(&f.files.files, &f.files.json, &b);
-            check_ppo_load(&s.0, &f.files.json, Expect::Tensors)
-        },
-    );
-}
-
-#[test]
-fn ppo_checkpoint_weights_mutations_never_panic() {
-    let f = ppo_fixture();
-    let s = Scratch::new("ppo-weights");
-    let (json, weights) = (f.files.get(&f.files.json), f.files.get(&f.files.weights));
-    fuzz(
-        256,
-        0xc0de_0013,
-        (weights_damage(), any::<bool>()),
-        |(d, recompute)| {
-            let w = damage(weights, &d);
-            s.write(&f.files.files, &f.files.weights, &w);
-            if recompute {
-                let dir = s.0.join("checkpoints");
-                fs::write(dir.join(&f.files.json), with_crc(json, &w)).unwrap();
-            }
-            check_ppo_load(
-                &s.0,
-                &f.files.json,
-                if recompute {
-                    Expect::Meta
-                } else {
-                    Expect::Exact
-                },
-            )
-        },
-    );
-}
-
-#[test]
-fn ppo_checkpoint_latest_pointer_mutations_never_panic() {
-    let f = ppo_fixture();
-    let s = Scratch::new("ppo-latest");
-    let orig = f.files.get("latest").to_vec();
-    fuzz(256, 0xc0de_0014, latest_damage(), |d| {
-        s.write(&f.files.files, "latest", &latest_bytes(&orig, &d));
-        check_ppo_load(&s.0, &f.files.json, Expect::Exact)
+    damage_all(&Format {
+        name: "ppo",
+        files: &f.files,
+        seed: 0xc0de_0011,
+        check: &|run, expect| check_ppo_load(run, &f.files.json, expect),
     });
 }
