@@ -125,11 +125,8 @@ impl EvoConfig {
         let Ok(spec) = rlrig_env::spec(&self.env) else {
             return crate::memory::Estimate::new();
         };
-        let sizes: Vec<usize> = std::iter::once(spec.obs_dim)
-            .chain(self.hidden.iter().copied())
-            .chain(std::iter::once(spec.action_space.flat_dim()))
-            .collect();
-        let params = crate::memory::mlp_params(&sizes);
+        let params =
+            crate::memory::mlp_params(spec.obs_dim, &self.hidden, spec.action_space.flat_dim());
         let genomes = match self.method {
             Method::Ga => 2.0 * self.population as f64,
             Method::Es => 4.0,

@@ -147,9 +147,13 @@ pub fn evaluation(env: &str, episodes: usize) -> Estimate {
     )
 }
 
-/// Parameters of a fully connected stack `sizes[0] -> sizes[1] -> ...` (weights and
-/// biases).
-pub fn mlp_params(sizes: &[usize]) -> f64 {
+/// Parameters (weights and biases) of a fully connected stack `input -> hidden... ->
+/// output`: [`crate::nn::Mlp::num_params`] in f64, so absurd sizes cannot overflow.
+pub fn mlp_params(input: usize, hidden: &[usize], output: usize) -> f64 {
+    let sizes: Vec<usize> = std::iter::once(input)
+        .chain(hidden.iter().copied())
+        .chain(std::iter::once(output))
+        .collect();
     sizes
         .windows(2)
         .map(|w| w[0] as f64 * w[1] as f64 + w[1] as f64)
@@ -216,7 +220,7 @@ mod tests {
     #[test]
     fn mlp_params_counts_weights_and_biases() {
         assert_eq!(
-            mlp_params(&[4, 64, 64, 2]),
+            mlp_params(4, &[64, 64], 2),
             (4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2) as f64
         );
     }

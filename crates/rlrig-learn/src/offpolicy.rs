@@ -200,11 +200,8 @@ impl OffPolicyConfig {
         };
         let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
         let rows = (self.buffer_size as f64).min(self.total_steps as f64);
-        let mut sizes = vec![d];
-        sizes.extend(&self.hidden);
-        let actor = crate::memory::mlp_params(&[sizes.clone(), vec![2 * a]].concat());
-        sizes[0] = d + a;
-        let critic = crate::memory::mlp_params(&[sizes, vec![1]].concat());
+        let actor = crate::memory::mlp_params(d, &self.hidden, 2 * a);
+        let critic = crate::memory::mlp_params(d + a, &self.hidden, 1);
         crate::memory::Estimate::new()
             .add(
                 format!("{} envs of {}", self.num_envs, self.env),

@@ -289,10 +289,8 @@ impl PpoConfig {
         } else {
             1.0
         };
-        let mut sizes = vec![d];
-        sizes.extend(&self.hidden);
-        let params = crate::memory::mlp_params(&[sizes.clone(), vec![a.max(2)]].concat())
-            + crate::memory::mlp_params(&[sizes, vec![1]].concat());
+        let params = crate::memory::mlp_params(d, &self.hidden, a.max(2))
+            + crate::memory::mlp_params(d, &self.hidden, 1);
         crate::memory::Estimate::new()
             .add(
                 format!("{} envs of {}", self.num_envs, self.env),

@@ -1012,41 +1012,36 @@ pub fn train_evolution(
         let secs = t0.elapsed().as_secs_f64();
         // Every rank learns of a stop any rank got, after the same generation.
         interrupted = e.agree_stop(opts.stop.requested()).filter(|_| !e.done());
-        let (Some(csv), Some(tb)) = (csv.as_mut(), tb.as_mut()) else {
-            progress(&s, 1.0 / secs);
-            last = s;
-            if interrupted.is_some() {
-                break;
-            }
-            continue;
-        };
-        csv.push(format!(
-            "{},{},{},{},{},{:.6},{:.3}",
-            s.generation,
-            s.episodes,
-            s.best_fitness,
-            s.mean_fitness,
-            s.center_fitness,
-            secs,
-            1.0 / secs
-        ))?;
-        tb.scalars(
-            s.generation,
-            &[
-                ("fitness/best", s.best_fitness),
-                ("fitness/mean", s.mean_fitness),
-                ("fitness/center_or_elite", s.center_fitness),
-                ("charts/episodes", s.episodes as f64),
-                ("time/generation", secs),
-            ],
-        )?;
+        // Only the writing rank (rank 0, or the one process) has the files.
+        if let (Some(csv), Some(tb)) = (csv.as_mut(), tb.as_mut()) {
+            csv.push(format!(
+                "{},{},{},{},{},{:.6},{:.3}",
+                s.generation,
+                s.episodes,
+                s.best_fitness,
+                s.mean_fitness,
+                s.center_fitness,
+                secs,
+                1.0 / secs
+            ))?;
+            tb.scalars(
+                s.generation,
+                &[
+                    ("fitness/best", s.best_fitness),
+                    ("fitness/mean", s.mean_fitness),
+                    ("fitness/center_or_elite", s.center_fitness),
+                    ("charts/episodes", s.episodes as f64),
+                    ("time/generation", secs),
+                ],
+            )?;
+        }
         progress(&s, 1.0 / secs);
         last = s;
         if interrupted.is_some() {
             break;
         }
         let every = e.cfg.checkpoint_every;
-        if every > 0 && e.generation.is_multiple_of(every) && !e.done() {
+        if writer && every > 0 && e.generation.is_multiple_of(every) && !e.done() {
             evo_checkpoint(&dir, &e)?;
         }
     }

@@ -77,12 +77,8 @@ fn main() -> ExitCode {
         Command::Replay(a) => cli_envs::replay(a).map(|()| ExitCode::SUCCESS),
         // A run stopped by SIGINT/SIGTERM (checkpoint written) exits with the shell's
         // code for that signal: 130 or 143.
-        Command::Train(t) => train::train(t).map(|stop| {
-            if let Some(stop) = stop {
-                return ExitCode::from(stop.exit_code());
-            }
-            ExitCode::SUCCESS
-        }),
+        Command::Train(t) => train::train(t)
+            .map(|stop| stop.map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.exit_code()))),
         Command::Eval(a) => train::eval(a).map(|()| ExitCode::SUCCESS),
         Command::Play(a) => train::play(a).map(|()| ExitCode::SUCCESS),
         Command::Bench(b) => bench::run(b).map(|()| ExitCode::SUCCESS),

@@ -1455,6 +1455,19 @@ mod fuzz {
     use rlrig_learn::ppo::PpoConfig;
     use serde::{Serialize, de::DeserializeOwned};
 
+    /// `Fuzzed::check` and `Fuzzed::bytes` of a config: its own `validate` and
+    /// `memory_estimate`.
+    macro_rules! checked {
+        () => {
+            fn check(&self) -> Result<(), String> {
+                self.validate()
+            }
+            fn bytes(&self) -> f64 {
+                self.memory_estimate().total()
+            }
+        };
+    }
+
     /// One algorithm's config: its defaults, validation and memory estimate.
     trait Fuzzed: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug {
         fn defaults(kind: usize, env: &str) -> Self;
@@ -1473,36 +1486,21 @@ mod fuzz {
                 PpoConfig::impala_for_env,
             ][kind % 3](env)
         }
-        fn check(&self) -> Result<(), String> {
-            self.validate()
-        }
-        fn bytes(&self) -> f64 {
-            self.memory_estimate().total()
-        }
+        checked!();
     }
 
     impl Fuzzed for OffPolicyConfig {
         fn defaults(kind: usize, env: &str) -> Self {
             OffPolicyConfig::for_env([Algo::Ddpg, Algo::Td3, Algo::Sac][kind % 3], env)
         }
-        fn check(&self) -> Result<(), String> {
-            self.validate()
-        }
-        fn bytes(&self) -> f64 {
-            self.memory_estimate().total()
-        }
+        checked!();
     }
 
     impl Fuzzed for EvoConfig {
         fn defaults(kind: usize, env: &str) -> Self {
             EvoConfig::for_env([Method::Es, Method::Ga][kind % 2], env)
         }
-        fn check(&self) -> Result<(), String> {
-            self.validate()
-        }
-        fn bytes(&self) -> f64 {
-            self.memory_estimate().total()
-        }
+        checked!();
     }
 
     impl Fuzzed for AzConfig {
@@ -1512,12 +1510,7 @@ mod fuzz {
                 ..AzConfig::default()
             }
         }
-        fn check(&self) -> Result<(), String> {
-            self.validate()
-        }
-        fn bytes(&self) -> f64 {
-            self.memory_estimate().total()
-        }
+        checked!();
         fn envs() -> &'static [&'static str] {
             rlrig_env::games::GAME_IDS
         }

@@ -78,23 +78,29 @@ fn stop_and_resume(name: &str, args: &[&str], sig: &str, rows: usize, cols: usiz
     }
 }
 
+/// `train ALGO` on CartPole for 300k steps (hundreds of iterations) with no periodic
+/// checkpoint: the stop writes the only one.
+fn cartpole(algo: &str) -> [&str; 11] {
+    [
+        "train",
+        algo,
+        "--env",
+        "CartPole-v1",
+        "--total-steps",
+        "300000",
+        "--set",
+        "checkpoint_every=0",
+        "--quiet",
+        "--eval-episodes",
+        "2",
+    ]
+}
+
 #[test]
 fn sigint_stops_ppo_with_a_checkpoint_that_resumes_exactly() {
     stop_and_resume(
         "ppo",
-        &[
-            "train",
-            "ppo",
-            "--env",
-            "CartPole-v1",
-            "--total-steps",
-            "300000",
-            "--set",
-            "checkpoint_every=0",
-            "--quiet",
-            "--eval-episodes",
-            "2",
-        ],
+        &cartpole("ppo"),
         "INT",
         3,
         rlrig_learn::run::DETERMINISTIC_COLUMNS,
@@ -107,19 +113,7 @@ fn sigint_stops_ppo_with_a_checkpoint_that_resumes_exactly() {
 fn sigterm_stops_impala_with_a_checkpoint_that_resumes_exactly() {
     stop_and_resume(
         "impala",
-        &[
-            "train",
-            "impala",
-            "--env",
-            "CartPole-v1",
-            "--total-steps",
-            "300000",
-            "--set",
-            "checkpoint_every=0",
-            "--quiet",
-            "--eval-episodes",
-            "2",
-        ],
+        &cartpole("impala"),
         "TERM",
         3,
         rlrig_learn::run::DETERMINISTIC_COLUMNS,
