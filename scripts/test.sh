@@ -39,8 +39,8 @@ if [ "${RLRIG_SKIP_MPI:-0}" != 1 ] && ! mpi_ready; then
 fi
 
 # Release profile: the learning tests train real agents and would crawl in debug.
-# rlrig-burn is left to its own (dev-profile) build below.
-cargo test --workspace --exclude rlrig-burn --release --locked
+# rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
+cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --release --locked
 
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
   # The same binary with MPI, and its tests under mpirun (tests/evolution.rs).
@@ -61,7 +61,10 @@ if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
       exit 1
     fi
   fi
-  # One build for both test files: Burn + wgpu compile once.
+  # One build for the binary's test files: Burn + wgpu compile once. Then the
+  # device-resident kernels (rlrig-gpu) against rlrig-env and across runs.
   RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
-    cargo test --locked -p rlrig --features burn --test burn_parity --test burn
+    cargo test --locked -p rlrig --features burn,gpu --test burn_parity --test burn --test gpu
+  RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
+    cargo test --locked -p rlrig-gpu
 fi

@@ -34,6 +34,7 @@ import os
 import sys
 import time
 
+# CPU unless told otherwise (JAX_PLATFORMS=cuda for the GPU runs).
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # XLA_FLAGS is left as it is: XLA:CPU may use every core (2 here).
 
@@ -243,6 +244,9 @@ def main():
     ap.add_argument("--total-steps", type=int,
                     default=int(os.environ.get("PPO_TOTAL_STEPS", "500000")))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seeds", type=int, default=1,
+                    help="train this many seeds at once, jax.vmap over the whole "
+                         "training function (PureJaxRL's way of using a GPU)")
     ap.add_argument("--env", default="CartPole-v1", choices=sorted(GYMNAX_IDS))
     ap.add_argument("--final-updates", type=int, default=20,
                     help="final_return averages episodes finished in the last N updates")
@@ -250,6 +254,9 @@ def main():
 
     train, steps, num_updates = make_train(args.total_steps, args.env)
     key = jax.random.PRNGKey(args.seed)
+    if args.seeds > 1:
+        train = jax.vmap(train)
+        key = jax.random.split(key, args.seeds)
 
     t0 = time.perf_counter()
     compiled = jax.jit(train).lower(key).compile()
@@ -264,8 +271,15 @@ def main():
     train_s = time.perf_counter() - t0
 
     k = min(args.final_updates, num_updates)
-    n = float(ep_count[-k:].sum())
-    final_return = float(ret_sum[-k:].sum()) / n if n > 0 else None
+    # Metrics are (updates,) for one seed, (seeds, updates) for many: pool them.
+    n = float(ep_count[..., -k:].sum())
+    final_return = float(ret_sum[..., -k:].sum()) / n if n > 0 else None
+    per_seed = None
+    if args.seeds > 1:
+        c = ep_count[:, -k:].sum(axis=1)
+        r = ret_sum[:, -k:].sum(axis=1) / jnp.maximum(c, 1)
+        per_seed = {"min": round(float(r.min()), 2), "median": round(float(jnp.median(r)), 2),
+                    "seeds_at_least_475": int((r >= 475).sum())}
     print(json.dumps({
         "peer": "purejaxrl-style",
         "env": args.env,
@@ -275,11 +289,14 @@ def main():
         "first_call_seconds": round(first_s, 3),
         "train_seconds": round(train_s, 3),
         "seconds_including_compile": round(compile_s + first_s, 3),
-        "steps_per_sec": round(steps / train_s, 1),
+        "steps_per_sec": round(steps * args.seeds / train_s, 1),
         "final_return": None if final_return is None else round(final_return, 2),
         "final_return_episodes": int(n),
         "final_return_updates": k,
         "seed": args.seed,
+        "seeds": args.seeds,
+        "seeds_per_sec": round(args.seeds / train_s, 2),
+        "final_return_per_seed": per_seed,
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),

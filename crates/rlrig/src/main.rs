@@ -15,6 +15,7 @@ mod lab;
 mod mpi_support;
 mod probe;
 mod train;
+mod train_gpu;
 
 use std::process::ExitCode;
 

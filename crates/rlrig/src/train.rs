@@ -360,9 +360,16 @@ pub struct PpoArgs {
     /// Where the networks run: `cpu` (the native path, fastest for small networks),
     /// `burn-cpu` (Burn's CPU backend) or `wgpu` (any Vulkan/Metal/DX12 GPU through
     /// Burn). Burn devices need a build with `--features burn`; PPO, A2C, DDPG, TD3
-    /// and SAC run on them.
+    /// and SAC run on them. `gpu`: the whole PPO loop on the GPU (envs, rollout,
+    /// updates; build with `--features gpu`; CartPole-v1 for now); with --seeds every
+    /// seed trains in the same kernels. Device runs write weights and metrics but do
+    /// not checkpoint or resume yet.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Train these seeds side by side, e.g. `1-1024` or `1,5,9` (ppo with `--device
+    /// gpu`). Each seed's result equals that seed trained alone on the same device.
+    #[arg(long, value_name = "LIST", value_parser = crate::train_gpu::seed_list)]
+    seeds: Option<crate::train_gpu::SeedList>,
     /// TOML file with any hyperparameters (see a run's config.toml for every key).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -739,7 +746,8 @@ fn device_maker(device: &str) -> Result<Option<BackendMaker>> {
     match device {
         "cpu" => Ok(None),
         "burn-cpu" | "wgpu" | "vulkan" => burn_maker(device),
-        other => bail!("--device {other}: unknown device (known: cpu, burn-cpu, wgpu)"),
+        "gpu" => bail!("--device gpu: only `rlrig train ppo` runs resident on the GPU for now"),
+        other => bail!("--device {other}: unknown device (known: cpu, burn-cpu, wgpu, gpu)"),
     }
 }
 
@@ -759,7 +767,7 @@ fn burn_maker(device: &str) -> Result<Option<BackendMaker>> {
     )
 }
 
-fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
+pub(crate) fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
     if quiet {
         return indicatif::ProgressBar::hidden();
     }
@@ -774,6 +782,9 @@ fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
 }
 
 fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
+    if a.seeds.is_some() {
+        bail!("--seeds: many runs in one launch are ppo's with --device gpu for now");
+    }
     if a.metrics_addr.is_some() || a.trace.is_some() {
         bail!(
             "--metrics-addr and --trace are not available for {} yet (ppo only)",
@@ -908,6 +919,42 @@ fn report_times(
 /// PPO and the algorithms on its machinery: `label` is "ppo", "a2c" or "impala".
 fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     let cfg = resolve_config(&a, label)?;
+    if a.device == "gpu" {
+        if label != "ppo" || a.resume || a.metrics_addr.is_some() || a.trace.is_some() {
+            bail!(
+                "--device gpu runs `rlrig train ppo` without --resume, --metrics-addr or --trace for now"
+            );
+        }
+        let seeds = a.seeds.clone().map_or_else(|| vec![cfg.seed], |s| s.0);
+        let run_dir = a.run_dir.clone().unwrap_or_else(|| {
+            PathBuf::from(format!(
+                "runs/{}-ppo-gpu-seeds{}-{}",
+                cfg.env.replace('/', "-"),
+                seeds[0],
+                seeds[seeds.len() - 1]
+            ))
+        });
+        let cfg = PpoConfig {
+            seed: seeds[0],
+            ..cfg
+        };
+        return crate::train_gpu::train_ppo_gpu(
+            cfg,
+            seeds,
+            crate::train_gpu::GpuRunOptions {
+                run_dir,
+                eval_episodes: a.eval_episodes,
+                threads: a.threads,
+                quiet: a.quiet,
+                stop: stop_on_signals()?,
+            },
+        );
+    }
+    if a.seeds.is_some() {
+        bail!(
+            "--seeds: many runs in one launch need --device gpu for now; on the CPU run one process per seed"
+        );
+    }
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
             "runs/{}-{label}-seed{}",

@@ -1,0 +1,52 @@
+// Forward pass of both networks for ROWS rows of `xs` (ROWS <= R): hidden layers into
+// h1/h2, outputs (actor logits, then the critic's value) into `outs`. Ends with a
+// barrier: `outs` is ready for every thread.
+fn forward_NAME(tid: u32, pb: u32) {
+    let net = tid / H;
+    let j = tid % H;
+    let nb = net_base(pb, net);
+    var z: array<f32, ROWS>;
+    let b1 = params[off_b1(nb) + j];
+    for (var r = 0u; r < ROWS; r++) {
+        z[r] = b1;
+    }
+    for (var i = 0u; i < OBS; i++) {
+        let w = params[nb + i * H + j];
+        for (var r = 0u; r < ROWS; r++) {
+            z[r] += w * xs[r * OBS + i];
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        h1[(net * R + r) * H + j] = tanh_(z[r]);
+    }
+    workgroupBarrier();
+    let b2 = params[off_b2(nb) + j];
+    for (var r = 0u; r < ROWS; r++) {
+        z[r] = b2;
+    }
+    for (var k = 0u; k < H; k++) {
+        let w = params[off_w2(nb) + k * H + j];
+        for (var r = 0u; r < ROWS; r++) {
+            z[r] += w * h1[(net * R + r) * H + k];
+        }
+    }
+    for (var r = 0u; r < ROWS; r++) {
+        h2[(net * R + r) * H + j] = tanh_(z[r]);
+    }
+    workgroupBarrier();
+    for (var q = tid; q < ROWS * OUTS; q += WG) {
+        let r = q / OUTS;
+        let a = q % OUTS;
+        // Logits come from the actor (net 1), the value from the critic (net 0).
+        let onet = select(1u, 0u, a == ACT);
+        let onb = net_base(pb, onet);
+        let on = outputs_of(onet);
+        let o = select(a, 0u, a == ACT);
+        var s = params[off_b3(onb, on) + o];
+        for (var k = 0u; k < H; k++) {
+            s += params[off_w3(onb) + k * on + o] * h2[(onet * R + r) * H + k];
+        }
+        outs[q] = s;
+    }
+    workgroupBarrier();
+}

@@ -1,0 +1,659 @@
+//! Training resident on the device: PPO whose envs, networks, rollout buffer, GAE,
+//! minibatch updates and Adam state all live on the GPU, with many runs (seeds) as a
+//! batch dimension.
+//!
+//! One workgroup trains one run and one dispatch is one PPO iteration of every run, so
+//! an iteration costs one kernel launch, not one host round trip per env step or per
+//! minibatch; the host reads metrics and parameters back when it asks for them. Each
+//! run has its own parameters, optimiser, envs and random streams, and no sum crosses
+//! runs: a run's result does not depend on the other runs in the launch.
+//!
+//! The kernels are WGSL run through wgpu (Vulkan, Metal, DX12: NVIDIA, AMD, Intel,
+//! Apple), written once for every vendor. Tests run them on Mesa's software Vulkan
+//! (lavapipe). Supported today: CartPole-v1 with two equal tanh hidden layers (PPO's
+//! CleanRL/PureJaxRL shape); [`check`] says what else a config would need.
+
+use rlrig_env::envs::cartpole::{CartPole, CartPoleParams};
+use rlrig_env::{Env, Purpose, Rng};
+use rlrig_learn::ppo::{Agent, PpoConfig};
+use wgpu::util::DeviceExt;
+
+const PPO_WGSL: &str = include_str!("ppo.wgsl");
+const FORWARD_WGSL: &str = include_str!("forward.wgsl");
+const CARTPOLE_WGSL: &str = include_str!("cartpole.wgsl");
+
+/// Floats per env in the device's env buffer: state, return, length, done flag,
+/// episode count, return sum, length sum.
+const ENVW: usize = 4 + 6;
+/// Floats of metrics per run and iteration (see ppo.wgsl's NM).
+const NM: usize = 8;
+
+/// The envs that run on the device, with their WGSL.
+pub const DEVICE_ENVS: &[&str] = &["CartPole-v1"];
+
+/// An open GPU (or software) adapter and its queue.
+pub struct Gpu {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+}
+
+impl Gpu {
+    /// The high-performance adapter wgpu finds (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`
+    /// narrow the choice), with its own limits.
+    pub fn open() -> Result<Gpu, String> {
+        let instance =
+            wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            apply_limit_buckets: false,
+        }))
+        .map_err(|e| {
+            format!(
+                "no GPU adapter found through wgpu ({e}); install a Vulkan driver (Mesa's \
+                 software Vulkan works for testing: apt install mesa-vulkan-drivers libvulkan1)"
+            )
+        })?;
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("rlrig-gpu"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits,
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| format!("cannot open GPU {}: {e}", info.name))?;
+        Ok(Gpu {
+            device,
+            queue,
+            info,
+        })
+    }
+
+    /// "NAME (BACKEND, DEVICE TYPE)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?})",
+            self.info.name, self.info.backend, self.info.device_type
+        )
+    }
+
+    fn wait(&self) -> Result<(), String> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map(|_| ())
+            .map_err(|e| format!("GPU: {e}"))
+    }
+
+    fn read_f32(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f32>, String> {
+        let bytes = (len * 4) as u64;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes.max(4),
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(buf, 0, &staging, 0, bytes);
+        self.queue.submit([enc.finish()]);
+        let slice = staging.slice(..bytes);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait()?;
+        rx.recv()
+            .map_err(|e| format!("GPU readback: {e}"))?
+            .map_err(|e| format!("GPU readback: {e}"))?;
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| format!("GPU readback: {e}"))?;
+        let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    fn storage(&self, label: &str, data: &[u8]) -> wgpu::Buffer {
+        self.device
+            .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: Some(label),
+                contents: data,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+            })
+    }
+}
+
+/// The shape of a config the device kernel runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    pub obs: usize,
+    pub actions: usize,
+    pub hidden: usize,
+    pub max_episode_steps: u32,
+}
+
+/// Whether the device path runs `cfg`, and with which shape; the error names the
+/// first setting it does not support.
+pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
+    cfg.validate()?;
+    if !DEVICE_ENVS.contains(&cfg.env.as_str()) {
+        return Err(format!(
+            "env {}: not on the device yet (device envs: {})",
+            cfg.env,
+            DEVICE_ENVS.join(", ")
+        ));
+    }
+    let mut p = CartPoleParams::default();
+    for (k, v) in &cfg.env_args {
+        CartPole::set_param(&mut p, k, v).map_err(|e| format!("env arg {k}: {e}"))?;
+    }
+    let h = match cfg.hidden.as_slice() {
+        [a, b] if a == b => *a,
+        other => {
+            return Err(format!(
+                "hidden = {other:?}: the device path runs two equal hidden layers"
+            ));
+        }
+    };
+    if !h.is_power_of_two() || !(2..=128).contains(&h) {
+        return Err(format!(
+            "hidden = [{h}, {h}]: the device path needs a power of two from 2 to 128"
+        ));
+    }
+    let unsupported = [
+        ("conv_channels", cfg.conv_channels != 0),
+        ("norm_obs", cfg.norm_obs),
+        ("norm_reward", cfg.norm_reward),
+        ("vtrace", cfg.vtrace),
+        ("policy_lag", cfg.policy_lag != 0),
+        ("actors", cfg.actors != 0),
+        ("optimizer (only adam)", cfg.optimizer != "adam"),
+    ];
+    if let Some((name, _)) = unsupported.iter().find(|(_, on)| *on) {
+        return Err(format!("{name}: not supported on the device path yet"));
+    }
+    if cfg.batch_size() > 16_384 {
+        return Err(format!(
+            "num_envs x num_steps = {}: the device path holds a run's rollout indices in \
+             workgroup memory, at most 16384 rows",
+            cfg.batch_size()
+        ));
+    }
+    Ok(Shape {
+        obs: 4,
+        actions: 2,
+        hidden: h,
+        max_episode_steps: p.max_episode_steps,
+    })
+}
+
+/// Metrics of one iteration of one run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IterStats {
+    /// Episodes that ended during the rollout.
+    pub episodes: f64,
+    /// Their mean return and length (NaN when none ended).
+    pub mean_return: f64,
+    pub mean_length: f64,
+    pub pg_loss: f64,
+    pub v_loss: f64,
+    pub entropy: f64,
+    pub approx_kl: f64,
+    pub clipfrac: f64,
+}
+
+/// Many PPO runs training side by side on one device.
+pub struct ResidentPpo<'g> {
+    gpu: &'g Gpu,
+    pub cfg: PpoConfig,
+    pub seeds: Vec<u64>,
+    pub shape: Shape,
+    /// Rows of a minibatch per pass through the networks (workgroup memory bound).
+    pub rows: usize,
+    /// The rollout (TS steps), GAE and update (one minibatch) kernels.
+    kernels: [wgpu::ComputePipeline; 3],
+    /// Dispatches of each kernel per iteration.
+    per_iteration: [u32; 3],
+    bind: wgpu::BindGroup,
+    params: wgpu::Buffer,
+    metrics: wgpu::Buffer,
+    rollout: wgpu::Buffer,
+    num_params: usize,
+    iteration: u64,
+}
+
+fn wgsl_f32(x: f64) -> String {
+    let v = x as f32;
+    if v.is_finite() {
+        format!("{v:?}")
+    } else {
+        "0.0".into()
+    }
+}
+
+impl<'g> ResidentPpo<'g> {
+    /// Runs for `seeds`, each initialised as rlrig's CPU path initialises that seed
+    /// (same networks, same first env states). `rows`: rows per pass (None: the most
+    /// the device's workgroup memory holds, up to 16).
+    pub fn new(
+        gpu: &'g Gpu,
+        cfg: &PpoConfig,
+        seeds: &[u64],
+        rows: Option<usize>,
+    ) -> Result<ResidentPpo<'g>, String> {
+        let shape = check(cfg)?;
+        if seeds.is_empty() {
+            return Err("no seeds to train".into());
+        }
+        let limits = gpu.device.limits();
+        if seeds.len() > limits.max_compute_workgroups_per_dimension as usize {
+            return Err(format!(
+                "{} seeds: this device runs at most {} in one launch",
+                seeds.len(),
+                limits.max_compute_workgroups_per_dimension
+            ));
+        }
+        let (h, obs, act) = (shape.hidden, shape.obs, shape.actions);
+        let (nenv, t) = (cfg.num_envs, cfg.num_steps);
+        let b = nenv * t;
+        let mb = cfg.minibatch_size();
+        let wg = 2 * h;
+        let shared = |r: usize| 4 * (r * obs + 6 * r * h + 2 * r * (act + 1) + b + mb + wg + nenv);
+        let fits = |r: usize| {
+            mb % r == 0 && shared(r) <= limits.max_compute_workgroup_storage_size as usize
+        };
+        let rows = match rows {
+            Some(r) if r >= 1 && fits(r) => r,
+            Some(r) => {
+                return Err(format!(
+                    "rows = {r}: must divide the minibatch ({mb}) and fit workgroup memory"
+                ));
+            }
+            None => [16, 8, 4, 2, 1]
+                .into_iter()
+                .find(|&r| fits(r))
+                .ok_or_else(|| {
+                    format!(
+                        "this device's workgroup memory ({} bytes) is too small for a \
+                         {b}-row rollout",
+                        limits.max_compute_workgroup_storage_size
+                    )
+                })?,
+        };
+        let re = (1..=rows.min(nenv))
+            .rev()
+            .find(|r| nenv % r == 0)
+            .expect("1 divides");
+
+        // Initial state on the host, as the CPU path makes it.
+        let spec = rlrig_env::spec(&cfg.env).map_err(|e| e.to_string())?;
+        let mut params = Vec::new();
+        let mut envs = Vec::new();
+        let mut runs: Vec<u32> = Vec::new();
+        let mut env_params = CartPoleParams::default();
+        for (k, v) in &cfg.env_args {
+            CartPole::set_param(&mut env_params, k, v)?;
+        }
+        let mut num_params = 0;
+        for &seed in seeds {
+            let mut rng = Rng::stream(seed, Purpose::Init, 0);
+            let agent = Agent::for_config(&spec, cfg, &mut rng);
+            num_params = agent.params.len();
+            params.extend_from_slice(&agent.params);
+            for e in 0..nenv {
+                let mut rng = Rng::stream(seed, Purpose::Env, e as u64);
+                let s = CartPole::reset(&env_params, &mut rng);
+                let mut o = [0.0f32; 4];
+                CartPole::observe(&env_params, &s, &mut o);
+                envs.extend_from_slice(&o);
+                envs.extend_from_slice(&[0.0; ENVW - 4]);
+            }
+            let key = (seed ^ (seed >> 32)) as u32 ^ (seed as u32).rotate_left(13);
+            runs.extend_from_slice(&[key, 0, 0, 0]);
+        }
+        let per_critic = obs * h + h + h * h + h + h + 1;
+        let per_actor = obs * h + h + h * h + h + h * act + act;
+        if num_params != per_critic + per_actor {
+            return Err(format!(
+                "internal: {num_params} parameters, the kernel expects {}",
+                per_critic + per_actor
+            ));
+        }
+        let iters = cfg.num_iterations();
+        let s = seeds.len();
+        // Rollout steps per dispatch: long dispatches are cut short on some drivers.
+        let ts = (1..=t.min(32))
+            .rev()
+            .find(|d| t % d == 0)
+            .expect("1 divides");
+        let consts = [
+            ("OBS", obs.to_string() + "u"),
+            ("ACT", act.to_string() + "u"),
+            ("H", h.to_string() + "u"),
+            ("NENV", nenv.to_string() + "u"),
+            ("T", t.to_string() + "u"),
+            ("B", b.to_string() + "u"),
+            ("MB", mb.to_string() + "u"),
+            ("NMB", cfg.num_minibatches.to_string() + "u"),
+            ("EPOCHS", cfg.update_epochs.to_string() + "u"),
+            ("R", rows.to_string() + "u"),
+            ("RE", re.to_string() + "u"),
+            ("TS", ts.to_string() + "u"),
+            ("ITERS", iters.to_string() + "u"),
+            ("P_CRITIC", per_critic.to_string() + "u"),
+            ("P", num_params.to_string() + "u"),
+            ("GAMMA", wgsl_f32(cfg.gamma)),
+            ("LAMBDA", wgsl_f32(cfg.gae_lambda)),
+            ("CLIP", wgsl_f32(cfg.clip_coef)),
+            ("ENT_COEF", wgsl_f32(cfg.ent_coef)),
+            ("VF_COEF", wgsl_f32(cfg.vf_coef)),
+            ("MAX_GRAD_NORM", wgsl_f32(cfg.max_grad_norm)),
+            ("LR", wgsl_f32(cfg.learning_rate)),
+            ("ADAM_EPS", wgsl_f32(cfg.adam_eps)),
+            ("ANNEAL_LR", cfg.anneal_lr.to_string()),
+            ("NORM_ADV", cfg.norm_adv.to_string()),
+            ("CLIP_VLOSS", cfg.clip_vloss.to_string()),
+            ("BOOTSTRAP_TRUNCATED", cfg.bootstrap_truncated.to_string()),
+        ];
+        let mut src = String::new();
+        for (name, value) in &consts {
+            src += &format!("const {name} = {value};\n");
+        }
+        src += &format!("const MAX_EPISODE_STEPS = {}.0;\n", shape.max_episode_steps);
+        let src = kernel_source(&src);
+        let module = shader(gpu, &src)?;
+        let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        const BINDINGS: [u32; 8] = [0, 1, 2, 3, 4, 5, 6, 8];
+        let entries: Vec<_> = BINDINGS.iter().map(|&b| storage(b)).collect();
+        let layout = gpu
+            .device
+            .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("ppo"),
+                entries: &entries,
+            });
+        let pl = gpu
+            .device
+            .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("ppo"),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+        let kernels = [
+            pipeline(gpu, &module, Some(&pl), "rollout")?,
+            pipeline(gpu, &module, Some(&pl), "gae")?,
+            pipeline(gpu, &module, Some(&pl), "update")?,
+        ];
+        let per_iteration = [
+            (t / ts) as u32,
+            1,
+            (cfg.update_epochs * cfg.num_minibatches) as u32,
+        ];
+
+        let zeros = vec![0.0f32; params.len()];
+        let pbuf = gpu.storage("params", bytemuck::cast_slice(&params));
+        let m = gpu.storage("adam_m", bytemuck::cast_slice(&zeros));
+        let v = gpu.storage("adam_v", bytemuck::cast_slice(&zeros));
+        let ebuf = gpu.storage("envs", bytemuck::cast_slice(&envs));
+        let roll = gpu.storage(
+            "rollout",
+            bytemuck::cast_slice(&vec![0.0f32; s * b * (obs + 7)]),
+        );
+        let metrics = gpu.storage(
+            "metrics",
+            bytemuck::cast_slice(&vec![0.0f32; (s * iters as usize * NM).max(1)]),
+        );
+        let rbuf = gpu.storage("runs", bytemuck::cast_slice(&runs));
+        let order = gpu.storage("order", bytemuck::cast_slice(&vec![0u32; s * b]));
+        debug_assert_eq!(envs.len(), s * nenv * ENVW);
+        let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("ppo"),
+            layout: &layout,
+            entries: &[&pbuf, &m, &v, &ebuf, &roll, &metrics, &rbuf, &order]
+                .iter()
+                .zip(BINDINGS)
+                .map(|(b, binding)| wgpu::BindGroupEntry {
+                    binding,
+                    resource: b.as_entire_binding(),
+                })
+                .collect::<Vec<_>>(),
+        });
+        Ok(ResidentPpo {
+            gpu,
+            cfg: cfg.clone(),
+            seeds: seeds.to_vec(),
+            shape,
+            rows,
+            kernels,
+            per_iteration,
+            bind,
+            params: pbuf,
+            metrics,
+            rollout: roll,
+            num_params,
+            iteration: 0,
+        })
+    }
+
+    /// Iterations done.
+    pub fn iteration(&self) -> u64 {
+        self.iteration
+    }
+
+    pub fn num_iterations(&self) -> u64 {
+        self.cfg.num_iterations()
+    }
+
+    /// Runs up to `n` more iterations of every run (one dispatch each, one submission)
+    /// and waits for them.
+    pub fn run(&mut self, n: u64) -> Result<u64, String> {
+        let n = n.min(self.num_iterations() - self.iteration);
+        if n == 0 {
+            return Ok(0);
+        }
+        let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            pass.set_bind_group(0, &self.bind, &[]);
+            for _ in 0..n {
+                for (k, &times) in self.kernels.iter().zip(&self.per_iteration) {
+                    pass.set_pipeline(k);
+                    for _ in 0..times {
+                        pass.dispatch_workgroups(self.seeds.len() as u32, 1, 1);
+                    }
+                }
+            }
+        }
+        self.gpu.queue.submit([enc.finish()]);
+        self.gpu.wait()?;
+        self.iteration += n;
+        Ok(n)
+    }
+
+    /// Every run's parameters, in `Agent::params` layout.
+    pub fn params(&self) -> Result<Vec<Vec<f32>>, String> {
+        let all = self
+            .gpu
+            .read_f32(&self.params, self.seeds.len() * self.num_params)?;
+        Ok(all.chunks(self.num_params).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Every run's last rollout: per row (step-major, then env) the observation,
+    /// action, log-prob, value, reward, done flag, advantage and return.
+    pub fn rollout(&self) -> Result<Vec<Vec<f32>>, String> {
+        let per = self.cfg.batch_size() * (self.shape.obs + 7);
+        let all = self.gpu.read_f32(&self.rollout, self.seeds.len() * per)?;
+        Ok(all.chunks(per).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Every run's metrics for the iterations done.
+    pub fn metrics(&self) -> Result<Vec<Vec<IterStats>>, String> {
+        let iters = self.num_iterations() as usize;
+        let all = self
+            .gpu
+            .read_f32(&self.metrics, self.seeds.len() * iters * NM)?;
+        let rows = self.cfg.minibatch_size() * self.cfg.num_minibatches * self.cfg.update_epochs;
+        Ok(all
+            .chunks(iters * NM)
+            .map(|run| {
+                run.chunks(NM)
+                    .take(self.iteration as usize)
+                    .map(|m| {
+                        let m: Vec<f64> = m.iter().map(|&x| f64::from(x)).collect();
+                        let per_row = |x: f64| x / rows as f64;
+                        IterStats {
+                            episodes: m[0],
+                            mean_return: m[1] / m[0],
+                            mean_length: m[2] / m[0],
+                            pg_loss: per_row(m[3]),
+                            v_loss: per_row(m[4]),
+                            entropy: per_row(m[5]),
+                            approx_kl: per_row(m[6]),
+                            clipfrac: per_row(m[7]),
+                        }
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
+    /// Agents with every run's current parameters, for rlrig's CPU evaluation.
+    pub fn agents(&self) -> Result<Vec<Agent>, String> {
+        let spec = rlrig_env::spec(&self.cfg.env).map_err(|e| e.to_string())?;
+        let params = self.params()?;
+        Ok(params
+            .into_iter()
+            .map(|p| {
+                let mut rng = Rng::stream(0, Purpose::Init, 0);
+                let mut agent = Agent::for_config(&spec, &self.cfg, &mut rng);
+                agent.params = p;
+                agent
+            })
+            .collect())
+    }
+}
+
+/// The kernel's WGSL after `consts` (the `const` lines of a config): the env, the PPO
+/// iteration, and the forward pass for a minibatch chunk and for a rollout step.
+fn kernel_source(consts: &str) -> String {
+    let forward = |name: &str, rows: &str| {
+        FORWARD_WGSL
+            .replace("forward_NAME", name)
+            .replace("ROWS", rows)
+    };
+    format!(
+        "{consts}fn tanh_(x: f32) -> f32 {{ return tanh(clamp(x, -15.0, 15.0)); }}\n{CARTPOLE_WGSL}{}",
+        PPO_WGSL
+            .replace("FORWARD_R", &forward("forward_r", "R"))
+            .replace("FORWARD_E", &forward("forward_e", "RE"))
+    )
+}
+
+fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, String> {
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let module = gpu
+        .device
+        .create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("rlrig-gpu"),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        });
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(format!("device kernel does not compile: {e}"));
+    }
+    Ok(module)
+}
+
+fn pipeline(
+    gpu: &Gpu,
+    module: &wgpu::ShaderModule,
+    layout: Option<&wgpu::PipelineLayout>,
+    entry: &str,
+) -> Result<wgpu::ComputePipeline, String> {
+    let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let p = gpu
+        .device
+        .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout,
+            module,
+            entry_point: Some(entry),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: &[],
+                zero_initialize_workgroup_memory: false,
+            },
+            cache: None,
+        });
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(format!("device kernel {entry}: {e}"));
+    }
+    Ok(p)
+}
+
+/// One step of the device's CartPole from each of `states` with `actions`: the next
+/// states, rewards and terminated flags, as the training kernel computes them (tests
+/// compare them with rlrig-env's f64 CartPole).
+pub fn cartpole_probe(
+    gpu: &Gpu,
+    states: &[[f32; 4]],
+    actions: &[u32],
+) -> Result<Vec<([f32; 4], f32, bool)>, String> {
+    assert_eq!(states.len(), actions.len());
+    let cfg = PpoConfig::default();
+    let consts = format!(
+        "const OBS = 4u;\nconst ACT = 2u;\nconst H = 2u;\nconst NENV = 1u;\nconst T = 1u;\n\
+         const B = 1u;\nconst MB = 1u;\nconst NMB = 1u;\nconst EPOCHS = 1u;\nconst R = 1u;\n\
+         const RE = 1u;\nconst TS = 1u;\nconst ITERS = 1u;\nconst P_CRITIC = 1u;\nconst P = 1u;\n\
+         const GAMMA = 0.99;\nconst LAMBDA = 0.95;\nconst CLIP = 0.2;\nconst ENT_COEF = 0.0;\n\
+         const VF_COEF = 0.5;\nconst MAX_GRAD_NORM = 0.5;\nconst LR = {};\nconst ADAM_EPS = 1e-5;\n\
+         const ANNEAL_LR = false;\nconst NORM_ADV = false;\nconst CLIP_VLOSS = false;\n\
+         const BOOTSTRAP_TRUNCATED = false;\n\
+         const MAX_EPISODE_STEPS = 500.0;\n",
+        wgsl_f32(cfg.learning_rate)
+    );
+    let src = kernel_source(&consts);
+    let module = shader(gpu, &src)?;
+    let pipe = pipeline(gpu, &module, None, "env_probe")?;
+    const W: usize = 2 * 4 + 3 + 4;
+    let mut data = vec![0.0f32; states.len() * W];
+    for (i, (s, a)) in states.iter().zip(actions).enumerate() {
+        data[i * W..i * W + 4].copy_from_slice(s);
+        data[i * W + 4] = *a as f32;
+    }
+    let buf = gpu.storage("probe", bytemuck::cast_slice(&data));
+    let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("probe"),
+        layout: &pipe.get_bind_group_layout(0),
+        entries: &[wgpu::BindGroupEntry {
+            binding: 7,
+            resource: buf.as_entire_binding(),
+        }],
+    });
+    let mut enc = gpu.device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bind, &[]);
+        pass.dispatch_workgroups(states.len().div_ceil(64) as u32, 1, 1);
+    }
+    gpu.queue.submit([enc.finish()]);
+    let out = gpu.read_f32(&buf, data.len())?;
+    Ok(out
+        .chunks(W)
+        .map(|r| ([r[5], r[6], r[7], r[8]], r[9], r[10] > 0.5))
+        .collect())
+}

@@ -1,0 +1,624 @@
+// PPO resident on the device: one workgroup trains one run (its envs, rollout, GAE,
+// minibatch updates and Adam), one dispatch is one iteration of every run at once.
+//
+// The host prepends the constants (OBS, ACT, H, NENV, T, B, MB, NMB, EPOCHS, R, RE,
+// ITERS, P_CRITIC, P, hyperparameters) and the env's functions (env_step, env_reset,
+// env_observe, MAX_STEPS, ENV_STATE); see lib.rs. Networks as rlrig's CPU path: a
+// critic OBS-H-H-1 then an actor OBS-H-H-ACT, tanh, weights row-major [in][out],
+// parameters laid out as `rlrig_learn::ppo::Agent::params`.
+//
+// Thread `tid` of the WG = 2H threads owns hidden unit j = tid % H of net tid / H
+// (0 critic, 1 actor): column j of W1 and W2, b1[j], b2[j], row j of W3, and (j = 0)
+// b3. It accumulates exactly those gradients in registers and applies their Adam
+// steps, so no gradient is ever written to memory. Every sum runs in a fixed order:
+// a run's result does not depend on how many runs share the launch.
+
+struct Run {
+    key: u32,
+    iteration: u32,
+    // Rollout steps done in this iteration, and minibatch updates done.
+    step: u32,
+    update: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> params: array<f32>;
+@group(0) @binding(1) var<storage, read_write> adam_m: array<f32>;
+@group(0) @binding(2) var<storage, read_write> adam_v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> envs: array<f32>;
+@group(0) @binding(4) var<storage, read_write> roll: array<f32>;
+@group(0) @binding(5) var<storage, read_write> metrics: array<f32>;
+@group(0) @binding(6) var<storage, read_write> runs: array<Run>;
+// Each run's minibatch order of the current epoch.
+@group(0) @binding(8) var<storage, read_write> order: array<u32>;
+
+const WG: u32 = 2u * H;
+// Per rollout row: network outputs (ACT logits, then the value).
+const OUTS: u32 = ACT + 1u;
+// Per env: the env's state, then episode return, episode length, the done flag of the
+// current observation (CleanRL's `next_done`), and this iteration's count, return sum
+// and length sum of finished episodes.
+const ENVW: u32 = ENV_STATE + 6u;
+const E_NEP: u32 = ENV_STATE + 3u;
+const E_SRET: u32 = ENV_STATE + 4u;
+const E_SLEN: u32 = ENV_STATE + 5u;
+const E_RET: u32 = ENV_STATE;
+const E_LEN: u32 = ENV_STATE + 1u;
+const E_DONE: u32 = ENV_STATE + 2u;
+// Per rollout row: obs, action, log-prob, value, reward, done, advantage, return.
+const ROWW: u32 = OBS + 7u;
+const F_ACT: u32 = OBS;
+const F_LOGP: u32 = OBS + 1u;
+const F_VAL: u32 = OBS + 2u;
+const F_REW: u32 = OBS + 3u;
+const F_DONE: u32 = OBS + 4u;
+const F_ADV: u32 = OBS + 5u;
+const F_RET: u32 = OBS + 6u;
+// Per iteration and run: episodes, return sum, length sum, then the row sums of the
+// policy loss, value loss, entropy, approximate KL and clip fraction.
+const NM: u32 = 8u;
+
+var<workgroup> xs: array<f32, R * OBS>;
+var<workgroup> h1: array<f32, 2u * R * H>;
+var<workgroup> h2: array<f32, 2u * R * H>;
+var<workgroup> dz: array<f32, 2u * R * H>;
+var<workgroup> outs: array<f32, R * OUTS>;
+var<workgroup> douts: array<f32, R * OUTS>;
+var<workgroup> perm: array<u32, B>;
+var<workgroup> madv: array<f32, MB>;
+var<workgroup> red: array<f32, WG>;
+var<workgroup> next_val: array<f32, NENV>;
+// Time-limit truncations of the current rollout step: flags and final observations.
+var<workgroup> tflag: array<u32, RE>;
+var<workgroup> fobs: array<f32, RE * OBS>;
+var<workgroup> tany: u32;
+// Loss sums of the rows each loss-head thread handled: policy loss, value loss,
+// entropy, approximate KL, clip fraction. (Statistics live in memory rather than in
+// registers across the many barriers of an iteration: Mesa's lavapipe miscompiled the
+// latter at some loop lengths.)
+var<workgroup> lstat: array<f32, 5u * R>;
+
+// ---- randomness, keyed by (run key, stream, a, b) ----
+fn mix32(x0: u32) -> u32 {
+    var x = x0;
+    x ^= x >> 16u;
+    x *= 0x7feb352du;
+    x ^= x >> 15u;
+    x *= 0x846ca68bu;
+    x ^= x >> 16u;
+    return x;
+}
+
+fn rand_u32(key: u32, stream: u32, a: u32, b: u32) -> u32 {
+    return mix32(mix32(mix32(key ^ mix32(stream * 0x9e3779b9u + 1u)) + a) ^ mix32(b + 0x632be5abu));
+}
+
+fn rand01(key: u32, stream: u32, a: u32, b: u32) -> f32 {
+    return f32(rand_u32(key, stream, a, b) >> 8u) * (1.0 / 16777216.0);
+}
+
+const S_POLICY: u32 = 1u;
+const S_RESET: u32 = 2u;
+const S_SHUFFLE: u32 = 3u;
+
+fn sync() {
+    storageBarrier();
+    workgroupBarrier();
+}
+
+// Sum of one value per thread, in a fixed tree order; every thread gets the sum.
+fn reduce_sum(v: f32, tid: u32) -> f32 {
+    workgroupBarrier();
+    red[tid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+        if tid < s {
+            red[tid] += red[tid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+// ---- the networks ----
+fn net_base(pb: u32, net: u32) -> u32 {
+    return pb + net * P_CRITIC;
+}
+fn off_b1(nb: u32) -> u32 { return nb + OBS * H; }
+fn off_w2(nb: u32) -> u32 { return nb + OBS * H + H; }
+fn off_b2(nb: u32) -> u32 { return nb + OBS * H + H + H * H; }
+fn off_w3(nb: u32) -> u32 { return nb + OBS * H + 2u * H + H * H; }
+fn off_b3(nb: u32, outn: u32) -> u32 { return off_w3(nb) + H * outn; }
+fn outputs_of(net: u32) -> u32 { return select(1u, ACT, net == 1u); }
+// Column of a row's network outputs where `net`'s outputs start.
+fn out_col(net: u32) -> u32 { return select(ACT, 0u, net == 1u); }
+
+FORWARD_R
+FORWARD_E
+
+// ---- one iteration: T / TS rollout dispatches, one GAE dispatch, EPOCHS x NMB update
+// dispatches (short dispatches: Mesa's lavapipe silently cut long ones short) ----
+
+// TS rollout steps of every env of every run.
+@compute @workgroup_size(WG)
+fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let run = wid.x;
+    let it = runs[run].iteration;
+    let key = runs[run].key;
+    let pb = run * P;
+    let ebase = run * NENV * ENVW;
+    let rbase = run * B * ROWW;
+    let net = tid / H;
+    let j = tid % H;
+    let nb = net_base(pb, net);
+    let outn = outputs_of(net);
+    let ocol = out_col(net);
+    let t0 = runs[run].step;
+    if t0 == 0u {
+        for (var e = tid; e < NENV; e += WG) {
+            envs[ebase + e * ENVW + E_NEP] = 0.0;
+            envs[ebase + e * ENVW + E_SRET] = 0.0;
+            envs[ebase + e * ENVW + E_SLEN] = 0.0;
+        }
+    }
+    sync();
+    // Rollout: T steps of NENV envs, RE envs per forward pass.
+    for (var ts = 0u; ts < TS; ts++) {
+        let t = t0 + ts;
+        for (var c = 0u; c < NENV / RE; c++) {
+            for (var q = tid; q < RE * OBS; q += WG) {
+                let r = q / OBS;
+                var s: array<f32, ENV_STATE>;
+                let eb = ebase + (c * RE + r) * ENVW;
+                for (var i = 0u; i < ENV_STATE; i++) {
+                    s[i] = envs[eb + i];
+                }
+                xs[q] = env_observe(&s, q % OBS);
+            }
+            workgroupBarrier();
+            forward_e(tid, pb);
+            if tid < RE {
+                let e = c * RE + tid;
+                let eb = ebase + e * ENVW;
+                let row = rbase + (t * NENV + e) * ROWW;
+                var lp: array<f32, ACT>;
+                var mx = outs[tid * OUTS];
+                for (var a = 1u; a < ACT; a++) {
+                    mx = max(mx, outs[tid * OUTS + a]);
+                }
+                var se = 0.0;
+                for (var a = 0u; a < ACT; a++) {
+                    se += exp(outs[tid * OUTS + a] - mx);
+                }
+                let lse = mx + log(se);
+                let u = rand01(key, S_POLICY, it, t * NENV + e);
+                var act = ACT - 1u;
+                var cum = 0.0;
+                var found = false;
+                for (var a = 0u; a < ACT; a++) {
+                    lp[a] = outs[tid * OUTS + a] - lse;
+                    cum += exp(lp[a]);
+                    if !found && u < cum {
+                        act = a;
+                        found = true;
+                    }
+                }
+                for (var i = 0u; i < OBS; i++) {
+                    roll[row + i] = xs[tid * OBS + i];
+                }
+                roll[row + F_ACT] = f32(act);
+                roll[row + F_LOGP] = lp[act];
+                roll[row + F_VAL] = outs[tid * OUTS + ACT];
+                roll[row + F_DONE] = envs[eb + E_DONE];
+                var s: array<f32, ENV_STATE>;
+                for (var i = 0u; i < ENV_STATE; i++) {
+                    s[i] = envs[eb + i];
+                }
+                let tr = env_step(&s, act);
+                roll[row + F_REW] = tr.x;
+                let er = envs[eb + E_RET] + tr.x;
+                let el = envs[eb + E_LEN] + 1.0;
+                // The CPU path's bootstrap_truncated: gamma V(final obs) is added below.
+                let truncated = BOOTSTRAP_TRUNCATED && tr.y < 0.5 && el >= MAX_STEPS;
+                tflag[tid] = select(0u, 1u, truncated);
+                for (var i = 0u; i < OBS; i++) {
+                    fobs[tid * OBS + i] = env_observe(&s, i);
+                }
+                if tr.y > 0.5 || el >= MAX_STEPS {
+                    envs[eb + E_NEP] += 1.0;
+                    envs[eb + E_SRET] += er;
+                    envs[eb + E_SLEN] += el;
+                    env_reset(&s, key, it, t * NENV + e);
+                    envs[eb + E_RET] = 0.0;
+                    envs[eb + E_LEN] = 0.0;
+                    envs[eb + E_DONE] = 1.0;
+                } else {
+                    envs[eb + E_RET] = er;
+                    envs[eb + E_LEN] = el;
+                    envs[eb + E_DONE] = 0.0;
+                }
+                for (var i = 0u; i < ENV_STATE; i++) {
+                    envs[eb + i] = s[i];
+                }
+            }
+            sync();
+            if BOOTSTRAP_TRUNCATED {
+                if tid == 0u {
+                    var any = 0u;
+                    for (var r = 0u; r < RE; r++) {
+                        any |= tflag[r];
+                    }
+                    tany = any;
+                }
+                if workgroupUniformLoad(&tany) != 0u {
+                    for (var q = tid; q < RE * OBS; q += WG) {
+                        xs[q] = fobs[q];
+                    }
+                    workgroupBarrier();
+                    forward_e(tid, pb);
+                    if tid < RE && tflag[tid] != 0u {
+                        let row = rbase + (t * NENV + c * RE + tid) * ROWW;
+                        roll[row + F_REW] += GAMMA * outs[tid * OUTS + ACT];
+                    }
+                    sync();
+                }
+            }
+        }
+    }
+
+    if tid == 0u {
+        runs[run].step = t0 + TS;
+    }
+}
+
+// Values after the rollout, GAE, and the iteration's episode metrics.
+@compute @workgroup_size(WG)
+fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let run = wid.x;
+    let it = runs[run].iteration;
+    let key = runs[run].key;
+    let pb = run * P;
+    let ebase = run * NENV * ENVW;
+    let rbase = run * B * ROWW;
+    let net = tid / H;
+    let j = tid % H;
+    let nb = net_base(pb, net);
+    let outn = outputs_of(net);
+    let ocol = out_col(net);
+    // Values of the observations after the rollout, for bootstrapping.
+    for (var c = 0u; c < NENV / RE; c++) {
+        for (var q = tid; q < RE * OBS; q += WG) {
+            let r = q / OBS;
+            var s: array<f32, ENV_STATE>;
+            let eb = ebase + (c * RE + r) * ENVW;
+            for (var i = 0u; i < ENV_STATE; i++) {
+                s[i] = envs[eb + i];
+            }
+            xs[q] = env_observe(&s, q % OBS);
+        }
+        workgroupBarrier();
+        forward_e(tid, pb);
+        if tid < RE {
+            next_val[c * RE + tid] = outs[tid * OUTS + ACT];
+        }
+        workgroupBarrier();
+    }
+
+    // GAE, one thread per env.
+    for (var e = tid; e < NENV; e += WG) {
+        var last = 0.0;
+        for (var tt = 0u; tt < T; tt++) {
+            let t = T - 1u - tt;
+            let row = rbase + (t * NENV + e) * ROWW;
+            var nonterminal: f32;
+            var next_v: f32;
+            if t + 1u == T {
+                nonterminal = 1.0 - envs[ebase + e * ENVW + E_DONE];
+                next_v = next_val[e];
+            } else {
+                let next_row = row + NENV * ROWW;
+                nonterminal = 1.0 - roll[next_row + F_DONE];
+                next_v = roll[next_row + F_VAL];
+            }
+            let v = roll[row + F_VAL];
+            let delta = roll[row + F_REW] + GAMMA * next_v * nonterminal - v;
+            last = delta + GAMMA * LAMBDA * nonterminal * last;
+            roll[row + F_ADV] = last;
+            roll[row + F_RET] = last + v;
+        }
+    }
+    sync();
+
+    if tid == 0u {
+        let mb = (run * ITERS + it) * NM;
+        var m: array<f32, 3>;
+        for (var e = 0u; e < NENV; e++) {
+            m[0] += envs[ebase + e * ENVW + E_NEP];
+            m[1] += envs[ebase + e * ENVW + E_SRET];
+            m[2] += envs[ebase + e * ENVW + E_SLEN];
+        }
+        for (var k = 0u; k < NM; k++) {
+            metrics[mb + k] = select(0.0, m[min(k, 2u)], k < 3u);
+        }
+        runs[run].step = 0u;
+    }
+}
+
+// One minibatch update of every run (a new epoch's shuffle first).
+@compute @workgroup_size(WG)
+fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+    let run = wid.x;
+    let it = runs[run].iteration;
+    let key = runs[run].key;
+    let pb = run * P;
+    let ebase = run * NENV * ENVW;
+    let rbase = run * B * ROWW;
+    let net = tid / H;
+    let j = tid % H;
+    let nb = net_base(pb, net);
+    let outn = outputs_of(net);
+    let ocol = out_col(net);
+    // Update: EPOCHS passes of NMB minibatches of MB rows.
+    var lr = LR;
+    if ANNEAL_LR {
+        lr = LR * (1.0 - f32(it) / f32(ITERS));
+    }
+    let inv = 1.0 / f32(MB);
+    let u = runs[run].update;
+    let epoch = u / NMB;
+    let m = u % NMB;
+    for (var q = tid; q < 5u * R; q += WG) {
+        lstat[q] = 0.0;
+    }
+    {
+        // A new epoch's order (one thread, in workgroup memory), else the epoch's.
+        if tid == 0u && m == 0u {
+            for (var i = 0u; i < B; i++) {
+                perm[i] = i;
+            }
+            // Fisher-Yates.
+            for (var i = B - 1u; i > 0u; i--) {
+                let r01 = rand01(key, S_SHUFFLE, it * EPOCHS + epoch, i);
+                let k = min(u32(r01 * f32(i + 1u)), i);
+                let tmp = perm[i];
+                perm[i] = perm[k];
+                perm[k] = tmp;
+            }
+        }
+        workgroupBarrier();
+        let obase = run * B;
+        for (var q = tid; q < B; q += WG) {
+            if m == 0u {
+                order[obase + q] = perm[q];
+            } else {
+                perm[q] = order[obase + q];
+            }
+        }
+        sync();
+        {
+            var sa = 0.0;
+            for (var q = tid; q < MB; q += WG) {
+                let a = roll[rbase + perm[m * MB + q] * ROWW + F_ADV];
+                madv[q] = a;
+                sa += a;
+            }
+            if NORM_ADV && MB > 1u {
+                let mean = reduce_sum(sa, tid) / f32(MB);
+                var sq = 0.0;
+                for (var q = tid; q < MB; q += WG) {
+                    let d = madv[q] - mean;
+                    sq += d * d;
+                }
+                // torch.std: the unbiased estimate.
+                let sd = sqrt(reduce_sum(sq, tid) / f32(MB - 1u));
+                for (var q = tid; q < MB; q += WG) {
+                    madv[q] = (madv[q] - mean) / (sd + 1e-8);
+                }
+            }
+            workgroupBarrier();
+
+            var g1: array<f32, OBS>;
+            var g2: array<f32, H>;
+            var g3: array<f32, ACT>;
+            var gb3: array<f32, ACT>;
+            var gb1 = 0.0;
+            var gb2 = 0.0;
+            for (var c = 0u; c < MB / R; c++) {
+                for (var q = tid; q < R * OBS; q += WG) {
+                    xs[q] = roll[rbase + perm[m * MB + c * R + q / OBS] * ROWW + q % OBS];
+                }
+                workgroupBarrier();
+                forward_r(tid, pb);
+                // The loss head, one thread per row (as rlrig-learn's ppo.rs).
+                if tid < R {
+                    let qrow = c * R + tid;
+                    let row = rbase + perm[m * MB + qrow] * ROWW;
+                    let adv = madv[qrow];
+                    var lp: array<f32, ACT>;
+                    var mx = outs[tid * OUTS];
+                    for (var a = 1u; a < ACT; a++) {
+                        mx = max(mx, outs[tid * OUTS + a]);
+                    }
+                    var se = 0.0;
+                    for (var a = 0u; a < ACT; a++) {
+                        se += exp(outs[tid * OUTS + a] - mx);
+                    }
+                    let lse = mx + log(se);
+                    var entropy = 0.0;
+                    for (var a = 0u; a < ACT; a++) {
+                        lp[a] = outs[tid * OUTS + a] - lse;
+                        entropy -= exp(lp[a]) * lp[a];
+                    }
+                    let act = u32(roll[row + F_ACT]);
+                    let logratio = lp[act] - roll[row + F_LOGP];
+                    let ratio = exp(logratio);
+                    lstat[5u * tid + 3u] += (ratio - 1.0) - logratio;
+                    lstat[5u * tid + 4u] += select(0.0, 1.0, abs(ratio - 1.0) > CLIP);
+                    let l1 = -adv * ratio;
+                    let l2 = -adv * clamp(ratio, 1.0 - CLIP, 1.0 + CLIP);
+                    lstat[5u * tid] += max(l1, l2);
+                    lstat[5u * tid + 2u] += entropy;
+                    let clipped_active = l2 > l1 && (ratio < 1.0 - CLIP || ratio > 1.0 + CLIP);
+                    let g_lp = select(-adv * ratio * inv, 0.0, clipped_active);
+                    for (var a = 0u; a < ACT; a++) {
+                        let p = exp(lp[a]);
+                        let onehot = select(0.0, 1.0, a == act);
+                        douts[tid * OUTS + a] = g_lp * (onehot - p) + ENT_COEF * inv * p * (lp[a] + entropy);
+                    }
+                    let ret = roll[row + F_RET];
+                    let oldv = roll[row + F_VAL];
+                    let v = outs[tid * OUTS + ACT];
+                    let unclipped = (v - ret) * (v - ret);
+                    if CLIP_VLOSS {
+                        let vc = oldv + clamp(v - oldv, -CLIP, CLIP);
+                        let clipped = (vc - ret) * (vc - ret);
+                        lstat[5u * tid + 1u] += 0.5 * max(unclipped, clipped);
+                        var dv = VF_COEF * (v - ret) * inv;
+                        if clipped > unclipped {
+                            dv = select(0.0, VF_COEF * (vc - ret) * inv, abs(v - oldv) < CLIP);
+                        }
+                        douts[tid * OUTS + ACT] = dv;
+                    } else {
+                        lstat[5u * tid + 1u] += 0.5 * unclipped;
+                        douts[tid * OUTS + ACT] = VF_COEF * (v - ret) * inv;
+                    }
+                }
+                workgroupBarrier();
+                // Backward through the output layer and the second hidden layer.
+                var dz2r: array<f32, R>;
+                for (var r = 0u; r < R; r++) {
+                    let h2v = h2[(net * R + r) * H + j];
+                    var dh2 = 0.0;
+                    for (var o = 0u; o < outn; o++) {
+                        let d = douts[r * OUTS + ocol + o];
+                        dh2 += params[off_w3(nb) + j * outn + o] * d;
+                        g3[o] += h2v * d;
+                        if j == 0u {
+                            gb3[o] += d;
+                        }
+                    }
+                    let dz2 = dh2 * (1.0 - h2v * h2v);
+                    dz2r[r] = dz2;
+                    gb2 += dz2;
+                    dz[(net * R + r) * H + j] = dz2;
+                }
+                for (var k = 0u; k < H; k++) {
+                    var s = 0.0;
+                    for (var r = 0u; r < R; r++) {
+                        s += h1[(net * R + r) * H + k] * dz2r[r];
+                    }
+                    g2[k] += s;
+                }
+                workgroupBarrier();
+                // Backward through the first hidden layer.
+                var dh1: array<f32, R>;
+                for (var k = 0u; k < H; k++) {
+                    let w = params[off_w2(nb) + j * H + k];
+                    for (var r = 0u; r < R; r++) {
+                        dh1[r] += w * dz[(net * R + r) * H + k];
+                    }
+                }
+                for (var r = 0u; r < R; r++) {
+                    let h1v = h1[(net * R + r) * H + j];
+                    let dz1 = dh1[r] * (1.0 - h1v * h1v);
+                    gb1 += dz1;
+                    for (var i = 0u; i < OBS; i++) {
+                        g1[i] += xs[r * OBS + i] * dz1;
+                    }
+                }
+                workgroupBarrier();
+            }
+
+            // Global gradient-norm clip over both networks, then Adam (PyTorch's form).
+            var sq = gb1 * gb1 + gb2 * gb2;
+            for (var i = 0u; i < OBS; i++) {
+                sq += g1[i] * g1[i];
+            }
+            for (var k = 0u; k < H; k++) {
+                sq += g2[k] * g2[k];
+            }
+            for (var o = 0u; o < outn; o++) {
+                sq += g3[o] * g3[o];
+                if j == 0u {
+                    sq += gb3[o] * gb3[o];
+                }
+            }
+            let norm = sqrt(reduce_sum(sq, tid));
+            let coef = min(1.0, MAX_GRAD_NORM / (norm + 1e-6));
+            let step_t = f32((it * EPOCHS + epoch) * NMB + m + 1u);
+            let bc1 = 1.0 - pow(0.9, step_t);
+            let bc2 = 1.0 - pow(0.999, step_t);
+            let step = lr / bc1;
+            let sqrt_bc2 = sqrt(bc2);
+            for (var i = 0u; i < OBS; i++) {
+                adam(nb + i * H + j, g1[i] * coef, step, sqrt_bc2);
+            }
+            adam(off_b1(nb) + j, gb1 * coef, step, sqrt_bc2);
+            for (var k = 0u; k < H; k++) {
+                adam(off_w2(nb) + k * H + j, g2[k] * coef, step, sqrt_bc2);
+            }
+            adam(off_b2(nb) + j, gb2 * coef, step, sqrt_bc2);
+            for (var o = 0u; o < outn; o++) {
+                adam(off_w3(nb) + j * outn + o, g3[o] * coef, step, sqrt_bc2);
+                if j == 0u {
+                    adam(off_b3(nb, outn) + o, gb3[o] * coef, step, sqrt_bc2);
+                }
+            }
+            sync();
+        }
+    }
+
+    if tid == 0u {
+        let mb = (run * ITERS + it) * NM;
+        for (var k = 0u; k < 5u; k++) {
+            var sum = 0.0;
+            for (var r = 0u; r < R; r++) {
+                sum += lstat[5u * r + k];
+            }
+            metrics[mb + 3u + k] += sum;
+        }
+        if u + 1u == EPOCHS * NMB {
+            runs[run].update = 0u;
+            runs[run].iteration = it + 1u;
+        } else {
+            runs[run].update = u + 1u;
+        }
+    }
+}
+
+fn adam(i: u32, g: f32, step: f32, sqrt_bc2: f32) {
+    let m = 0.9 * adam_m[i] + (1.0 - 0.9) * g;
+    let v = 0.999 * adam_v[i] + (1.0 - 0.999) * g * g;
+    adam_m[i] = m;
+    adam_v[i] = v;
+    params[i] -= step * m / (sqrt(v) / sqrt_bc2 + ADAM_EPS);
+}
+
+// ---- env probe: one step of the device env from given states (tests) ----
+// Per row: state[ENV_STATE], action | next state[ENV_STATE], reward, terminated,
+// observation[OBS] of the next state.
+@group(0) @binding(7) var<storage, read_write> probe: array<f32>;
+const PROBE_W: u32 = 2u * ENV_STATE + 3u + OBS;
+
+@compute @workgroup_size(64)
+fn env_probe(@builtin(global_invocation_id) g: vec3<u32>) {
+    let n = arrayLength(&probe) / PROBE_W;
+    if g.x >= n {
+        return;
+    }
+    let base = g.x * PROBE_W;
+    var s: array<f32, ENV_STATE>;
+    for (var i = 0u; i < ENV_STATE; i++) {
+        s[i] = probe[base + i];
+    }
+    let tr = env_step(&s, u32(probe[base + ENV_STATE]));
+    for (var i = 0u; i < ENV_STATE; i++) {
+        probe[base + ENV_STATE + 1u + i] = s[i];
+    }
+    probe[base + 2u * ENV_STATE + 1u] = tr.x;
+    probe[base + 2u * ENV_STATE + 2u] = tr.y;
+    for (var i = 0u; i < OBS; i++) {
+        probe[base + 2u * ENV_STATE + 3u + i] = env_observe(&s, i);
+    }
+}
