@@ -1,38 +1,26 @@
 // Forward pass of both networks for ROWS rows of `xs` (ROWS <= R): hidden layers into
 // h1/h2, outputs (actor logits, then the critic's value) into `outs`. Ends with a
-// barrier: `outs` is ready for every thread.
+// barrier: `outs` is ready for every thread. Lines starting `%ROWS` are written out
+// once per row by the host (see ppo.wgsl).
 fn forward_NAME(tid: u32, pb: u32) {
     let net = tid / H;
     let j = tid % H;
     let nb = net_base(pb, net);
-    var z: array<f32, ROWS>;
     let b1 = params[off_b1(nb) + j];
-    for (var r = 0u; r < ROWS; r++) {
-        z[r] = b1;
-    }
+%ROWS    var z{r} = b1;
     for (var i = 0u; i < OBS; i++) {
         let w = params[nb + i * H + j];
-        for (var r = 0u; r < ROWS; r++) {
-            z[r] += w * xs[r * OBS + i];
-        }
+%ROWS        z{r} += w * xs[{r}u * OBS + i];
     }
-    for (var r = 0u; r < ROWS; r++) {
-        h1[(net * R + r) * H + j] = tanh_(z[r]);
-    }
+%ROWS    h1[(net * R + {r}u) * H + j] = tanh_(z{r});
     workgroupBarrier();
     let b2 = params[off_b2(nb) + j];
-    for (var r = 0u; r < ROWS; r++) {
-        z[r] = b2;
-    }
+%ROWS    z{r} = b2;
     for (var k = 0u; k < H; k++) {
         let w = params[off_w2(nb) + k * H + j];
-        for (var r = 0u; r < ROWS; r++) {
-            z[r] += w * h1[(net * R + r) * H + k];
-        }
+%ROWS        z{r} += w * h1[(net * R + {r}u) * H + k];
     }
-    for (var r = 0u; r < ROWS; r++) {
-        h2[(net * R + r) * H + j] = tanh_(z[r]);
-    }
+%ROWS    h2[(net * R + {r}u) * H + j] = tanh_(z{r});
     workgroupBarrier();
     for (var q = tid; q < ROWS * OUTS; q += WG) {
         let r = q / OUTS;

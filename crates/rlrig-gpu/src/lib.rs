@@ -367,7 +367,7 @@ impl<'g> ResidentPpo<'g> {
             src += &format!("const {name} = {value};\n");
         }
         src += &format!("const MAX_EPISODE_STEPS = {}.0;\n", shape.max_episode_steps);
-        let src = kernel_source(&src);
+        let src = kernel_source(&src, rows, re);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
             binding,
@@ -550,18 +550,42 @@ impl<'g> ResidentPpo<'g> {
 
 /// The kernel's WGSL after `consts` (the `const` lines of a config): the env, the PPO
 /// iteration, and the forward pass for a minibatch chunk and for a rollout step.
-fn kernel_source(consts: &str) -> String {
-    let forward = |name: &str, rows: &str| {
+fn kernel_source(consts: &str, rows: usize, env_rows: usize) -> String {
+    let forward = |name: &str, marker: &str, count: &str| {
         FORWARD_WGSL
             .replace("forward_NAME", name)
-            .replace("ROWS", rows)
+            .replace("%ROWS", marker)
+            .replace("ROWS", count)
     };
-    format!(
+    let src = format!(
         "{consts}fn tanh_(x: f32) -> f32 {{ return tanh(clamp(x, -15.0, 15.0)); }}\n{CARTPOLE_WGSL}{}",
         PPO_WGSL
-            .replace("FORWARD_R", &forward("forward_r", "R"))
-            .replace("FORWARD_E", &forward("forward_e", "RE"))
-    )
+            .replace("FORWARD_R", &forward("forward_r", "%R", "R"))
+            .replace("FORWARD_E", &forward("forward_e", "%E", "RE"))
+    );
+    unroll_rows(&src, rows, env_rows)
+}
+
+/// Writes each line that starts with `%R` (`%E`) out `rows` (`env_rows`) times, with
+/// `{r}` replaced by 0, 1, ...: per-row values as separate scalars, not an array.
+fn unroll_rows(src: &str, rows: usize, env_rows: usize) -> String {
+    let mut out = String::with_capacity(src.len() * 2);
+    for line in src.lines() {
+        let (n, body) = if let Some(b) = line.strip_prefix("%R") {
+            (rows, b)
+        } else if let Some(b) = line.strip_prefix("%E") {
+            (env_rows, b)
+        } else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        for r in 0..n {
+            out.push_str(&body.replace("{r}", &r.to_string()));
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, String> {
@@ -625,7 +649,7 @@ pub fn cartpole_probe(
          const MAX_EPISODE_STEPS = 500.0;\n",
         wgsl_f32(cfg.learning_rate)
     );
-    let src = kernel_source(&consts);
+    let src = kernel_source(&consts, 1, 1);
     let module = shader(gpu, &src)?;
     let pipe = pipeline(gpu, &module, None, "env_probe")?;
     const W: usize = 2 * 4 + 3 + 4;
