@@ -12,15 +12,16 @@ fn forward_NAME(tid: u32, pb: u32) {
         let w = params[nb + i * H + j];
 %ROWS        z{r} += w * xs[{r}u * OBS + i];
     }
-%ROWS    h1[(net * R + {r}u) * H + j] = tanh_(z{r});
+%ROWS    h1[(net * R + {r}u) * H4 + j / 4u][j % 4u] = tanh_(z{r});
     workgroupBarrier();
     let b2 = params[off_b2(nb) + j];
 %ROWS    z{r} = b2;
-    for (var k = 0u; k < H; k++) {
-        let w = params[off_w2(nb) + k * H + j];
-%ROWS        z{r} += w * h1[(net * R + {r}u) * H + k];
+    for (var kk = 0u; kk < H4; kk++) {
+        let wb = off_w2(nb) + 4u * kk * H + j;
+        let w = vec4<f32>(params[wb], params[wb + H], params[wb + 2u * H], params[wb + 3u * H]);
+%ROWS        z{r} += dot(w, h1[(net * R + {r}u) * H4 + kk]);
     }
-%ROWS    h2[(net * R + {r}u) * H + j] = tanh_(z{r});
+%ROWS    h2[(net * R + {r}u) * H4 + j / 4u][j % 4u] = tanh_(z{r});
     workgroupBarrier();
     for (var q = tid; q < ROWS * OUTS; q += WG) {
         let r = q / OUTS;
@@ -31,8 +32,10 @@ fn forward_NAME(tid: u32, pb: u32) {
         let on = outputs_of(onet);
         let o = select(a, 0u, a == ACT);
         var s = params[off_b3(onb, on) + o];
-        for (var k = 0u; k < H; k++) {
-            s += params[off_w3(onb) + k * on + o] * h2[(onet * R + r) * H + k];
+        for (var kk = 0u; kk < H4; kk++) {
+            let wb = off_w3(onb) + 4u * kk * on + o;
+            let w = vec4<f32>(params[wb], params[wb + on], params[wb + 2u * on], params[wb + 3u * on]);
+            s += dot(w, h2[(onet * R + r) * H4 + kk]);
         }
         outs[q] = s;
     }

@@ -162,9 +162,9 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
             ));
         }
     };
-    if !h.is_power_of_two() || !(2..=128).contains(&h) {
+    if !h.is_power_of_two() || !(4..=128).contains(&h) {
         return Err(format!(
-            "hidden = [{h}, {h}]: the device path needs a power of two from 2 to 128"
+            "hidden = [{h}, {h}]: the device path needs a power of two from 4 to 128"
         ));
     }
     let unsupported = [
@@ -639,7 +639,7 @@ pub fn cartpole_probe(
     assert_eq!(states.len(), actions.len());
     let cfg = PpoConfig::default();
     let consts = format!(
-        "const OBS = 4u;\nconst ACT = 2u;\nconst H = 2u;\nconst NENV = 1u;\nconst T = 1u;\n\
+        "const OBS = 4u;\nconst ACT = 2u;\nconst H = 4u;\nconst NENV = 1u;\nconst T = 1u;\n\
          const B = 1u;\nconst MB = 1u;\nconst NMB = 1u;\nconst EPOCHS = 1u;\nconst R = 1u;\n\
          const RE = 1u;\nconst TS = 1u;\nconst ITERS = 1u;\nconst P_CRITIC = 1u;\nconst P = 1u;\n\
          const GAMMA = 0.99;\nconst LAMBDA = 0.95;\nconst CLIP = 0.2;\nconst ENT_COEF = 0.0;\n\

@@ -58,9 +58,12 @@ const F_RET: u32 = OBS + 6u;
 const NM: u32 = 8u;
 
 var<workgroup> xs: array<f32, R * OBS>;
-var<workgroup> h1: array<f32, 2u * R * H>;
-var<workgroup> h2: array<f32, 2u * R * H>;
-var<workgroup> dz: array<f32, 2u * R * H>;
+// Hidden activations and the second layer's pre-activation gradients, [net][row][unit]
+// in vec4s along the units: products over units read four at a time.
+const H4: u32 = H / 4u;
+var<workgroup> h1: array<vec4<f32>, 2u * R * H4>;
+var<workgroup> h2: array<vec4<f32>, 2u * R * H4>;
+var<workgroup> dz: array<vec4<f32>, 2u * R * H4>;
 var<workgroup> outs: array<f32, R * OUTS>;
 var<workgroup> douts: array<f32, R * OUTS>;
 var<workgroup> perm: array<u32, B>;
@@ -419,7 +422,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             workgroupBarrier();
 
             var g1: array<f32, OBS>;
-            var g2: array<f32, H>;
+            var g2: array<vec4<f32>, H4>;
             var g3: array<f32, ACT>;
             var gb3: array<f32, ACT>;
             var gb1 = 0.0;
@@ -489,7 +492,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                 // starting `%R` are written out once per row (r = 0..R) by the host:
                 // per-row values stay in registers, where arrays indexed in a loop
                 // went to local memory on NVIDIA's compiler (10x slower).
-%R              let h2v{r} = h2[(net * R + {r}u) * H + j];
+%R              let h2v{r} = h2[(net * R + {r}u) * H4 + j / 4u][j % 4u];
 %R              var dh2{r} = 0.0;
                 for (var o = 0u; o < outn; o++) {
                     let w3 = params[off_w3(nb) + j * outn + o];
@@ -506,20 +509,21 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                 }
 %R              let dz2{r} = dh2{r} * (1.0 - h2v{r} * h2v{r});
 %R              gb2 += dz2{r};
-%R              dz[(net * R + {r}u) * H + j] = dz2{r};
-                for (var k = 0u; k < H; k++) {
-                    var s = 0.0;
-%R                  s += h1[(net * R + {r}u) * H + k] * dz2{r};
-                    g2[k] += s;
+%R              dz[(net * R + {r}u) * H4 + j / 4u][j % 4u] = dz2{r};
+                for (var kk = 0u; kk < H4; kk++) {
+                    var s = vec4<f32>(0.0);
+%R                  s += h1[(net * R + {r}u) * H4 + kk] * dz2{r};
+                    g2[kk] += s;
                 }
                 workgroupBarrier();
                 // Backward through the first hidden layer.
 %R              var dh1{r} = 0.0;
-                for (var k = 0u; k < H; k++) {
-                    let w = params[off_w2(nb) + j * H + k];
-%R                  dh1{r} += w * dz[(net * R + {r}u) * H + k];
+                for (var kk = 0u; kk < H4; kk++) {
+                    let wb = off_w2(nb) + j * H + 4u * kk;
+                    let w = vec4<f32>(params[wb], params[wb + 1u], params[wb + 2u], params[wb + 3u]);
+%R                  dh1{r} += dot(w, dz[(net * R + {r}u) * H4 + kk]);
                 }
-%R              let h1v{r} = h1[(net * R + {r}u) * H + j];
+%R              let h1v{r} = h1[(net * R + {r}u) * H4 + j / 4u][j % 4u];
 %R              let dz1{r} = dh1{r} * (1.0 - h1v{r} * h1v{r});
 %R              gb1 += dz1{r};
                 for (var i = 0u; i < OBS; i++) {
@@ -535,8 +539,8 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             for (var i = 0u; i < OBS; i++) {
                 sq += g1[i] * g1[i];
             }
-            for (var k = 0u; k < H; k++) {
-                sq += g2[k] * g2[k];
+            for (var kk = 0u; kk < H4; kk++) {
+                sq += dot(g2[kk], g2[kk]);
             }
             for (var o = 0u; o < outn; o++) {
                 sq += g3[o] * g3[o];
@@ -556,7 +560,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             }
             adam(off_b1(nb) + j, gb1 * coef, step, sqrt_bc2);
             for (var k = 0u; k < H; k++) {
-                adam(off_w2(nb) + k * H + j, g2[k] * coef, step, sqrt_bc2);
+                adam(off_w2(nb) + k * H + j, g2[k / 4u][k % 4u] * coef, step, sqrt_bc2);
             }
             adam(off_b2(nb) + j, gb2 * coef, step, sqrt_bc2);
             for (var o = 0u; o < outn; o++) {
