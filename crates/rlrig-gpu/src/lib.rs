@@ -267,7 +267,7 @@ impl<'g> ResidentPpo<'g> {
         let wg = 2 * h;
         let shared = |r: usize| 4 * (r * obs + 6 * r * h + 2 * r * (act + 1) + b + mb + wg + nenv);
         let fits = |r: usize| {
-            mb % r == 0 && shared(r) <= limits.max_compute_workgroup_storage_size as usize
+            mb.is_multiple_of(r) && shared(r) <= limits.max_compute_workgroup_storage_size as usize
         };
         let rows = match rows {
             Some(r) if r >= 1 && fits(r) => r,
@@ -289,9 +289,37 @@ impl<'g> ResidentPpo<'g> {
         };
         let re = (1..=rows.min(nenv))
             .rev()
-            .find(|r| nenv % r == 0)
+            .find(|r| nenv.is_multiple_of(*r))
             .expect("1 divides");
 
+        let per_critic = obs * h + h + h * h + h + h + 1;
+        let per_actor = obs * h + h + h * h + h + h * act + act;
+        // Every buffer within what this device binds (else wgpu would fail later, as a
+        // panic in its error handler rather than an error here).
+        let max = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        for (what, bytes) in [
+            (
+                "weights",
+                4 * (seeds.len() * (per_critic + per_actor)) as u64,
+            ),
+            ("rollout", 4 * (seeds.len() * b * (obs + 7)) as u64),
+            (
+                "metrics",
+                4 * (seeds.len() * cfg.num_iterations() as usize * NM) as u64,
+            ),
+        ] {
+            if bytes > max {
+                return Err(format!(
+                    "{} runs need a {} MB {what} buffer; this device binds at most {} MB per \
+                     buffer: train fewer seeds per launch",
+                    seeds.len(),
+                    bytes / 1_000_000,
+                    max / 1_000_000
+                ));
+            }
+        }
         // Initial state on the host, as the CPU path makes it.
         let spec = rlrig_env::spec(&cfg.env).map_err(|e| e.to_string())?;
         let mut params = Vec::new();
@@ -315,11 +343,10 @@ impl<'g> ResidentPpo<'g> {
                 envs.extend_from_slice(&o);
                 envs.extend_from_slice(&[0.0; ENVW - 4]);
             }
-            let key = (seed ^ (seed >> 32)) as u32 ^ (seed as u32).rotate_left(13);
+            // The device's random streams are keyed by (run key, stream, counters).
+            let key = Rng::stream(seed, Purpose::Policy, u64::MAX).next_u32();
             runs.extend_from_slice(&[key, 0, 0, 0]);
         }
-        let per_critic = obs * h + h + h * h + h + h + 1;
-        let per_actor = obs * h + h + h * h + h + h * act + act;
         if num_params != per_critic + per_actor {
             return Err(format!(
                 "internal: {num_params} parameters, the kernel expects {}",
@@ -331,7 +358,7 @@ impl<'g> ResidentPpo<'g> {
         // Rollout steps per dispatch: long dispatches are cut short on some drivers.
         let ts = (1..=t.min(32))
             .rev()
-            .find(|d| t % d == 0)
+            .find(|d| t.is_multiple_of(*d))
             .expect("1 divides");
         let consts = [
             ("OBS", obs.to_string() + "u"),

@@ -97,3 +97,14 @@ fn a_run_is_the_same_alone_or_among_others_and_repeats_bit_for_bit() {
     again.run(3).unwrap();
     assert_eq!(again.params().unwrap(), pm);
 }
+
+#[test]
+fn more_runs_than_the_device_binds_is_an_error_not_a_panic() {
+    let Some(gpu) = gpu() else { return };
+    let seeds: Vec<u64> = (0..60_000).collect();
+    // 60,000 runs of 976 iterations: a 1.9 GB metrics buffer.
+    let err = ResidentPpo::new(&gpu, &PpoConfig::default(), &seeds, None)
+        .err()
+        .expect("too large for one launch");
+    assert!(err.contains("train fewer seeds per launch"), "{err}");
+}
