@@ -16,11 +16,11 @@ fn forward_NAME(tid: u32, pb: u32) {
     workgroupBarrier();
     let b2 = params[off_b2(nb) + j];
 %ROWS    z{r} = b2;
-    for (var kk = 0u; kk < H4; kk++) {
-        let wb = off_w2(nb) + 4u * kk * H + j;
+%K{
+        let wb = off_w2(nb) + 4u * {kk} * H + j;
         let w = vec4<f32>(params[wb], params[wb + H], params[wb + 2u * H], params[wb + 3u * H]);
-%ROWS        z{r} += dot(w, h1[(net * R + {r}u) * H4 + kk]);
-    }
+%ROWS        z{r} += dot(w, h1[(net * R + {r}u) * H4 + {kk}]);
+%K}
 %ROWS    h2[(net * R + {r}u) * H4 + j / 4u][j % 4u] = tanh_(z{r});
     workgroupBarrier();
     for (var q = tid; q < ROWS * OUTS; q += WG) {
@@ -32,11 +32,11 @@ fn forward_NAME(tid: u32, pb: u32) {
         let on = outputs_of(onet);
         let o = select(a, 0u, a == ACT);
         var s = params[off_b3(onb, on) + o];
-        for (var kk = 0u; kk < H4; kk++) {
-            let wb = off_w3(onb) + 4u * kk * on + o;
+%K{
+            let wb = off_w3(onb) + 4u * {kk} * on + o;
             let w = vec4<f32>(params[wb], params[wb + on], params[wb + 2u * on], params[wb + 3u * on]);
-            s += dot(w, h2[(onet * R + r) * H4 + kk]);
-        }
+            s += dot(w, h2[(onet * R + r) * H4 + {kk}]);
+%K}
         outs[q] = s;
     }
     workgroupBarrier();

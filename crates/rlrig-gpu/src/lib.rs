@@ -209,6 +209,39 @@ pub struct IterStats {
     pub clipfrac: f64,
 }
 
+/// How the kernels are laid out (speed; see each field for its effect on results). The
+/// default is the fastest measured (BENCHMARKS.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tuning {
+    /// Rows of a minibatch per pass through the networks (None: the most the device's
+    /// workgroup memory holds, up to 16). Changes the order of float sums.
+    pub rows: Option<usize>,
+    /// Products over hidden units written out in full rather than looped (more code,
+    /// gradients in registers). The same operations in the same order; a driver may
+    /// still fuse multiply-adds differently in the two forms.
+    pub unroll_units: bool,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            rows: None,
+            unroll_units: true,
+        }
+    }
+}
+
+impl Tuning {
+    /// The default for `gpu`, except that a CPU adapter (Mesa's lavapipe) gets looped
+    /// products: it compiles the written-out kernels for minutes and runs them no faster.
+    pub fn for_gpu(gpu: &Gpu) -> Tuning {
+        Tuning {
+            unroll_units: gpu.info.device_type != wgpu::DeviceType::Cpu,
+            ..Tuning::default()
+        }
+    }
+}
+
 /// Many PPO runs training side by side on one device.
 pub struct ResidentPpo<'g> {
     gpu: &'g Gpu,
@@ -240,14 +273,14 @@ fn wgsl_f32(x: f64) -> String {
 
 impl<'g> ResidentPpo<'g> {
     /// Runs for `seeds`, each initialised as rlrig's CPU path initialises that seed
-    /// (same networks, same first env states). `rows`: rows per pass (None: the most
-    /// the device's workgroup memory holds, up to 16).
+    /// (same networks, same first env states), with the kernels laid out as `tuning`.
     pub fn new(
         gpu: &'g Gpu,
         cfg: &PpoConfig,
         seeds: &[u64],
-        rows: Option<usize>,
+        tuning: &Tuning,
     ) -> Result<ResidentPpo<'g>, String> {
+        let rows = tuning.rows;
         let shape = check(cfg)?;
         if seeds.is_empty() {
             return Err("no seeds to train".into());
@@ -394,7 +427,7 @@ impl<'g> ResidentPpo<'g> {
             src += &format!("const {name} = {value};\n");
         }
         src += &format!("const MAX_EPISODE_STEPS = {}.0;\n", shape.max_episode_steps);
-        let src = kernel_source(&src, rows, re);
+        let src = kernel_source(&src, rows, re, &tuning, h);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
             binding,
@@ -577,7 +610,7 @@ impl<'g> ResidentPpo<'g> {
 
 /// The kernel's WGSL after `consts` (the `const` lines of a config): the env, the PPO
 /// iteration, and the forward pass for a minibatch chunk and for a rollout step.
-fn kernel_source(consts: &str, rows: usize, env_rows: usize) -> String {
+fn kernel_source(consts: &str, rows: usize, env_rows: usize, t: &Tuning, h: usize) -> String {
     let forward = |name: &str, marker: &str, count: &str| {
         FORWARD_WGSL
             .replace("forward_NAME", name)
@@ -590,7 +623,51 @@ fn kernel_source(consts: &str, rows: usize, env_rows: usize) -> String {
             .replace("FORWARD_R", &forward("forward_r", "%R", "R"))
             .replace("FORWARD_E", &forward("forward_e", "%E", "RE"))
     );
-    unroll_rows(&src, rows, env_rows)
+    let units = if t.unroll_units { Some(h / 4) } else { None };
+    unroll_rows(&unroll_units(&src, units), rows, env_rows)
+}
+
+/// The blocks between `%K{` and `%K}` lines, once per group of four hidden units: written
+/// out `Some(n)` times with `{kk}` = 0u, 1u, ... (each copy in its own scope), or as a
+/// loop over `kk` (None).
+fn unroll_units(src: &str, units: Option<usize>) -> String {
+    let mut out = String::with_capacity(src.len() * 4);
+    let mut block: Option<Vec<&str>> = None;
+    for line in src.lines() {
+        match (line.trim_start(), &mut block) {
+            ("%K{", None) => block = Some(Vec::new()),
+            ("%K}", Some(body)) => {
+                let body = std::mem::take(body);
+                block = None;
+                match units {
+                    Some(n) => {
+                        for kk in 0..n {
+                            out.push_str("{\n");
+                            for l in &body {
+                                out.push_str(&l.replace("{kk}", &format!("{kk}u")));
+                                out.push('\n');
+                            }
+                            out.push_str("}\n");
+                        }
+                    }
+                    None => {
+                        out.push_str("for (var kk = 0u; kk < H4; kk++) {\n");
+                        for l in &body {
+                            out.push_str(&l.replace("{kk}", "kk"));
+                            out.push('\n');
+                        }
+                        out.push_str("}\n");
+                    }
+                }
+            }
+            (_, Some(body)) => body.push(line),
+            (_, None) => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// Writes each line that starts with `%R` (`%E`) out `rows` (`env_rows`) times, with
@@ -676,7 +753,7 @@ pub fn cartpole_probe(
          const MAX_EPISODE_STEPS = 500.0;\n",
         wgsl_f32(cfg.learning_rate)
     );
-    let src = kernel_source(&consts, 1, 1);
+    let src = kernel_source(&consts, 1, 1, &Tuning::default(), 4);
     let module = shader(gpu, &src)?;
     let pipe = pipeline(gpu, &module, None, "env_probe")?;
     const W: usize = 2 * 4 + 3 + 4;

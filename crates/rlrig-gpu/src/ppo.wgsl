@@ -510,19 +510,19 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 %R              let dz2{r} = dh2{r} * (1.0 - h2v{r} * h2v{r});
 %R              gb2 += dz2{r};
 %R              dz[(net * R + {r}u) * H4 + j / 4u][j % 4u] = dz2{r};
-                for (var kk = 0u; kk < H4; kk++) {
+%K{
                     var s = vec4<f32>(0.0);
-%R                  s += h1[(net * R + {r}u) * H4 + kk] * dz2{r};
-                    g2[kk] += s;
-                }
+%R                  s += h1[(net * R + {r}u) * H4 + {kk}] * dz2{r};
+                    g2[{kk}] += s;
+%K}
                 workgroupBarrier();
                 // Backward through the first hidden layer.
 %R              var dh1{r} = 0.0;
-                for (var kk = 0u; kk < H4; kk++) {
-                    let wb = off_w2(nb) + j * H + 4u * kk;
+%K{
+                    let wb = off_w2(nb) + j * H + 4u * {kk};
                     let w = vec4<f32>(params[wb], params[wb + 1u], params[wb + 2u], params[wb + 3u]);
-%R                  dh1{r} += dot(w, dz[(net * R + {r}u) * H4 + kk]);
-                }
+%R                  dh1{r} += dot(w, dz[(net * R + {r}u) * H4 + {kk}]);
+%K}
 %R              let h1v{r} = h1[(net * R + {r}u) * H4 + j / 4u][j % 4u];
 %R              let dz1{r} = dh1{r} * (1.0 - h1v{r} * h1v{r});
 %R              gb1 += dz1{r};
@@ -539,9 +539,9 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             for (var i = 0u; i < OBS; i++) {
                 sq += g1[i] * g1[i];
             }
-            for (var kk = 0u; kk < H4; kk++) {
-                sq += dot(g2[kk], g2[kk]);
-            }
+%K{
+                sq += dot(g2[{kk}], g2[{kk}]);
+%K}
             for (var o = 0u; o < outn; o++) {
                 sq += g3[o] * g3[o];
                 if j == 0u {
@@ -559,9 +559,14 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                 adam(nb + i * H + j, g1[i] * coef, step, sqrt_bc2);
             }
             adam(off_b1(nb) + j, gb1 * coef, step, sqrt_bc2);
-            for (var k = 0u; k < H; k++) {
-                adam(off_w2(nb) + k * H + j, g2[k / 4u][k % 4u] * coef, step, sqrt_bc2);
-            }
+%K{
+                let g = g2[{kk}] * coef;
+                let wb = off_w2(nb) + 4u * {kk} * H + j;
+                adam(wb, g.x, step, sqrt_bc2);
+                adam(wb + H, g.y, step, sqrt_bc2);
+                adam(wb + 2u * H, g.z, step, sqrt_bc2);
+                adam(wb + 3u * H, g.w, step, sqrt_bc2);
+%K}
             adam(off_b2(nb) + j, gb2 * coef, step, sqrt_bc2);
             for (var o = 0u; o < outn; o++) {
                 adam(off_w3(nb) + j * outn + o, g3[o] * coef, step, sqrt_bc2);

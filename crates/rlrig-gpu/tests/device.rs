@@ -4,7 +4,7 @@
 
 use rlrig_env::envs::cartpole::{CartPole, CartPoleParams, CartPoleState};
 use rlrig_env::{Env, Purpose, Rng};
-use rlrig_gpu::{Gpu, ResidentPpo, cartpole_probe};
+use rlrig_gpu::{Gpu, ResidentPpo, Tuning, cartpole_probe};
 use rlrig_learn::ppo::PpoConfig;
 
 fn gpu() -> Option<Gpu> {
@@ -79,9 +79,9 @@ fn small(total: u64) -> PpoConfig {
 fn a_run_is_the_same_alone_or_among_others_and_repeats_bit_for_bit() {
     let Some(gpu) = gpu() else { return };
     let cfg = small(4 * 128 * 3);
-    let mut many = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], None).unwrap();
+    let mut many = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], &Tuning::for_gpu(&gpu)).unwrap();
     many.run(u64::MAX).unwrap();
-    let mut alone = ResidentPpo::new(&gpu, &cfg, &[9], None).unwrap();
+    let mut alone = ResidentPpo::new(&gpu, &cfg, &[9], &Tuning::for_gpu(&gpu)).unwrap();
     alone.run(1).unwrap();
     alone.run(5).unwrap();
     assert_eq!(alone.iteration(), 3);
@@ -93,7 +93,7 @@ fn a_run_is_the_same_alone_or_among_others_and_repeats_bit_for_bit() {
     );
     assert_ne!(pm[0], pm[1], "two seeds trained the same weights");
     assert_eq!(many.metrics().unwrap()[1], alone.metrics().unwrap()[0]);
-    let mut again = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], None).unwrap();
+    let mut again = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], &Tuning::for_gpu(&gpu)).unwrap();
     again.run(3).unwrap();
     assert_eq!(again.params().unwrap(), pm);
 }
@@ -103,8 +103,34 @@ fn more_runs_than_the_device_binds_is_an_error_not_a_panic() {
     let Some(gpu) = gpu() else { return };
     let seeds: Vec<u64> = (0..60_000).collect();
     // 60,000 runs of 976 iterations: a 1.9 GB metrics buffer.
-    let err = ResidentPpo::new(&gpu, &PpoConfig::default(), &seeds, None)
+    let err = ResidentPpo::new(&gpu, &PpoConfig::default(), &seeds, &Tuning::for_gpu(&gpu))
         .err()
         .expect("too large for one launch");
     assert!(err.contains("train fewer seeds per launch"), "{err}");
+}
+
+#[test]
+fn looped_and_written_out_unit_products_train_the_same_weights() {
+    let Some(gpu) = gpu() else { return };
+    // 16 hidden units: the written-out kernel is 4x smaller, so lavapipe compiles it fast.
+    let cfg = PpoConfig {
+        hidden: vec![16, 16],
+        ..small(4 * 128 * 2)
+    };
+    let mut out = Vec::new();
+    for unroll_units in [false, true] {
+        let tuning = Tuning {
+            rows: Some(8),
+            unroll_units,
+        };
+        let mut p = ResidentPpo::new(&gpu, &cfg, &[3], &tuning).unwrap();
+        p.run(2).unwrap();
+        out.push(p.params().unwrap().remove(0));
+    }
+    let worst = out[0]
+        .iter()
+        .zip(&out[1])
+        .map(|(a, b)| (a - b).abs() / a.abs().max(1e-2))
+        .fold(0.0f32, f32::max);
+    assert!(worst < 1e-4, "weights differ by {worst} (relative)");
 }

@@ -63,7 +63,9 @@ pub fn train_ppo_gpu(
     )
 }
 
-/// What the CLI passes the device run besides the config.
+/// What the CLI passes the device run besides the config (unread in a build without
+/// the `gpu` feature, which refuses `--device gpu` before using them).
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 pub struct GpuRunOptions {
     pub run_dir: std::path::PathBuf,
     pub eval_episodes: usize,
@@ -86,7 +88,7 @@ pub fn train_ppo_gpu(
     rlrig_gpu::check(&cfg).map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
     let t_open = Instant::now();
     let gpu = Gpu::open().map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
-    let mut ppo = ResidentPpo::new(&gpu, &cfg, &seeds, None)
+    let mut ppo = ResidentPpo::new(&gpu, &cfg, &seeds, &rlrig_gpu::Tuning::for_gpu(&gpu))
         .map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
     let setup = t_open.elapsed().as_secs_f64();
     let iters = ppo.num_iterations();
