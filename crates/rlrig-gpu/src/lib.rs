@@ -427,7 +427,7 @@ impl<'g> ResidentPpo<'g> {
             src += &format!("const {name} = {value};\n");
         }
         src += &format!("const MAX_EPISODE_STEPS = {}.0;\n", shape.max_episode_steps);
-        let src = kernel_source(&src, rows, re, &tuning, h);
+        let src = kernel_source(&src, rows, re, tuning, h);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
             binding,
