@@ -226,18 +226,23 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             rows: None,
-            unroll_units: true,
+            unroll_units: false,
         }
     }
 }
 
 impl Tuning {
-    /// The default for `gpu`, except that a CPU adapter (Mesa's lavapipe) gets looped
-    /// products: it compiles the written-out kernels for minutes and runs them no faster.
-    pub fn for_gpu(gpu: &Gpu) -> Tuning {
+    /// The fastest layout measured for `runs` runs on `gpu` (H100, `examples/sweep.rs`,
+    /// BENCHMARKS.md): one run is latency-bound and gains from 16-row passes with looped
+    /// products (0.77 s vs 1.00 s for 8 rows written out); many runs are throughput-bound
+    /// and gain from 8-row passes with the products written out (1,024 runs: 5.1 s vs
+    /// 6.3 s). The switch at 256 runs lies between the measured 1 and 1,024. CPU adapters
+    /// (Mesa's lavapipe) always loop: they compile the written-out kernels for minutes.
+    pub fn for_run(gpu: &Gpu, runs: usize) -> Tuning {
+        let many = runs >= 256 && gpu.info.device_type != wgpu::DeviceType::Cpu;
         Tuning {
-            unroll_units: gpu.info.device_type != wgpu::DeviceType::Cpu,
-            ..Tuning::default()
+            rows: many.then_some(8),
+            unroll_units: many,
         }
     }
 }

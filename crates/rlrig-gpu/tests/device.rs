@@ -79,9 +79,9 @@ fn small(total: u64) -> PpoConfig {
 fn a_run_is_the_same_alone_or_among_others_and_repeats_bit_for_bit() {
     let Some(gpu) = gpu() else { return };
     let cfg = small(4 * 128 * 3);
-    let mut many = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], &Tuning::for_gpu(&gpu)).unwrap();
+    let mut many = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], &Tuning::default()).unwrap();
     many.run(u64::MAX).unwrap();
-    let mut alone = ResidentPpo::new(&gpu, &cfg, &[9], &Tuning::for_gpu(&gpu)).unwrap();
+    let mut alone = ResidentPpo::new(&gpu, &cfg, &[9], &Tuning::default()).unwrap();
     alone.run(1).unwrap();
     alone.run(5).unwrap();
     assert_eq!(alone.iteration(), 3);
@@ -93,7 +93,7 @@ fn a_run_is_the_same_alone_or_among_others_and_repeats_bit_for_bit() {
     );
     assert_ne!(pm[0], pm[1], "two seeds trained the same weights");
     assert_eq!(many.metrics().unwrap()[1], alone.metrics().unwrap()[0]);
-    let mut again = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], &Tuning::for_gpu(&gpu)).unwrap();
+    let mut again = ResidentPpo::new(&gpu, &cfg, &[5, 9, 11], &Tuning::default()).unwrap();
     again.run(3).unwrap();
     assert_eq!(again.params().unwrap(), pm);
 }
@@ -103,7 +103,7 @@ fn more_runs_than_the_device_binds_is_an_error_not_a_panic() {
     let Some(gpu) = gpu() else { return };
     let seeds: Vec<u64> = (0..60_000).collect();
     // 60,000 runs of 976 iterations: a 1.9 GB metrics buffer.
-    let err = ResidentPpo::new(&gpu, &PpoConfig::default(), &seeds, &Tuning::for_gpu(&gpu))
+    let err = ResidentPpo::new(&gpu, &PpoConfig::default(), &seeds, &Tuning::default())
         .err()
         .expect("too large for one launch");
     assert!(err.contains("train fewer seeds per launch"), "{err}");

@@ -88,8 +88,13 @@ pub fn train_ppo_gpu(
     rlrig_gpu::check(&cfg).map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
     let t_open = Instant::now();
     let gpu = Gpu::open().map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
-    let mut ppo = ResidentPpo::new(&gpu, &cfg, &seeds, &rlrig_gpu::Tuning::for_gpu(&gpu))
-        .map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
+    let mut ppo = ResidentPpo::new(
+        &gpu,
+        &cfg,
+        &seeds,
+        &rlrig_gpu::Tuning::for_run(&gpu, seeds.len()),
+    )
+    .map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
     let setup = t_open.elapsed().as_secs_f64();
     let iters = ppo.num_iterations();
     let steps_per_run = iters * cfg.batch_size() as u64;
