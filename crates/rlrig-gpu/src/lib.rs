@@ -209,9 +209,10 @@ pub struct IterStats {
     pub clipfrac: f64,
 }
 
-/// How the kernels are laid out (speed; see each field for its effect on results). The
-/// default is the fastest measured (BENCHMARKS.md).
-#[derive(Clone, Debug, PartialEq)]
+/// How the kernels are laid out (speed; see each field for its effect on results).
+/// [`Tuning::for_run`] picks the fastest measured (BENCHMARKS.md); the default is the
+/// simplest: 16-row passes where they fit, looped products.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tuning {
     /// Rows of a minibatch per pass through the networks (None: the most the device's
     /// workgroup memory holds, up to 16). Changes the order of float sums.
@@ -220,15 +221,6 @@ pub struct Tuning {
     /// gradients in registers). The same operations in the same order; a driver may
     /// still fuse multiply-adds differently in the two forms.
     pub unroll_units: bool,
-}
-
-impl Default for Tuning {
-    fn default() -> Self {
-        Tuning {
-            rows: None,
-            unroll_units: false,
-        }
-    }
 }
 
 impl Tuning {
