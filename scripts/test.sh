@@ -61,10 +61,9 @@ if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
       exit 1
     fi
   fi
-  # One build for the binary's test files: Burn + wgpu compile once. Then the
-  # device-resident kernels (rlrig-gpu) against rlrig-env and across runs.
+  # One build for all of them: Burn + wgpu compile once. The binary's Burn and GPU
+  # tests, and the device-resident kernels (rlrig-gpu) against rlrig-env and across runs.
   RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
-    cargo test --locked -p rlrig --features burn,gpu --test burn_parity --test burn --test gpu
-  RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
-    cargo test --locked -p rlrig-gpu
+    cargo test --locked -p rlrig --features burn,gpu -p rlrig-gpu \
+      --test burn_parity --test burn --test gpu --test device
 fi
