@@ -140,29 +140,69 @@ fn out_col(net: u32) -> u32 { return select(ACT, 0u, net == 1u); }
 FORWARD_R
 FORWARD_E
 
+// ---- a run's place in the buffers ----
+struct Ctx {
+    run: u32,
+    it: u32,
+    key: u32,
+    // Where the run's parameters, envs and rollout start.
+    pb: u32,
+    ebase: u32,
+    rbase: u32,
+}
+
+fn context(run: u32) -> Ctx {
+    return Ctx(run, runs[run].iteration, runs[run].key, run * P, run * NENV * ENVW, run * B * ROWW);
+}
+
+fn load_env(eb: u32) -> array<f32, ENV_STATE> {
+    var s: array<f32, ENV_STATE>;
+    for (var i = 0u; i < ENV_STATE; i++) {
+        s[i] = envs[eb + i];
+    }
+    return s;
+}
+
+// The observations of envs c * RE .. (c + 1) * RE into xs (then a barrier).
+fn observe_envs(tid: u32, ebase: u32, c: u32) {
+    for (var q = tid; q < RE * OBS; q += WG) {
+        var s = load_env(ebase + (c * RE + q / OBS) * ENVW);
+        xs[q] = env_observe(&s, q % OBS);
+    }
+    workgroupBarrier();
+}
+
+// Log-probabilities of row r's logits in `outs`.
+fn log_softmax_row(r: u32) -> array<f32, ACT> {
+    var mx = outs[r * OUTS];
+    for (var a = 1u; a < ACT; a++) {
+        mx = max(mx, outs[r * OUTS + a]);
+    }
+    var se = 0.0;
+    for (var a = 0u; a < ACT; a++) {
+        se += exp(outs[r * OUTS + a] - mx);
+    }
+    let lse = mx + log(se);
+    var lp: array<f32, ACT>;
+    for (var a = 0u; a < ACT; a++) {
+        lp[a] = outs[r * OUTS + a] - lse;
+    }
+    return lp;
+}
+
 // ---- one iteration: T / TS rollout dispatches, one GAE dispatch, EPOCHS x NMB update
 // dispatches (short dispatches: Mesa's lavapipe silently cut long ones short) ----
 
 // TS rollout steps of every env of every run.
 @compute @workgroup_size(WG)
 fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let run = wid.x;
-    let it = runs[run].iteration;
-    let key = runs[run].key;
-    let pb = run * P;
-    let ebase = run * NENV * ENVW;
-    let rbase = run * B * ROWW;
-    let net = tid / H;
-    let j = tid % H;
-    let nb = net_base(pb, net);
-    let outn = outputs_of(net);
-    let ocol = out_col(net);
-    let t0 = runs[run].step;
+    let cx = context(wid.x);
+    let t0 = runs[cx.run].step;
     if t0 == 0u {
         for (var e = tid; e < NENV; e += WG) {
-            envs[ebase + e * ENVW + E_NEP] = 0.0;
-            envs[ebase + e * ENVW + E_SRET] = 0.0;
-            envs[ebase + e * ENVW + E_SLEN] = 0.0;
+            envs[cx.ebase + e * ENVW + E_NEP] = 0.0;
+            envs[cx.ebase + e * ENVW + E_SRET] = 0.0;
+            envs[cx.ebase + e * ENVW + E_SLEN] = 0.0;
         }
     }
     sync();
@@ -170,37 +210,19 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     for (var ts = 0u; ts < TS; ts++) {
         let t = t0 + ts;
         for (var c = 0u; c < NENV / RE; c++) {
-            for (var q = tid; q < RE * OBS; q += WG) {
-                let r = q / OBS;
-                var s: array<f32, ENV_STATE>;
-                let eb = ebase + (c * RE + r) * ENVW;
-                for (var i = 0u; i < ENV_STATE; i++) {
-                    s[i] = envs[eb + i];
-                }
-                xs[q] = env_observe(&s, q % OBS);
-            }
-            workgroupBarrier();
-            forward_e(tid, pb);
+            observe_envs(tid, cx.ebase, c);
+            forward_e(tid, cx.pb);
             if tid < RE {
                 let e = c * RE + tid;
-                let eb = ebase + e * ENVW;
-                let row = rbase + (t * NENV + e) * ROWW;
-                var lp: array<f32, ACT>;
-                var mx = outs[tid * OUTS];
-                for (var a = 1u; a < ACT; a++) {
-                    mx = max(mx, outs[tid * OUTS + a]);
-                }
-                var se = 0.0;
-                for (var a = 0u; a < ACT; a++) {
-                    se += exp(outs[tid * OUTS + a] - mx);
-                }
-                let lse = mx + log(se);
-                let u = rand01(key, S_POLICY, it, t * NENV + e);
+                let eb = cx.ebase + e * ENVW;
+                let row = cx.rbase + (t * NENV + e) * ROWW;
+                var lp = log_softmax_row(tid);
+                // Inverse-CDF sampling.
+                let u = rand01(cx.key, S_POLICY, cx.it, t * NENV + e);
                 var act = ACT - 1u;
                 var cum = 0.0;
                 var found = false;
                 for (var a = 0u; a < ACT; a++) {
-                    lp[a] = outs[tid * OUTS + a] - lse;
                     cum += exp(lp[a]);
                     if !found && u < cum {
                         act = a;
@@ -214,10 +236,7 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
                 roll[row + F_LOGP] = lp[act];
                 roll[row + F_VAL] = outs[tid * OUTS + ACT];
                 roll[row + F_DONE] = envs[eb + E_DONE];
-                var s: array<f32, ENV_STATE>;
-                for (var i = 0u; i < ENV_STATE; i++) {
-                    s[i] = envs[eb + i];
-                }
+                var s = load_env(eb);
                 let tr = env_step(&s, act);
                 roll[row + F_REW] = tr.x;
                 let er = envs[eb + E_RET] + tr.x;
@@ -232,7 +251,7 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
                     envs[eb + E_NEP] += 1.0;
                     envs[eb + E_SRET] += er;
                     envs[eb + E_SLEN] += el;
-                    env_reset(&s, key, it, t * NENV + e);
+                    env_reset(&s, cx.key, cx.it, t * NENV + e);
                     envs[eb + E_RET] = 0.0;
                     envs[eb + E_LEN] = 0.0;
                     envs[eb + E_DONE] = 1.0;
@@ -259,9 +278,9 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
                         xs[q] = fobs[q];
                     }
                     workgroupBarrier();
-                    forward_e(tid, pb);
+                    forward_e(tid, cx.pb);
                     if tid < RE && tflag[tid] != 0u {
-                        let row = rbase + (t * NENV + c * RE + tid) * ROWW;
+                        let row = cx.rbase + (t * NENV + c * RE + tid) * ROWW;
                         roll[row + F_REW] += GAMMA * outs[tid * OUTS + ACT];
                     }
                     sync();
@@ -271,37 +290,18 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     }
 
     if tid == 0u {
-        runs[run].step = t0 + TS;
+        runs[cx.run].step = t0 + TS;
     }
 }
 
 // Values after the rollout, GAE, and the iteration's episode metrics.
 @compute @workgroup_size(WG)
 fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let run = wid.x;
-    let it = runs[run].iteration;
-    let key = runs[run].key;
-    let pb = run * P;
-    let ebase = run * NENV * ENVW;
-    let rbase = run * B * ROWW;
-    let net = tid / H;
-    let j = tid % H;
-    let nb = net_base(pb, net);
-    let outn = outputs_of(net);
-    let ocol = out_col(net);
+    let cx = context(wid.x);
     // Values of the observations after the rollout, for bootstrapping.
     for (var c = 0u; c < NENV / RE; c++) {
-        for (var q = tid; q < RE * OBS; q += WG) {
-            let r = q / OBS;
-            var s: array<f32, ENV_STATE>;
-            let eb = ebase + (c * RE + r) * ENVW;
-            for (var i = 0u; i < ENV_STATE; i++) {
-                s[i] = envs[eb + i];
-            }
-            xs[q] = env_observe(&s, q % OBS);
-        }
-        workgroupBarrier();
-        forward_e(tid, pb);
+        observe_envs(tid, cx.ebase, c);
+        forward_e(tid, cx.pb);
         if tid < RE {
             next_val[c * RE + tid] = outs[tid * OUTS + ACT];
         }
@@ -313,11 +313,11 @@ fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t
         var last = 0.0;
         for (var tt = 0u; tt < T; tt++) {
             let t = T - 1u - tt;
-            let row = rbase + (t * NENV + e) * ROWW;
+            let row = cx.rbase + (t * NENV + e) * ROWW;
             var nonterminal: f32;
             var next_v: f32;
             if t + 1u == T {
-                nonterminal = 1.0 - envs[ebase + e * ENVW + E_DONE];
+                nonterminal = 1.0 - envs[cx.ebase + e * ENVW + E_DONE];
                 next_v = next_val[e];
             } else {
                 let next_row = row + NENV * ROWW;
@@ -334,41 +334,37 @@ fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t
     sync();
 
     if tid == 0u {
-        let mb = (run * ITERS + it) * NM;
+        let mb = (cx.run * ITERS + cx.it) * NM;
         var m: array<f32, 3>;
         for (var e = 0u; e < NENV; e++) {
-            m[0] += envs[ebase + e * ENVW + E_NEP];
-            m[1] += envs[ebase + e * ENVW + E_SRET];
-            m[2] += envs[ebase + e * ENVW + E_SLEN];
+            m[0] += envs[cx.ebase + e * ENVW + E_NEP];
+            m[1] += envs[cx.ebase + e * ENVW + E_SRET];
+            m[2] += envs[cx.ebase + e * ENVW + E_SLEN];
         }
         for (var k = 0u; k < NM; k++) {
             metrics[mb + k] = select(0.0, m[min(k, 2u)], k < 3u);
         }
-        runs[run].step = 0u;
+        runs[cx.run].step = 0u;
     }
 }
 
 // One minibatch update of every run (a new epoch's shuffle first).
 @compute @workgroup_size(WG)
 fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let run = wid.x;
-    let it = runs[run].iteration;
-    let key = runs[run].key;
-    let pb = run * P;
-    let ebase = run * NENV * ENVW;
-    let rbase = run * B * ROWW;
+    let cx = context(wid.x);
+    // This thread's hidden unit j of net 0 (critic) or 1 (actor).
     let net = tid / H;
     let j = tid % H;
-    let nb = net_base(pb, net);
+    let nb = net_base(cx.pb, net);
     let outn = outputs_of(net);
     let ocol = out_col(net);
     // Update: EPOCHS passes of NMB minibatches of MB rows.
     var lr = LR;
     if ANNEAL_LR {
-        lr = LR * (1.0 - f32(it) / f32(ITERS));
+        lr = LR * (1.0 - f32(cx.it) / f32(ITERS));
     }
     let inv = 1.0 / f32(MB);
-    let u = runs[run].update;
+    let u = runs[cx.run].update;
     let epoch = u / NMB;
     let m = u % NMB;
     for (var q = tid; q < 5u * R; q += WG) {
@@ -382,7 +378,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             }
             // Fisher-Yates.
             for (var i = B - 1u; i > 0u; i--) {
-                let r01 = rand01(key, S_SHUFFLE, it * EPOCHS + epoch, i);
+                let r01 = rand01(cx.key, S_SHUFFLE, cx.it * EPOCHS + epoch, i);
                 let k = min(u32(r01 * f32(i + 1u)), i);
                 let tmp = perm[i];
                 perm[i] = perm[k];
@@ -390,19 +386,23 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             }
         }
         workgroupBarrier();
-        let obase = run * B;
-        for (var q = tid; q < B; q += WG) {
-            if m == 0u {
+        // A new epoch's first minibatch stores the whole order; the others read back
+        // only their own rows of it.
+        let obase = cx.run * B;
+        if m == 0u {
+            for (var q = tid; q < B; q += WG) {
                 order[obase + q] = perm[q];
-            } else {
-                perm[q] = order[obase + q];
+            }
+        } else {
+            for (var q = tid; q < MB; q += WG) {
+                perm[m * MB + q] = order[obase + m * MB + q];
             }
         }
         sync();
         {
             var sa = 0.0;
             for (var q = tid; q < MB; q += WG) {
-                let a = roll[rbase + perm[m * MB + q] * ROWW + F_ADV];
+                let a = roll[cx.rbase + perm[m * MB + q] * ROWW + F_ADV];
                 madv[q] = a;
                 sa += a;
             }
@@ -429,28 +429,18 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             var gb2 = 0.0;
             for (var c = 0u; c < MB / R; c++) {
                 for (var q = tid; q < R * OBS; q += WG) {
-                    xs[q] = roll[rbase + perm[m * MB + c * R + q / OBS] * ROWW + q % OBS];
+                    xs[q] = roll[cx.rbase + perm[m * MB + c * R + q / OBS] * ROWW + q % OBS];
                 }
                 workgroupBarrier();
-                forward_r(tid, pb);
+                forward_r(tid, cx.pb);
                 // The loss head, one thread per row (as rlrig-learn's ppo.rs).
                 if tid < R {
                     let qrow = c * R + tid;
-                    let row = rbase + perm[m * MB + qrow] * ROWW;
+                    let row = cx.rbase + perm[m * MB + qrow] * ROWW;
                     let adv = madv[qrow];
-                    var lp: array<f32, ACT>;
-                    var mx = outs[tid * OUTS];
-                    for (var a = 1u; a < ACT; a++) {
-                        mx = max(mx, outs[tid * OUTS + a]);
-                    }
-                    var se = 0.0;
-                    for (var a = 0u; a < ACT; a++) {
-                        se += exp(outs[tid * OUTS + a] - mx);
-                    }
-                    let lse = mx + log(se);
+                    var lp = log_softmax_row(tid);
                     var entropy = 0.0;
                     for (var a = 0u; a < ACT; a++) {
-                        lp[a] = outs[tid * OUTS + a] - lse;
                         entropy -= exp(lp[a]) * lp[a];
                     }
                     let act = u32(roll[row + F_ACT]);
@@ -550,7 +540,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             }
             let norm = sqrt(reduce_sum(sq, tid));
             let coef = min(1.0, MAX_GRAD_NORM / (norm + 1e-6));
-            let step_t = f32((it * EPOCHS + epoch) * NMB + m + 1u);
+            let step_t = f32((cx.it * EPOCHS + epoch) * NMB + m + 1u);
             let bc1 = 1.0 - pow(0.9, step_t);
             let bc2 = 1.0 - pow(0.999, step_t);
             let step = lr / bc1;
@@ -579,7 +569,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     }
 
     if tid == 0u {
-        let mb = (run * ITERS + it) * NM;
+        let mb = (cx.run * ITERS + cx.it) * NM;
         for (var k = 0u; k < 5u; k++) {
             var sum = 0.0;
             for (var r = 0u; r < R; r++) {
@@ -588,10 +578,10 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             metrics[mb + 3u + k] += sum;
         }
         if u + 1u == EPOCHS * NMB {
-            runs[run].update = 0u;
-            runs[run].iteration = it + 1u;
+            runs[cx.run].update = 0u;
+            runs[cx.run].iteration = cx.it + 1u;
         } else {
-            runs[run].update = u + 1u;
+            runs[cx.run].update = u + 1u;
         }
     }
 }
