@@ -131,12 +131,22 @@ impl Gpu {
 }
 
 /// The shape of a config the device kernel runs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Shape {
     pub obs: usize,
     pub actions: usize,
     pub hidden: usize,
-    pub max_episode_steps: u32,
+    /// The env's parameters with the config's env args applied.
+    pub env: CartPoleParams,
+}
+
+impl Shape {
+    /// Parameters of the critic, and of critic and actor together (`Agent::params`).
+    fn param_counts(&self) -> (usize, usize) {
+        let (h, obs, act) = (self.hidden, self.obs, self.actions);
+        let critic = obs * h + h + h * h + h + h + 1;
+        (critic, critic + obs * h + h + h * h + h + h * act + act)
+    }
 }
 
 /// Whether the device path runs `cfg`, and with which shape; the error names the
@@ -187,10 +197,10 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
         ));
     }
     Ok(Shape {
-        obs: 4,
+        obs: CartPole::OBS_DIM,
         actions: 2,
         hidden: h,
-        max_episode_steps: p.max_episode_steps,
+        env: p,
     })
 }
 
@@ -295,7 +305,12 @@ impl<'g> ResidentPpo<'g> {
         let b = nenv * t;
         let mb = cfg.minibatch_size();
         let wg = 2 * h;
-        let shared = |r: usize| 4 * (r * obs + 6 * r * h + 2 * r * (act + 1) + b + mb + wg + nenv);
+        // Bytes of ppo.wgsl's workgroup arrays with r rows per pass (the rollout's
+        // RE <= r envs per pass counted as r).
+        let shared = |r: usize| {
+            4 * (r * obs + 6 * r * h + 2 * r * (act + 1) + b + mb + wg + nenv)
+                + 4 * (5 * r + r * obs + r + 1)
+        };
         let fits = |r: usize| {
             mb.is_multiple_of(r) && shared(r) <= limits.max_compute_workgroup_storage_size as usize
         };
@@ -322,18 +337,14 @@ impl<'g> ResidentPpo<'g> {
             .find(|r| nenv.is_multiple_of(*r))
             .expect("1 divides");
 
-        let per_critic = obs * h + h + h * h + h + h + 1;
-        let per_actor = obs * h + h + h * h + h + h * act + act;
+        let (_, num_params) = shape.param_counts();
         // Every buffer within what this device binds (else wgpu would fail later, as a
         // panic in its error handler rather than an error here).
         let max = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
         for (what, bytes) in [
-            (
-                "weights",
-                4 * (seeds.len() * (per_critic + per_actor)) as u64,
-            ),
+            ("weights", 4 * (seeds.len() * num_params) as u64),
             ("rollout", 4 * (seeds.len() * b * (obs + 7)) as u64),
             (
                 "metrics",
@@ -355,33 +366,28 @@ impl<'g> ResidentPpo<'g> {
         let mut params = Vec::new();
         let mut envs = Vec::new();
         let mut runs: Vec<u32> = Vec::new();
-        let mut env_params = CartPoleParams::default();
-        for (k, v) in &cfg.env_args {
-            CartPole::set_param(&mut env_params, k, v)?;
-        }
-        let mut num_params = 0;
+        let env_params = &shape.env;
         for &seed in seeds {
             let mut rng = Rng::stream(seed, Purpose::Init, 0);
             let agent = Agent::for_config(&spec, cfg, &mut rng);
-            num_params = agent.params.len();
+            if agent.params.len() != num_params {
+                return Err(format!(
+                    "internal: {} parameters, the kernel expects {num_params}",
+                    agent.params.len()
+                ));
+            }
             params.extend_from_slice(&agent.params);
             for e in 0..nenv {
                 let mut rng = Rng::stream(seed, Purpose::Env, e as u64);
-                let s = CartPole::reset(&env_params, &mut rng);
+                let s = CartPole::reset(env_params, &mut rng);
                 let mut o = [0.0f32; 4];
-                CartPole::observe(&env_params, &s, &mut o);
+                CartPole::observe(env_params, &s, &mut o);
                 envs.extend_from_slice(&o);
                 envs.extend_from_slice(&[0.0; ENVW - 4]);
             }
             // The device's random streams are keyed by (run key, stream, counters).
             let key = Rng::stream(seed, Purpose::Policy, u64::MAX).next_u32();
             runs.extend_from_slice(&[key, 0, 0, 0]);
-        }
-        if num_params != per_critic + per_actor {
-            return Err(format!(
-                "internal: {num_params} parameters, the kernel expects {}",
-                per_critic + per_actor
-            ));
         }
         let iters = cfg.num_iterations();
         let s = seeds.len();
@@ -390,40 +396,7 @@ impl<'g> ResidentPpo<'g> {
             .rev()
             .find(|d| t.is_multiple_of(*d))
             .expect("1 divides");
-        let consts = [
-            ("OBS", obs.to_string() + "u"),
-            ("ACT", act.to_string() + "u"),
-            ("H", h.to_string() + "u"),
-            ("NENV", nenv.to_string() + "u"),
-            ("T", t.to_string() + "u"),
-            ("B", b.to_string() + "u"),
-            ("MB", mb.to_string() + "u"),
-            ("NMB", cfg.num_minibatches.to_string() + "u"),
-            ("EPOCHS", cfg.update_epochs.to_string() + "u"),
-            ("R", rows.to_string() + "u"),
-            ("RE", re.to_string() + "u"),
-            ("TS", ts.to_string() + "u"),
-            ("ITERS", iters.to_string() + "u"),
-            ("P_CRITIC", per_critic.to_string() + "u"),
-            ("P", num_params.to_string() + "u"),
-            ("GAMMA", wgsl_f32(cfg.gamma)),
-            ("LAMBDA", wgsl_f32(cfg.gae_lambda)),
-            ("CLIP", wgsl_f32(cfg.clip_coef)),
-            ("ENT_COEF", wgsl_f32(cfg.ent_coef)),
-            ("VF_COEF", wgsl_f32(cfg.vf_coef)),
-            ("MAX_GRAD_NORM", wgsl_f32(cfg.max_grad_norm)),
-            ("LR", wgsl_f32(cfg.learning_rate)),
-            ("ADAM_EPS", wgsl_f32(cfg.adam_eps)),
-            ("ANNEAL_LR", cfg.anneal_lr.to_string()),
-            ("NORM_ADV", cfg.norm_adv.to_string()),
-            ("CLIP_VLOSS", cfg.clip_vloss.to_string()),
-            ("BOOTSTRAP_TRUNCATED", cfg.bootstrap_truncated.to_string()),
-        ];
-        let mut src = String::new();
-        for (name, value) in &consts {
-            src += &format!("const {name} = {value};\n");
-        }
-        src += &format!("const MAX_EPISODE_STEPS = {}.0;\n", shape.max_episode_steps);
+        let src = constants(cfg, &shape, rows, re, ts);
         let src = kernel_source(&src, rows, re, tuning, h);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
@@ -592,17 +565,65 @@ impl<'g> ResidentPpo<'g> {
     /// Agents with every run's current parameters, for rlrig's CPU evaluation.
     pub fn agents(&self) -> Result<Vec<Agent>, String> {
         let spec = rlrig_env::spec(&self.cfg.env).map_err(|e| e.to_string())?;
-        let params = self.params()?;
-        Ok(params
+        // The networks' shapes once; each run's agent differs only in its parameters.
+        let shapes = Agent::for_config(&spec, &self.cfg, &mut Rng::stream(0, Purpose::Init, 0));
+        Ok(self
+            .params()?
             .into_iter()
-            .map(|p| {
-                let mut rng = Rng::stream(0, Purpose::Init, 0);
-                let mut agent = Agent::for_config(&spec, &self.cfg, &mut rng);
-                agent.params = p;
-                agent
+            .map(|params| Agent {
+                params,
+                ..shapes.clone()
             })
             .collect())
     }
+}
+
+/// The `const` lines of the kernel for `cfg` (shape `shape`) with `rows` rows per pass,
+/// `re` envs per rollout pass and `ts` rollout steps per dispatch.
+fn constants(cfg: &PpoConfig, shape: &Shape, rows: usize, re: usize, ts: usize) -> String {
+    let (h, obs, act) = (shape.hidden, shape.obs, shape.actions);
+    let (nenv, t) = (cfg.num_envs, cfg.num_steps);
+    let (b, mb) = (cfg.batch_size(), cfg.minibatch_size());
+    let iters = cfg.num_iterations();
+    let (per_critic, num_params) = shape.param_counts();
+    let consts = [
+        ("OBS", obs.to_string() + "u"),
+        ("ACT", act.to_string() + "u"),
+        ("H", h.to_string() + "u"),
+        ("NENV", nenv.to_string() + "u"),
+        ("T", t.to_string() + "u"),
+        ("B", b.to_string() + "u"),
+        ("MB", mb.to_string() + "u"),
+        ("NMB", cfg.num_minibatches.to_string() + "u"),
+        ("EPOCHS", cfg.update_epochs.to_string() + "u"),
+        ("R", rows.to_string() + "u"),
+        ("RE", re.to_string() + "u"),
+        ("TS", ts.to_string() + "u"),
+        ("ITERS", iters.to_string() + "u"),
+        ("P_CRITIC", per_critic.to_string() + "u"),
+        ("P", num_params.to_string() + "u"),
+        ("GAMMA", wgsl_f32(cfg.gamma)),
+        ("LAMBDA", wgsl_f32(cfg.gae_lambda)),
+        ("CLIP", wgsl_f32(cfg.clip_coef)),
+        ("ENT_COEF", wgsl_f32(cfg.ent_coef)),
+        ("VF_COEF", wgsl_f32(cfg.vf_coef)),
+        ("MAX_GRAD_NORM", wgsl_f32(cfg.max_grad_norm)),
+        ("LR", wgsl_f32(cfg.learning_rate)),
+        ("ADAM_EPS", wgsl_f32(cfg.adam_eps)),
+        ("ANNEAL_LR", cfg.anneal_lr.to_string()),
+        ("NORM_ADV", cfg.norm_adv.to_string()),
+        ("CLIP_VLOSS", cfg.clip_vloss.to_string()),
+        ("BOOTSTRAP_TRUNCATED", cfg.bootstrap_truncated.to_string()),
+    ];
+    let mut src = String::new();
+    for (name, value) in &consts {
+        src += &format!("const {name} = {value};\n");
+    }
+    src += &format!(
+        "const MAX_EPISODE_STEPS = {}.0;\n",
+        shape.env.max_episode_steps
+    );
+    src
 }
 
 /// The kernel's WGSL after `consts` (the `const` lines of a config): the env, the PPO
@@ -738,18 +759,12 @@ pub fn cartpole_probe(
     actions: &[u32],
 ) -> Result<Vec<([f32; 4], f32, bool)>, String> {
     assert_eq!(states.len(), actions.len());
-    let cfg = PpoConfig::default();
-    let consts = format!(
-        "const OBS = 4u;\nconst ACT = 2u;\nconst H = 4u;\nconst NENV = 1u;\nconst T = 1u;\n\
-         const B = 1u;\nconst MB = 1u;\nconst NMB = 1u;\nconst EPOCHS = 1u;\nconst R = 1u;\n\
-         const RE = 1u;\nconst TS = 1u;\nconst ITERS = 1u;\nconst P_CRITIC = 1u;\nconst P = 1u;\n\
-         const GAMMA = 0.99;\nconst LAMBDA = 0.95;\nconst CLIP = 0.2;\nconst ENT_COEF = 0.0;\n\
-         const VF_COEF = 0.5;\nconst MAX_GRAD_NORM = 0.5;\nconst LR = {};\nconst ADAM_EPS = 1e-5;\n\
-         const ANNEAL_LR = false;\nconst NORM_ADV = false;\nconst CLIP_VLOSS = false;\n\
-         const BOOTSTRAP_TRUNCATED = false;\n\
-         const MAX_EPISODE_STEPS = 500.0;\n",
-        wgsl_f32(cfg.learning_rate)
-    );
+    // The smallest config: the probe uses the env functions alone.
+    let cfg = PpoConfig {
+        hidden: vec![4, 4],
+        ..PpoConfig::default()
+    };
+    let consts = constants(&cfg, &check(&cfg)?, 1, 1, 1);
     let src = kernel_source(&consts, 1, 1, &Tuning::default(), 4);
     let module = shader(gpu, &src)?;
     let pipe = pipeline(gpu, &module, None, "env_probe")?;

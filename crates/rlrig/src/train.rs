@@ -859,6 +859,26 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
     Ok(summary.interrupted)
 }
 
+/// The run summary's GPU lines: each sampled GPU's busy % and peak memory, or `none`
+/// when no GPU was sampled.
+pub(crate) fn report_gpus(gpus: &[rlrig_lab::probe::GpuUse], none: &str) -> Result<()> {
+    if gpus.is_empty() {
+        outln!("{none}");
+    }
+    for g in gpus {
+        outln!(
+            "gpu {}: busy {:.0}% mean, {:.0}% peak, memory peak {} ({} samples)",
+            g.gpu,
+            g.mean_busy_percent,
+            g.max_busy_percent,
+            g.max_memory_used_mib
+                .map_or("?".into(), |m| format!("{m:.0} MiB")),
+            g.samples
+        );
+    }
+    Ok(())
+}
+
 /// The stage breakdown, core and GPU use, and the bottleneck verdict of a run.
 fn report_times(
     wall: f64,
@@ -890,27 +910,14 @@ fn report_times(
     if !busy.is_empty() {
         outln!("cpu busy per core: {}", busy.join(" "));
     }
-    let gpus = gpu.finish();
-    if gpus.is_empty() {
-        // The sampler reads NVIDIA/AMD counters; say which path ran the networks so a
-        // burn-cpu or lavapipe run is not reported as the native path.
-        if device == "cpu" {
-            outln!("gpu: none in use (the native CPU path ran the networks)");
-        } else {
-            outln!("gpu: no NVIDIA/AMD GPU activity sampled (the networks ran on {device})");
-        }
-    }
-    for g in &gpus {
-        outln!(
-            "gpu {}: busy {:.0}% mean, {:.0}% peak, memory peak {} ({} samples)",
-            g.gpu,
-            g.mean_busy_percent,
-            g.max_busy_percent,
-            g.max_memory_used_mib
-                .map_or("?".into(), |m| format!("{m:.0} MiB")),
-            g.samples
-        );
-    }
+    // The sampler reads NVIDIA/AMD counters; say which path ran the networks so a
+    // burn-cpu or lavapipe run is not reported as the native path.
+    let none = if device == "cpu" {
+        "gpu: none in use (the native CPU path ran the networks)".to_string()
+    } else {
+        format!("gpu: no NVIDIA/AMD GPU activity sampled (the networks ran on {device})")
+    };
+    report_gpus(&gpu.finish(), &none)?;
     let v = rlrig_lab::verdict::verdict(&b, num_envs, threads);
     outln!("verdict: {}", v.message);
     Ok(())

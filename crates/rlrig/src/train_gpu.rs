@@ -128,7 +128,6 @@ pub fn train_ppo_gpu(
     bar.finish_and_clear();
     let done = ppo.iteration();
     let metrics = ppo.metrics().map_err(anyhow::Error::msg)?;
-    let params = ppo.params().map_err(anyhow::Error::msg)?;
     let agents = ppo.agents().map_err(anyhow::Error::msg)?;
 
     // Greedy evaluation of every run in rlrig-env's own (f64) env, on the CPU.
@@ -231,11 +230,14 @@ pub fn train_ppo_gpu(
         }
     }
     write_atomic(&o.run_dir.join("metrics.csv"), csv.as_bytes())?;
-    let flat: Vec<f32> = params.concat();
+    let flat: Vec<f32> = agents
+        .iter()
+        .flat_map(|a| a.params.iter().copied())
+        .collect();
     let bytes: &[u8] = bytemuck::cast_slice(&flat);
     let tensor = safetensors::tensor::TensorView::new(
         safetensors::Dtype::F32,
-        vec![seeds.len(), params[0].len()],
+        vec![seeds.len(), agents[0].params.len()],
         bytes,
     )
     .context("params tensor")?;
@@ -302,24 +304,13 @@ pub fn train_ppo_gpu(
             );
         }
     }
-    let gpus = gpu_sampler.finish();
-    if gpus.is_empty() {
-        outln!(
+    super::train::report_gpus(
+        &gpu_sampler.finish(),
+        &format!(
             "gpu: no NVIDIA/AMD GPU activity sampled (the runs trained on {})",
             gpu.describe()
-        );
-    }
-    for g in &gpus {
-        outln!(
-            "gpu {}: busy {:.0}% mean, {:.0}% peak, memory peak {} ({} samples)",
-            g.gpu,
-            g.mean_busy_percent,
-            g.max_busy_percent,
-            g.max_memory_used_mib
-                .map_or("?".into(), |m| format!("{m:.0} MiB")),
-            g.samples
-        );
-    }
+        ),
+    )?;
     if let Some(s) = interrupted {
         outln!(
             "interrupted by {} after iteration {done} of {iters}: parameters written to params.safetensors (device runs do not resume yet)",

@@ -7,6 +7,8 @@
 //! once, with one feature set (a second build of Burn + wgpu costs ~15 minutes).
 #![cfg(feature = "burn")]
 
+mod common;
+
 use rlrig_burn::{Kind, maker};
 use rlrig_env::{Purpose, Rng};
 use rlrig_learn::backend::{BackendMaker, Native, NetBackend, NetLayout};
@@ -19,12 +21,8 @@ use rlrig_learn::ppo::{Ppo, PpoConfig};
 /// The Burn devices to check: flex always; wgpu when present (required under CI).
 fn devices() -> Vec<(Kind, BackendMaker)> {
     let mut out = vec![(Kind::Cpu, maker(Kind::Cpu).expect("flex is always there"))];
-    match maker(Kind::Wgpu) {
-        Ok(m) => out.push((Kind::Wgpu, m)),
-        Err(e) if std::env::var("RLRIG_REQUIRE_WGPU").as_deref() == Ok("1") => {
-            panic!("RLRIG_REQUIRE_WGPU=1 but {e}")
-        }
-        Err(e) => eprintln!("skipping wgpu: {e}"),
+    if let Some(m) = common::wgpu_adapter(maker(Kind::Wgpu)) {
+        out.push((Kind::Wgpu, m));
     }
     out
 }

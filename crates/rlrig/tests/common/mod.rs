@@ -160,3 +160,18 @@ pub fn wait_for_lines(child: Child, file: &Path, lines: usize) -> Child {
         std::fs::read_to_string(file).map_or(0, |t| t.lines().count()) > lines
     })
 }
+
+/// `open`'s adapter (a wgpu device, however the caller opens it), or None with a note
+/// when this machine has none; CI (RLRIG_REQUIRE_WGPU=1) insists on one.
+pub fn wgpu_adapter<T, E: std::fmt::Display>(open: Result<T, E>) -> Option<T> {
+    match open {
+        Ok(a) => Some(a),
+        Err(e) if std::env::var("RLRIG_REQUIRE_WGPU").as_deref() == Ok("1") => {
+            panic!("RLRIG_REQUIRE_WGPU=1 but {e}")
+        }
+        Err(e) => {
+            eprintln!("skipping wgpu: {e}");
+            None
+        }
+    }
+}
