@@ -77,7 +77,7 @@ pub fn verdict(b: &Breakdown, batch: usize, threads: usize) -> Verdict {
         (
             Bound::Learner,
             format!(
-                "learner-bound: {}% of wall time in updates; fewer epochs (PPO) or a lower utd_ratio (off-policy) or a smaller network trade sample efficiency for speed, a GPU device helps large networks",
+                "learner-bound: {}% of wall time in updates; fewer epochs (PPO), a lower utd_ratio (DDPG/TD3/SAC) or gradient_steps (DQN), or a smaller network trade sample efficiency for speed, a GPU device helps large networks",
                 pct(learn)
             ),
         )

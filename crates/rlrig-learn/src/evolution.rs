@@ -188,6 +188,28 @@ impl EvoConfig {
     }
 }
 
+/// An evolved policy with its parameters, acting greedily.
+pub struct EvoGreedy {
+    policy: EvoPolicy,
+    params: Vec<f32>,
+    cache: MlpCache,
+    ai: Vec<i32>,
+    af: Vec<f32>,
+}
+
+impl crate::eval::Greedy for EvoGreedy {
+    fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_> {
+        self.policy.act(
+            &self.params,
+            obs,
+            n,
+            &mut self.cache,
+            &mut self.ai,
+            &mut self.af,
+        )
+    }
+}
+
 /// A policy's shape and action decoding.
 #[derive(Clone, Debug)]
 pub struct EvoPolicy {
@@ -216,6 +238,17 @@ impl EvoPolicy {
         self.mlp.num_params()
     }
 
+    /// The greedy policy with parameters `params`.
+    pub fn greedy(self, params: Vec<f32>) -> EvoGreedy {
+        EvoGreedy {
+            policy: self,
+            params,
+            cache: MlpCache::default(),
+            ai: Vec::new(),
+            af: Vec::new(),
+        }
+    }
+
     /// The policy's actions for `n` observations (arg-max, or squashed to the bounds).
     pub fn act<'a>(
         &self,
@@ -229,12 +262,7 @@ impl EvoPolicy {
         let out = self.mlp.forward(params, obs, n, cache);
         match &self.space {
             Space::Discrete { n: k } => {
-                let k = *k as usize;
-                ai.clear();
-                ai.extend((0..n).map(|e| {
-                    let row = &out[e * k..(e + 1) * k];
-                    (0..k).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as i32
-                }));
+                crate::eval::argmax_rows(out, n, *k as usize, ai);
                 ActionBuf::Discrete(ai)
             }
             Space::Box { low, high, .. } => {

@@ -343,6 +343,15 @@ impl Nets {
         }
     }
 
+    /// The greedy policy of these networks.
+    pub fn into_greedy(self) -> NetsGreedy {
+        NetsGreedy {
+            nets: self,
+            cache: MlpCache::default(),
+            actions: Vec::new(),
+        }
+    }
+
     /// Greedy actions for `n` observations into `out` (`n x act_dim`): the deterministic
     /// actor, or SAC's squashed mean.
     pub fn greedy(&self, obs: &[f32], n: usize, cache: &mut MlpCache, out: &mut [f32]) {
@@ -1100,31 +1109,22 @@ pub fn evaluate(
     episodes: usize,
     seed: u64,
 ) -> Vec<f64> {
-    let episodes = episodes.max(1);
-    let mut env = make_sync(
-        env,
-        crate::env_config(episodes, args)
-            .seed(seed)
-            .autoreset(AutoReset::NextStep)
-            .episode_cap(crate::MAX_EVAL_STEPS),
-    )
-    .expect("config was validated");
-    let mut cache = MlpCache::default();
-    let mut act = vec![0.0f32; episodes * nets.act_dim];
-    let mut returns = vec![0.0; episodes];
-    let mut finished = vec![false; episodes];
-    while !finished.iter().all(|&f| f) {
-        nets.greedy(env.obs(), episodes, &mut cache, &mut act);
-        env.step(ActionBuf::Continuous(&act))
-            .expect("the policy only emits valid actions");
-        for k in 0..episodes {
-            if !finished[k] {
-                returns[k] += env.rewards()[k];
-                finished[k] = env.terminated()[k] || env.truncated()[k];
-            }
-        }
+    crate::eval::greedy_returns(&mut nets.clone().into_greedy(), env, args, episodes, seed)
+}
+
+/// The greedy policy of [`Nets`]: the deterministic actor, or SAC's squashed mean.
+pub struct NetsGreedy {
+    nets: Nets,
+    cache: MlpCache,
+    actions: Vec<f32>,
+}
+
+impl crate::eval::Greedy for NetsGreedy {
+    fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_> {
+        self.actions.resize(n * self.nets.act_dim, 0.0);
+        self.nets.greedy(obs, n, &mut self.cache, &mut self.actions);
+        ActionBuf::Continuous(&self.actions)
     }
-    returns
 }
 
 #[cfg(test)]

@@ -2014,7 +2014,52 @@ pub fn greedy_actions<'a>(
     }
 }
 
-/// Greedy evaluation of `agent` (see [`Ppo::evaluate`]); episodes run in parallel envs.
+/// The greedy policy of a PPO/A2C/IMPALA agent: arg-max of the categorical head or
+/// the Gaussian's mean clipped to the bounds, on observations normalised with the
+/// run's statistics.
+pub struct PpoGreedy {
+    agent: Agent,
+    obs_rms: Option<RunningMeanStd>,
+    cfg: PpoConfig,
+    cache: NetCache,
+    scratch: Vec<f32>,
+    ai: Vec<i32>,
+    af: Vec<f32>,
+}
+
+impl PpoGreedy {
+    pub fn new(agent: Agent, obs_rms: Option<RunningMeanStd>, cfg: PpoConfig) -> PpoGreedy {
+        PpoGreedy {
+            agent,
+            obs_rms,
+            cfg,
+            cache: NetCache::default(),
+            scratch: Vec::new(),
+            ai: Vec::new(),
+            af: Vec::new(),
+        }
+    }
+}
+
+impl crate::eval::Greedy for PpoGreedy {
+    fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_> {
+        self.ai.resize(n, 0);
+        self.af.resize(n * self.agent.action_dim(), 0.0);
+        greedy_actions(
+            &self.agent,
+            self.obs_rms.as_ref(),
+            &self.cfg,
+            obs,
+            n,
+            &mut self.cache,
+            &mut self.scratch,
+            &mut self.ai,
+            &mut self.af,
+        )
+    }
+}
+
+/// Greedy evaluation of `agent` on `episodes` fresh episodes of the config's env.
 pub fn evaluate(
     agent: &Agent,
     obs_rms: Option<&RunningMeanStd>,
@@ -2022,40 +2067,6 @@ pub fn evaluate(
     episodes: usize,
     seed: u64,
 ) -> Vec<f64> {
-    let episodes = episodes.max(1);
-    let mut env = make_sync(
-        &cfg.env,
-        crate::env_config(episodes, &cfg.env_args)
-            .seed(seed)
-            .autoreset(AutoReset::NextStep)
-            .episode_cap(crate::MAX_EVAL_STEPS),
-    )
-    .expect("config was validated");
-    let mut cache = NetCache::default();
-    let mut scratch = Vec::new();
-    let mut returns = vec![0.0; episodes];
-    let mut finished = vec![false; episodes];
-    let mut ai = vec![0i32; episodes];
-    let mut af = vec![0.0f32; episodes * agent.action_dim()];
-    while !finished.iter().all(|&f| f) {
-        let buf = greedy_actions(
-            agent,
-            obs_rms,
-            cfg,
-            env.obs(),
-            episodes,
-            &mut cache,
-            &mut scratch,
-            &mut ai,
-            &mut af,
-        );
-        env.step(buf).expect("the policy only emits valid actions");
-        for k in 0..episodes {
-            if !finished[k] {
-                returns[k] += env.rewards()[k];
-                finished[k] = env.terminated()[k] || env.truncated()[k];
-            }
-        }
-    }
-    returns
+    let mut policy = PpoGreedy::new(agent.clone(), obs_rms.cloned(), cfg.clone());
+    crate::eval::greedy_returns(&mut policy, &cfg.env, &cfg.env_args, episodes, seed)
 }

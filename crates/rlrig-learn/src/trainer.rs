@@ -7,8 +7,12 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::backend::BackendMaker;
-use crate::offpolicy::{ChunkStats, Nets, OffPolicy, OffPolicyConfig, OffPolicyState};
-use crate::ppo::{Agent, IterationStats, Ppo, PpoConfig, StageTimes, evaluate};
+use crate::eval::Greedy;
+use crate::ppo::{Agent, IterationStats, Ppo, PpoConfig, StageTimes};
+pub use crate::replay_run::{
+    OFFPOLICY_DETERMINISTIC_COLUMNS, OFFPOLICY_METRICS_HEADER, OffProgress, OffTrainSummary,
+    load_dqn, load_offpolicy,
+};
 use crate::run::{MetricsCsv, RunDir, RunError, TensorBoard, metrics_row, write_atomic};
 use crate::stop::{Stop, StopFlag};
 
@@ -55,6 +59,7 @@ pub enum RunKind {
     Ppo,
     /// ddpg, td3, sac.
     OffPolicy,
+    Dqn,
     /// es, ga.
     Evolution,
     AlphaZero,
@@ -66,6 +71,7 @@ impl RunKind {
         match algo.as_str() {
             "ppo" => Ok(RunKind::Ppo),
             "ddpg" | "td3" | "sac" => Ok(RunKind::OffPolicy),
+            "dqn" => Ok(RunKind::Dqn),
             "es" | "ga" => Ok(RunKind::Evolution),
             "alphazero" => Ok(RunKind::AlphaZero),
             other => Err(RunError::Mismatch(format!(
@@ -106,10 +112,10 @@ impl EvalSummary {
 /// Mean of the last ten finite values pushed (NaN before any): the progress display's
 /// recent return, which iterations without a finished episode leave unchanged.
 #[derive(Default)]
-struct RecentMean(std::collections::VecDeque<f64>);
+pub(crate) struct RecentMean(std::collections::VecDeque<f64>);
 
 impl RecentMean {
-    fn push(&mut self, v: f64) {
+    pub(crate) fn push(&mut self, v: f64) {
         if v.is_finite() {
             if self.0.len() == 10 {
                 self.0.pop_front();
@@ -118,7 +124,7 @@ impl RecentMean {
         }
     }
 
-    fn mean(&self) -> f64 {
+    pub(crate) fn mean(&self) -> f64 {
         if self.0.is_empty() {
             f64::NAN
         } else {
@@ -161,7 +167,7 @@ pub struct TrainSummary {
 
 /// The run directory of a training run: created for a new run, required to exist for
 /// `--resume` (so a mistyped path is an error, not a new empty directory).
-fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
+pub(crate) fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
     if opts.resume {
         RunDir::open(&opts.run_dir)
     } else {
@@ -195,7 +201,7 @@ fn config_mismatch<C: serde::Serialize>(opts: &TrainOptions, saved: &C, given: &
 /// (its config must equal `cfg`) through `restore` and returns `progress(state)` (the
 /// step, iteration or generation it resumes from); without, refuses a directory that
 /// already holds a run.
-fn resume_tensors<C, S>(
+pub(crate) fn resume_tensors<C, S>(
     dir: &RunDir,
     opts: &TrainOptions,
     algo: &str,
@@ -228,13 +234,17 @@ where
 
 /// Refuses a run whose buffers would not fit in this machine's memory, before any
 /// of them is allocated.
-fn check_memory(need: &crate::memory::Estimate, what: &str, lower: &str) -> Result<(), RunError> {
+pub(crate) fn check_memory(
+    need: &crate::memory::Estimate,
+    what: &str,
+    lower: &str,
+) -> Result<(), RunError> {
     need.check(what, lower).map_err(RunError::Resources)
 }
 
 /// Refuses an evaluation of more episodes of `env` than fit in memory (they are
 /// stepped as one batch); `flag` is the one that sets them.
-fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Result<(), RunError> {
+pub(crate) fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Result<(), RunError> {
     check_memory(
         &crate::memory::evaluation(env, episodes),
         "the evaluation",
@@ -243,7 +253,7 @@ fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Result<(), RunEr
 }
 
 /// Writes a run's final evaluation (`eval.json`; only finished runs have one).
-fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), RunError> {
+pub(crate) fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), RunError> {
     write_atomic(
         &dir.path.join("eval.json"),
         serde_json::to_string_pretty(eval)
@@ -413,47 +423,86 @@ pub fn load_agent(
     Ok((cfg, agent, ck.meta.state.obs_rms))
 }
 
+/// The greedy policy of the newest checkpoint in `run_dir`, whichever algorithm wrote
+/// it, with the env (and its args) it acts in and the run's seed.
+pub struct LoadedPolicy {
+    pub env: String,
+    pub args: crate::EnvArgs,
+    pub seed: u64,
+    pub policy: Box<dyn Greedy>,
+}
+
+/// Loads [`LoadedPolicy`]; AlphaZero runs (board games against an opponent) have none.
+pub fn load_policy(run_dir: &Path) -> Result<LoadedPolicy, RunError> {
+    let (env, args, seed, policy): (_, _, _, Box<dyn Greedy>) = match RunKind::of(run_dir)? {
+        RunKind::Ppo => {
+            let (cfg, agent, rms) = load_agent(run_dir)?;
+            let (env, args, seed) = (cfg.env.clone(), cfg.env_args.clone(), cfg.seed);
+            (
+                env,
+                args,
+                seed,
+                Box::new(crate::ppo::PpoGreedy::new(agent, rms, cfg)),
+            )
+        }
+        RunKind::Evolution => {
+            let (cfg, p, best) = load_evolution(run_dir)?;
+            (cfg.env, cfg.env_args, cfg.seed, Box::new(p.greedy(best)))
+        }
+        RunKind::OffPolicy => {
+            let (cfg, nets) = load_offpolicy(run_dir)?;
+            (
+                cfg.env,
+                cfg.env_args,
+                cfg.seed,
+                Box::new(nets.into_greedy()),
+            )
+        }
+        RunKind::Dqn => {
+            let (cfg, net) = load_dqn(run_dir)?;
+            (cfg.env, cfg.env_args, cfg.seed, Box::new(net.greedy()))
+        }
+        RunKind::AlphaZero => {
+            return Err(RunError::Mismatch(format!(
+                "{}: an AlphaZero run is evaluated in games (rlrig eval --run DIR --opponent random|solver:D|run:DIR) and played in the terminal (rlrig play --run DIR)",
+                run_dir.display()
+            )));
+        }
+    };
+    Ok(LoadedPolicy {
+        env,
+        args,
+        seed,
+        policy,
+    })
+}
+
 /// Greedy evaluation of the newest checkpoint in `run_dir`.
 pub fn eval_run(
     run_dir: &Path,
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<EvalSummary, RunError> {
-    match RunKind::of(run_dir)? {
-        RunKind::Evolution => {
-            let (cfg, policy, best) = load_evolution(run_dir)?;
-            check_eval_memory(&cfg.env, episodes, "--episodes")?;
-            let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-            let returns = evo_returns(
-                &policy,
-                &cfg.env,
-                &cfg.env_args,
-                &best,
-                episodes.max(1),
-                seed,
-            );
-            return Ok(EvalSummary::of(&returns, seed));
-        }
-        RunKind::OffPolicy => {
-            let (cfg, nets) = load_offpolicy(run_dir)?;
-            check_eval_memory(&cfg.env, episodes, "--episodes")?;
-            let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-            let returns =
-                crate::offpolicy::evaluate(&nets, &cfg.env, &cfg.env_args, episodes.max(1), seed);
-            return Ok(EvalSummary::of(&returns, seed));
-        }
-        RunKind::AlphaZero => {
-            return Err(RunError::Mismatch(format!(
-                "{}: an AlphaZero run is evaluated in games: rlrig eval --run DIR --opponent random|solver:D|run:DIR",
-                run_dir.display()
-            )));
-        }
-        RunKind::Ppo => {}
+    if RunKind::of(run_dir)? == RunKind::Evolution {
+        // Fitness episode by episode (each seeded on its own), as training scored it.
+        let (cfg, policy, best) = load_evolution(run_dir)?;
+        check_eval_memory(&cfg.env, episodes, "--episodes")?;
+        let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
+        let returns = evo_returns(
+            &policy,
+            &cfg.env,
+            &cfg.env_args,
+            &best,
+            episodes.max(1),
+            seed,
+        );
+        return Ok(EvalSummary::of(&returns, seed));
     }
-    let (cfg, agent, obs_rms) = load_agent(run_dir)?;
-    check_eval_memory(&cfg.env, episodes, "--episodes")?;
-    let seed = seed.unwrap_or(cfg.seed + EVAL_SEED_OFFSET);
-    let returns = evaluate(&agent, obs_rms.as_ref(), &cfg, episodes.max(1), seed);
+    let mut p = load_policy(run_dir)?;
+    check_eval_memory(&p.env, episodes, "--episodes")?;
+    let seed = seed.unwrap_or(p.seed + EVAL_SEED_OFFSET);
+    let returns =
+        crate::eval::greedy_returns(p.policy.as_mut(), &p.env, &p.args, episodes.max(1), seed);
     Ok(EvalSummary::of(&returns, seed))
 }
 
@@ -471,16 +520,8 @@ pub fn record_episodes(
     episodes: usize,
     seed: Option<u64>,
 ) -> Result<(String, Vec<Recording>), RunError> {
-    /// The greedy policy of a checkpoint, whichever algorithm wrote it.
-    // One value per `play` call: the variants' sizes do not matter.
-    #[allow(clippy::large_enum_variant)]
-    enum Policy {
-        Ppo(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>),
-        Off(Nets),
-        Evo(crate::evolution::EvoPolicy, Vec<f32>),
-    }
     struct V<'a> {
-        policy: &'a Policy,
+        policy: &'a mut dyn Greedy,
         args: &'a crate::EnvArgs,
         episodes: usize,
         seed: u64,
@@ -489,47 +530,19 @@ pub fn record_episodes(
         type Output = Vec<Recording>;
         fn visit<E: rlrig_env::Env>(self) -> Vec<Recording> {
             let mut out = Vec::new();
-            let (mut cache, mut scratch) = (crate::nn::MlpCache::default(), Vec::new());
-            let mut net_cache = crate::backend::NetCache::default();
-            let dim = match self.policy {
-                Policy::Ppo(_, agent, _) => agent.action_dim(),
-                Policy::Off(nets) => nets.act_dim,
-                Policy::Evo(..) => 1,
-            };
-            let (mut ai, mut af) = (vec![0i32; 1], vec![0.0f32; dim]);
-            let (mut ev_i, mut ev_f) = (Vec::new(), Vec::new());
             for e in 0..self.episodes {
                 let mut env = rlrig_env::SyncVecEnv::<E>::new(
                     crate::env_config(1, self.args)
                         .seed(self.seed + e as u64)
                         .episode_cap(crate::MAX_EVAL_STEPS),
                 )
-                .expect("the three loaders above check the env args");
+                .expect("the loaders check the env args");
                 let mut rec = Recording {
                     states: vec![E::render_state(env.state(0))],
                     returns: vec![0.0],
                 };
                 loop {
-                    let buf = match self.policy {
-                        Policy::Ppo(cfg, agent, rms) => crate::ppo::greedy_actions(
-                            agent,
-                            rms.as_ref(),
-                            cfg,
-                            env.obs(),
-                            1,
-                            &mut net_cache,
-                            &mut scratch,
-                            &mut ai,
-                            &mut af,
-                        ),
-                        Policy::Off(nets) => {
-                            nets.greedy(env.obs(), 1, &mut cache, &mut af);
-                            rlrig_env::ActionBuf::Continuous(&af)
-                        }
-                        Policy::Evo(p, params) => {
-                            p.act(params, env.obs(), 1, &mut cache, &mut ev_i, &mut ev_f)
-                        }
-                    };
+                    let buf = self.policy.act(env.obs(), 1);
                     rlrig_env::VecEnvDyn::step(&mut env, buf)
                         .expect("the policy only emits valid actions");
                     let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];
@@ -544,220 +557,15 @@ pub fn record_episodes(
             out
         }
     }
-    let (env, args, run_seed, policy) = match RunKind::of(run_dir)? {
-        RunKind::Ppo => {
-            let (cfg, agent, rms) = load_agent(run_dir)?;
-            let (env, args) = (cfg.env.clone(), cfg.env_args.clone());
-            (env, args, cfg.seed, Policy::Ppo(cfg, agent, rms))
-        }
-        RunKind::Evolution => {
-            let (cfg, p, best) = load_evolution(run_dir)?;
-            (cfg.env, cfg.env_args, cfg.seed, Policy::Evo(p, best))
-        }
-        RunKind::OffPolicy => {
-            let (cfg, nets) = load_offpolicy(run_dir)?;
-            (cfg.env, cfg.env_args, cfg.seed, Policy::Off(nets))
-        }
-        RunKind::AlphaZero => {
-            return Err(RunError::Mismatch(format!(
-                "{}: AlphaZero runs are played in the terminal: rlrig play --run DIR",
-                run_dir.display()
-            )));
-        }
-    };
+    let mut p = load_policy(run_dir)?;
     let v = V {
-        policy: &policy,
-        args: &args,
+        policy: p.policy.as_mut(),
+        args: &p.args,
         episodes: episodes.max(1),
-        seed: seed.unwrap_or(run_seed + EVAL_SEED_OFFSET),
+        seed: seed.unwrap_or(p.seed + EVAL_SEED_OFFSET),
     };
-    let recs = rlrig_env::visit(&env, v).map_err(|e| RunError::Mismatch(e.to_string()))?;
-    Ok((env, recs))
-}
-
-/// metrics.csv columns of off-policy runs: learning metrics first (deterministic), then
-/// wall-clock stage times.
-pub const OFFPOLICY_METRICS_HEADER: &str = "global_step,episodes,episode_return,episode_length,updates,qf_loss,actor_loss,q_value,alpha,time_env,time_inference,time_learner,time_other,steps_per_sec";
-
-/// Number of leading deterministic columns of [`OFFPOLICY_METRICS_HEADER`].
-pub const OFFPOLICY_DETERMINISTIC_COLUMNS: usize = 9;
-
-/// What the progress display gets after each logging chunk of an off-policy run.
-pub struct OffProgress<'a> {
-    pub stats: &'a ChunkStats,
-    pub total_steps: u64,
-    pub steps_per_sec: f64,
-    pub recent_return: f64,
-    pub times: StageTimes,
-}
-
-pub struct OffTrainSummary {
-    pub config: OffPolicyConfig,
-    /// The final evaluation; `None` when the run was stopped early.
-    pub eval: Option<EvalSummary>,
-    /// Set when a stop request ended the run before its budget.
-    pub interrupted: Option<Stop>,
-    /// Environment steps taken when the run ended.
-    pub global_step: u64,
-    pub times: StageTimes,
-    pub wall: f64,
-    pub updates: u64,
-    pub resumed_from: Option<u64>,
-    /// What ran the networks (`cpu`, `burn-cpu`, `wgpu: ...`).
-    pub device: String,
-}
-
-fn offpolicy_checkpoint(dir: &RunDir, r: &OffPolicy) -> Result<(), RunError> {
-    let (state, tensors) = r.state();
-    let tensors: Vec<(&str, &[f32])> = tensors.iter().map(|(n, v)| (*n, &**v)).collect();
-    dir.save_tensors(r.cfg.algo.name(), r.global_step, &r.cfg, &state, &tensors)?;
-    Ok(())
-}
-
-/// Trains (or resumes) a DDPG/TD3/SAC run in `opts.run_dir`.
-pub fn train_offpolicy(
-    cfg: OffPolicyConfig,
-    opts: &TrainOptions,
-    mut progress: impl FnMut(&OffProgress<'_>),
-) -> Result<OffTrainSummary, RunError> {
-    check_memory(
-        &cfg.memory_estimate(),
-        &format!("train {}", cfg.algo.name()),
-        "buffer_size (--set buffer_size=N) or --num-envs",
-    )?;
-    check_eval_memory(&cfg.env, opts.eval_episodes, "--eval-episodes")?;
-    let dir = run_dir_for(opts)?;
-    let algo = cfg.algo.name();
-    let mut r = OffPolicy::new(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
-    let resumed_from = resume_tensors(
-        &dir,
-        opts,
-        algo,
-        &cfg,
-        |st: &OffPolicyState| st.global_step,
-        |st, get| r.restore(st, get),
-    )?;
-    if let Some(maker) = &opts.device {
-        r.set_backend(maker).map_err(RunError::Mismatch)?;
-    }
-    dir.write_config_of(algo, &r.cfg)?;
-    let mut csv = MetricsCsv::open_with(&dir.path, OFFPOLICY_METRICS_HEADER, r.global_step)?;
-    let mut tb = TensorBoard::create(&dir.path)?;
-    let start = Instant::now();
-    let mut recent = RecentMean::default();
-    let every = r.cfg.checkpoint_every;
-    let mut last_ckpt = r.global_step;
-    let mut interrupted = None;
-    while !r.done() {
-        let t0 = Instant::now();
-        let (before, step0) = (r.times, r.global_step);
-        // A stop is answered within one collection step: a chunk of a large network's
-        // updates takes seconds. The part-done chunk's sums go into the checkpoint.
-        let Some(s) = r.iterate_until(|| opts.stop.requested().is_some()) else {
-            interrupted = opts.stop.requested();
-            break;
-        };
-        let wall = t0.elapsed().as_secs_f64();
-        let dt = r.times.since(&before);
-        let other = (wall - dt.total()).max(0.0);
-        let sps = (r.global_step - step0) as f64 / wall;
-        csv.push(format!(
-            "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
-            s.global_step,
-            s.episodes,
-            s.episode_return,
-            s.episode_length,
-            s.updates,
-            s.qf_loss,
-            s.actor_loss,
-            s.q_value,
-            s.alpha,
-            dt.env,
-            dt.inference,
-            dt.learner,
-            other,
-            sps
-        ))?;
-        tb.scalars(
-            s.global_step,
-            &[
-                ("charts/episode_return", s.episode_return),
-                ("charts/episode_length", s.episode_length),
-                ("charts/steps_per_sec", sps),
-                ("charts/updates", s.updates as f64),
-                ("losses/qf_loss", s.qf_loss),
-                ("losses/actor_loss", s.actor_loss),
-                ("losses/q_value", s.q_value),
-                ("losses/alpha", s.alpha),
-                ("time/env", dt.env),
-                ("time/inference", dt.inference),
-                ("time/learner", dt.learner),
-            ],
-        )?;
-        recent.push(s.episode_return);
-        progress(&OffProgress {
-            stats: &s,
-            total_steps: r.cfg.total_steps,
-            steps_per_sec: sps,
-            recent_return: recent.mean(),
-            times: r.times,
-        });
-        interrupted = opts.stop.requested().filter(|_| !r.done());
-        if interrupted.is_some() {
-            break;
-        }
-        if every > 0 && r.global_step - last_ckpt >= every && !r.done() {
-            offpolicy_checkpoint(&dir, &r)?;
-            last_ckpt = r.global_step;
-        }
-    }
-    offpolicy_checkpoint(&dir, &r)?;
-    let wall = start.elapsed().as_secs_f64();
-    let seed = r.cfg.seed + EVAL_SEED_OFFSET;
-    let eval = match interrupted {
-        Some(_) => None,
-        None => {
-            let eval = EvalSummary::of(&r.evaluate(opts.eval_episodes.max(1), seed), seed);
-            write_eval(&dir, &eval)?;
-            Some(eval)
-        }
-    };
-    Ok(OffTrainSummary {
-        config: r.cfg.clone(),
-        eval,
-        interrupted,
-        global_step: r.global_step,
-        times: r.times,
-        wall,
-        updates: r.updates,
-        resumed_from,
-        device: r.device(),
-    })
-}
-
-/// The config and networks of the newest checkpoint of a DDPG/TD3/SAC run.
-pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), RunError> {
-    let dir = RunDir::open(run_dir)?;
-    let algo = dir.algo()?;
-    let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(&algo)?;
-    let cfg = ck.meta.config;
-    cfg.validate()
-        .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
-    let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
-    let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
-    let actor = ck.tensors.remove("actor").unwrap_or_default();
-    if actor.len() != nets.actor_params.len() {
-        return Err(RunError::Mismatch(format!(
-            "{}: checkpoint actor has {} parameters but {} with hidden {:?} needs {}",
-            run_dir.display(),
-            actor.len(),
-            cfg.env,
-            cfg.hidden,
-            nets.actor_params.len()
-        )));
-    }
-    nets.actor_params = actor;
-    Ok((cfg, nets))
+    let recs = rlrig_env::visit(&p.env, v).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    Ok((p.env, recs))
 }
 
 /// metrics.csv columns of AlphaZero runs: learning metrics first (deterministic), then

@@ -7,11 +7,13 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use rlrig_learn::alphazero::{AzConfig, Opponent, play_match};
 use rlrig_learn::backend::BackendMaker;
+use rlrig_learn::dqn::{Dqn, DqnConfig};
 use rlrig_learn::evolution::{EvoConfig, Method};
-use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
+use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
+use rlrig_learn::replay_run::{ReplayRun, train_replay};
 use rlrig_learn::stop::{Stop, StopFlag};
-use rlrig_learn::trainer::{RunKind, TrainOptions, eval_run, train_offpolicy, train_ppo};
+use rlrig_learn::trainer::{RunKind, TrainOptions, eval_run, train_ppo};
 
 /// Ctrl-C and SIGTERM stop a training run and keep its work: the first signal asks the
 /// driver to finish the iteration in progress, write a checkpoint and print the summary
@@ -102,6 +104,14 @@ pub enum TrainCommand {
     /// Deterministic at any --threads; checkpoints hold the replay buffer (see ddpg).
     /// Collect with many envs and trade them for updates with `--set utd_ratio=R`.
     Sac(PpoArgs),
+    /// Deep Q-Network, discrete actions (CleanRL's defaults; presets from RL Baselines3
+    /// Zoo for CartPole-v1, Acrobot-v1 and LunarLander-v3).
+    ///
+    /// Epsilon-greedy collection, a replay buffer, a target network; `--set
+    /// double_q=true` for the double-DQN target, `--set loss=huber` and
+    /// `max_grad_norm=10` for SB3's loss. Deterministic at any --threads; checkpoints
+    /// hold the replay buffer (see ddpg).
+    Dqn(PpoArgs),
     /// AlphaZero with batched tree search on a board game (ConnectFour).
     ///
     /// Every simulation step evaluates one leaf of each of --games concurrent games in a
@@ -435,6 +445,14 @@ fn resolve_offpolicy(a: &PpoArgs, algo: Algo) -> Result<OffPolicyConfig> {
     Ok(cfg)
 }
 
+fn resolve_dqn(a: &PpoArgs) -> Result<DqnConfig> {
+    let cfg: DqnConfig = resolve(a, "dqn", "CartPole-v1", |env| {
+        toml::Table::try_from(DqnConfig::for_env(env)).context("default config")
+    })?;
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    Ok(cfg)
+}
+
 /// The config of type `C`: `defaults(env)`, then the config file, then `--set`, then
 /// explicit flags; a bad key or value names its source.
 fn resolve<C: serde::de::DeserializeOwned>(
@@ -729,14 +747,22 @@ pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
         TrainCommand::Ddpg(a) => (a, Ok(Algo::Ddpg)),
         TrainCommand::Td3(a) => (a, Ok(Algo::Td3)),
         TrainCommand::Sac(a) => (a, Ok(Algo::Sac)),
+        TrainCommand::Dqn(a) => (a, Err("dqn")),
     };
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
     // Ok: an off-policy algorithm; Err: one on PPO's machinery, by name.
     match algo {
+        Err("dqn") => {
+            let cfg = resolve_dqn(&a)?;
+            train_replay_cli::<Dqn>(a, cfg)
+        }
         Err(label) => train_ppo_cli(a, label),
-        Ok(algo) => train_offpolicy_cli(a, algo),
+        Ok(algo) => {
+            let cfg = resolve_offpolicy(&a, algo)?;
+            train_replay_cli::<OffPolicy>(a, cfg)
+        }
     }
 }
 
@@ -781,23 +807,23 @@ pub(crate) fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
     b
 }
 
-fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
+fn train_replay_cli<R: ReplayRun>(a: PpoArgs, cfg: R::Config) -> Result<Option<Stop>> {
+    let shape = R::shape(&cfg);
+    let (algo, total) = (shape.algo, shape.total_steps);
     if a.seeds.is_some() {
         bail!("--seeds: many runs in one launch are ppo's with --device gpu for now");
     }
     if a.metrics_addr.is_some() || a.trace.is_some() {
         bail!(
             "--metrics-addr and --trace are not available for {} yet (ppo only)",
-            algo.name()
+            algo
         );
     }
-    let cfg = resolve_offpolicy(&a, algo)?;
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
-            "runs/{}-{}-seed{}",
-            cfg.env.replace('/', "-"),
-            algo.name(),
-            cfg.seed
+            "runs/{}-{algo}-seed{}",
+            shape.env.replace('/', "-"),
+            shape.seed
         ))
     });
     let opts = TrainOptions {
@@ -814,8 +840,8 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
         rlrig_lab::probe::Roots::default(),
         std::time::Duration::from_millis(200),
     );
-    let bar = progress_bar(a.quiet, cfg.total_steps);
-    let summary = train_offpolicy(cfg, &opts, |p| {
+    let bar = progress_bar(a.quiet, total);
+    let summary = train_replay::<R>(cfg, &opts, |p| {
         bar.set_position(p.stats.global_step);
         bar.set_message(format!(
             "{:.0} steps/s, {} updates, return {:.1}",
@@ -827,10 +853,11 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
         outln!("resumed from step {step}");
     }
     let steps = summary.global_step - summary.resumed_from.unwrap_or(0);
+    let shape = R::shape(&summary.config);
     outln!(
         "{} {} on {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); {}",
-        summary.config.env,
-        algo.name(),
+        shape.env,
+        algo,
         summary.device,
         summary.updates,
         summary.wall,
@@ -841,7 +868,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
     report_times(
         summary.wall,
         summary.times,
-        summary.config.num_envs,
+        shape.num_envs,
         a.threads,
         &summary.device,
         &cpu,
@@ -851,7 +878,7 @@ fn train_offpolicy_cli(a: PpoArgs, algo: Algo) -> Result<Option<Stop>> {
         report_stop(
             stop,
             &format!("at step {}", summary.global_step),
-            algo.name(),
+            algo,
             &run_dir,
         )?;
     }

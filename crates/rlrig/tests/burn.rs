@@ -126,13 +126,18 @@ fn an_unknown_device_is_refused() {
 }
 
 /// A small TD3 run on Pendulum (its critics' action gradient and target networks on
-/// the device).
-fn td3_args<'a>(dir: &'a str, device: &'a str) -> Vec<&'a str> {
+/// the device), or DQN on CartPole (its Q-network and target there).
+fn replay_args<'a>(algo: &'a str, dir: &'a str, device: &'a str) -> Vec<&'a str> {
+    let env = if algo == "dqn" {
+        "CartPole-v1"
+    } else {
+        "Pendulum-v1"
+    };
     vec![
         "train",
-        "td3",
+        algo,
         "--env",
-        "Pendulum-v1",
+        env,
         "--device",
         device,
         "--total-steps",
@@ -159,7 +164,7 @@ fn td3_args<'a>(dir: &'a str, device: &'a str) -> Vec<&'a str> {
     ]
 }
 
-/// `rlrig train td3|sac --device burn-cpu|wgpu` end to end: it says where it ran, a
+/// `rlrig train td3|dqn --device burn-cpu|wgpu` end to end: it says where it ran, a
 /// run killed after a checkpoint resumes to the same weights (targets, optimisers and
 /// replay buffer included), and eval reads the run.
 #[test]
@@ -168,26 +173,28 @@ fn offpolicy_on_burn_devices_runs_resumes_and_evaluates() {
     if wgpu_here() {
         devices.push("wgpu");
     }
-    for device in devices {
-        let (full, killed) = (tmp("burn-td3-full"), tmp("burn-td3-killed"));
-        let o = rlrig(&td3_args(full.to_str().unwrap(), device));
+    for (device, algo) in devices.iter().flat_map(|d| [(*d, "td3"), (*d, "dqn")]) {
+        let (full, killed) = (
+            tmp(&format!("burn-{algo}-full")),
+            tmp(&format!("burn-{algo}-killed")),
+        );
+        let o = rlrig(&replay_args(algo, full.to_str().unwrap(), device));
         assert!(
             o.status.success(),
             "{device}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
         let out = String::from_utf8_lossy(&o.stdout);
-        let shown = if device == "wgpu" {
-            "td3 on wgpu"
-        } else {
-            "td3 on burn-cpu"
-        };
-        assert!(out.contains(shown), "{out}");
+        let shown = format!("{algo} on {device}");
+        assert!(out.contains(&shown), "{out}");
         // The run report must not credit the native path with a Burn run.
         assert!(!out.contains("native CPU path ran"), "{out}");
         assert!(out.contains("the networks ran on"), "{out}");
-        kill_after_first_checkpoint(&td3_args(killed.to_str().unwrap(), device), &killed);
-        let mut args = td3_args(killed.to_str().unwrap(), device);
+        kill_after_first_checkpoint(
+            &replay_args(algo, killed.to_str().unwrap(), device),
+            &killed,
+        );
+        let mut args = replay_args(algo, killed.to_str().unwrap(), device);
         args.push("--resume");
         let o = rlrig(&args);
         assert!(
@@ -195,7 +202,11 @@ fn offpolicy_on_burn_devices_runs_resumes_and_evaluates() {
             "{device}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-        assert_eq!(final_weights(&full), final_weights(&killed), "{device}");
+        assert_eq!(
+            final_weights(&full),
+            final_weights(&killed),
+            "{algo} {device}"
+        );
         let o = rlrig(&["eval", "--run", full.to_str().unwrap(), "--episodes", "2"]);
         assert!(
             o.status.success(),

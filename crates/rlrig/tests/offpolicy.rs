@@ -1,4 +1,4 @@
-//! `rlrig train ddpg|td3|sac` end to end: determinism across thread counts, resume
+//! `rlrig train ddpg|td3|sac|dqn` end to end: determinism across thread counts, resume
 //! after SIGKILL (replay buffer included), eval and play on the run, clear errors.
 
 mod common;
@@ -165,5 +165,136 @@ fn off_policy_bad_input_is_a_clear_error() {
     bytes[n - 3] ^= 0x55;
     std::fs::write(&w, bytes).unwrap();
     fails_with(&["eval", "--run", ds], None, &["checksum mismatch"]);
+    std::fs::remove_dir_all(d).ok();
+}
+
+/// A small DQN run: 3000 CartPole steps on 4 envs, tiny net, an update round every 4
+/// env steps after step 500.
+fn dqn_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    vec![
+        "train",
+        "dqn",
+        "--env",
+        "CartPole-v1",
+        "--total-steps",
+        "3000",
+        "--num-envs",
+        "4",
+        "--set",
+        "learning_starts=500",
+        "--set",
+        "hidden=[32, 32]",
+        "--set",
+        "batch_size=64",
+        "--set",
+        "train_frequency=4",
+        "--set",
+        "gradient_steps=1",
+        "--set",
+        "target_network_frequency=100",
+        "--set",
+        "log_every=500",
+        "--set",
+        "checkpoint_every=1000",
+        "--threads",
+        threads,
+        "--run-dir",
+        dir,
+        "--quiet",
+        "--eval-episodes",
+        "2",
+    ]
+}
+
+#[test]
+fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
+    let (a, b) = (tmp("dqn-t1"), tmp("dqn-t2"));
+    for (d, t) in [(&a, "1"), (&b, "2")] {
+        let o = rlrig(&dqn_args(d.to_str().unwrap(), t));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(String::from_utf8_lossy(&o.stdout).contains("CartPole-v1 dqn on cpu"));
+    }
+    let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
+    assert_eq!(ma.len(), 7, "header + 6 rows");
+    assert_eq!(ma, mb);
+    assert_eq!(final_weights(&a), final_weights(&b));
+    // Multiples of 4 in (500, 3000]: 625 rounds of one update.
+    assert!(ma[6].starts_with("3000,"), "{}", ma[6]);
+    assert_eq!(ma[6].split(',').nth(4), Some("625"), "updates");
+    let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
+    assert!(config.contains("loss = \"huber\""), "{config}");
+    let o = rlrig(&[
+        "eval",
+        "--run",
+        a.to_str().unwrap(),
+        "--episodes",
+        "3",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["episodes"], 3);
+    let m = v["mean_return"].as_f64().unwrap();
+    assert!((1.0..=500.0).contains(&m), "CartPole returns: {m}");
+    common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "10"]);
+    for d in [a, b] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn a_killed_dqn_run_resumes_to_the_same_weights_and_buffer() {
+    let (full, killed) = (tmp("dqn-full"), tmp("dqn-killed"));
+    let o = rlrig(&dqn_args(full.to_str().unwrap(), "2"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    kill_after_first_checkpoint(&dqn_args(killed.to_str().unwrap(), "2"), &killed);
+    let mut resume = dqn_args(killed.to_str().unwrap(), "1");
+    resume.push("--resume");
+    let o = rlrig(&resume);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
+    assert_eq!(final_weights(&full), final_weights(&killed));
+    assert_eq!(
+        learning_columns(&full, COLS),
+        learning_columns(&killed, COLS)
+    );
+    for d in [full, killed] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+#[test]
+fn dqn_bad_input_is_a_clear_error() {
+    fails_with(
+        &["train", "dqn", "--env", "Pendulum-v1"],
+        None,
+        &["Pendulum-v1", "continuous", "rlrig train sac"],
+    );
+    fails_with(
+        &["train", "dqn", "--set", "end_e=2"],
+        None,
+        &["end_e must lie in [0, 1]"],
+    );
+    fails_with(
+        &["train", "dqn", "--set", "loss=\"l3\""],
+        None,
+        &["key 'loss'"],
+    );
+    fails_with(
+        &["train", "dqn", "--set", "gradient_steps=0"],
+        None,
+        &["gradient_steps must be at least 1"],
+    );
+    let d = tmp("dqn-mismatch");
+    let mut a = dqn_args(d.to_str().unwrap(), "1");
+    a[5] = "600";
+    let o = rlrig(&a);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ds = d.to_str().unwrap();
+    fails_with(
+        &["train", "sac", "--run-dir", ds, "--resume", "--quiet"],
+        None,
+        &["dqn checkpoint, not sac"],
+    );
     std::fs::remove_dir_all(d).ok();
 }

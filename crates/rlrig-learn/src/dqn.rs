@@ -1,0 +1,898 @@
+//! DQN (Mnih et al. 2015) for discrete actions, as CleanRL's `dqn.py` and
+//! Stable-Baselines3's `DQN`: a Q-network and its target network, a replay buffer,
+//! an epsilon-greedy behaviour policy annealed linearly, `gradient_steps` updates every
+//! `train_frequency` env steps, and (optionally) the double-DQN target (van Hasselt et
+//! al. 2016) and SB3's Huber loss with gradient clipping.
+//!
+//! Defaults are CleanRL's `dqn.py`; [`DqnConfig::for_env`] adds presets taken from
+//! RL Baselines3 Zoo's `dqn.yml` (with SB3's loss and clipping, which those settings
+//! were tuned with).
+//!
+//! Determinism: the epsilon draws and random actions of collection step `t` come from
+//! the stream `(seed, Policy, t)`, the minibatch of update `u` from `(seed, Learner,
+//! u)`; the learner runs in a fixed order and the envs are stepped by rlrig-env
+//! (identical at any thread count). A checkpoint holds the replay buffer (unless
+//! `checkpoint_buffer = false`) and continues the run bit for bit.
+
+use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
+use serde::{Deserialize, Serialize};
+
+use std::borrow::Cow;
+
+use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
+use crate::buffer::{Batch, ReplayBuffer};
+use crate::nn::{Activation, Mlp, MlpCache};
+use crate::offpolicy::{ChunkStats, ChunkSums, NamedTensor};
+use crate::optim::Adam;
+use crate::ppo::StageTimes;
+
+/// The TD loss.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Loss {
+    /// Mean squared TD error (CleanRL).
+    Mse,
+    /// Smooth L1 with threshold 1 (SB3, the Nature DQN's error clipping).
+    Huber,
+}
+
+/// Hyperparameters. Defaults are CleanRL's `dqn.py`; [`DqnConfig::for_env`] adds presets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct DqnConfig {
+    /// Environment id (a discrete-action env).
+    pub env: String,
+    /// Env parameters (`--env-arg KEY=VALUE`; see [`crate::EnvArgs`]).
+    #[serde(deserialize_with = "crate::env_args_serde::deserialize")]
+    pub env_args: crate::EnvArgs,
+    /// Seed of every random stream in the run.
+    pub seed: u64,
+    /// Environment steps to train for (all envs together).
+    pub total_steps: u64,
+    /// Environments stepped together.
+    pub num_envs: usize,
+    /// Replay buffer capacity in transitions (allocated up front, at most total_steps).
+    pub buffer_size: usize,
+    /// Discount factor.
+    pub gamma: f64,
+    /// Target update coefficient: 1 copies the Q-network (hard update).
+    pub tau: f64,
+    /// Environment steps between target-network updates (CleanRL's and SB3's unit).
+    pub target_network_frequency: u64,
+    /// Minibatch size of each update.
+    pub batch_size: usize,
+    /// Exploration epsilon at the start...
+    pub start_e: f64,
+    /// ...and after `exploration_fraction * total_steps` env steps (then constant).
+    pub end_e: f64,
+    pub exploration_fraction: f64,
+    /// Environment steps before learning starts (epsilon-greedy throughout).
+    pub learning_starts: u64,
+    /// Environment steps between rounds of updates...
+    pub train_frequency: u64,
+    /// ...and the gradient updates of each round.
+    pub gradient_steps: u64,
+    /// Adam's learning rate.
+    pub learning_rate: f64,
+    /// Double DQN: the online network picks the next action, the target network values it.
+    pub double_q: bool,
+    /// mse (CleanRL) or huber (SB3).
+    pub loss: Loss,
+    /// Clip the gradient's global norm to this (0: no clipping, as CleanRL; SB3: 10).
+    pub max_grad_norm: f64,
+    /// Hidden layer sizes of the Q-network (ReLU).
+    pub hidden: Vec<usize>,
+    /// Adam epsilon (PyTorch's default).
+    pub adam_eps: f64,
+    /// Environment steps per metrics.csv row and progress update.
+    pub log_every: u64,
+    /// Environment steps between checkpoints (0: only at the end).
+    pub checkpoint_every: u64,
+    /// Save the replay buffer in checkpoints, so a resumed run continues bit for bit.
+    pub checkpoint_buffer: bool,
+}
+
+impl Default for DqnConfig {
+    fn default() -> Self {
+        DqnConfig {
+            env: "CartPole-v1".into(),
+            env_args: crate::EnvArgs::new(),
+            seed: 1,
+            total_steps: 500_000,
+            num_envs: 1,
+            buffer_size: 10_000,
+            gamma: 0.99,
+            tau: 1.0,
+            target_network_frequency: 500,
+            batch_size: 128,
+            start_e: 1.0,
+            end_e: 0.05,
+            exploration_fraction: 0.5,
+            learning_starts: 10_000,
+            train_frequency: 10,
+            gradient_steps: 1,
+            learning_rate: 2.5e-4,
+            double_q: false,
+            loss: Loss::Mse,
+            max_grad_norm: 0.0,
+            hidden: vec![120, 84],
+            adam_eps: 1e-8,
+            log_every: 1_000,
+            checkpoint_every: 100_000,
+            checkpoint_buffer: true,
+        }
+    }
+}
+
+impl DqnConfig {
+    /// CleanRL's defaults, then the preset for `env` where one is known.
+    pub fn for_env(env: &str) -> DqnConfig {
+        let mut c = DqnConfig {
+            env: env.to_string(),
+            ..DqnConfig::default()
+        };
+        match env {
+            // rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1 (5e4 steps there;
+            // 256-256 nets). SB3's loss and clipping; the double target.
+            "CartPole-v1" => {
+                c.total_steps = 50_000;
+                c.learning_rate = 2.3e-3;
+                c.batch_size = 64;
+                c.buffer_size = 100_000;
+                c.learning_starts = 1_000;
+                c.target_network_frequency = 10;
+                c.train_frequency = 256;
+                c.gradient_steps = 128;
+                c.exploration_fraction = 0.16;
+                c.end_e = 0.04;
+                c.hidden = vec![256, 256];
+                c.loss = Loss::Huber;
+                c.max_grad_norm = 10.0;
+                c.double_q = true;
+                c.log_every = 1_000;
+                c.checkpoint_every = 10_000;
+            }
+            // dqn.yml, LunarLander-v2 (1e5 steps there, 154 +- 79 in the zoo's
+            // benchmark); rlrig trains longer.
+            "LunarLander-v3" => {
+                c.total_steps = 200_000;
+                c.learning_rate = 6.3e-4;
+                c.batch_size = 128;
+                c.buffer_size = 50_000;
+                c.learning_starts = 0;
+                c.target_network_frequency = 250;
+                c.train_frequency = 4;
+                c.gradient_steps = 4;
+                c.exploration_fraction = 0.12;
+                c.end_e = 0.1;
+                c.hidden = vec![256, 256];
+                c.loss = Loss::Huber;
+                c.max_grad_norm = 10.0;
+                c.double_q = true;
+                c.log_every = 2_000;
+                c.checkpoint_every = 50_000;
+            }
+            // dqn.yml, Acrobot-v1 (1e5 steps).
+            "Acrobot-v1" => {
+                c.total_steps = 100_000;
+                c.learning_rate = 6.3e-4;
+                c.batch_size = 128;
+                c.buffer_size = 50_000;
+                c.learning_starts = 0;
+                c.target_network_frequency = 250;
+                c.train_frequency = 4;
+                c.gradient_steps = 4;
+                c.exploration_fraction = 0.12;
+                c.end_e = 0.1;
+                c.hidden = vec![256, 256];
+                c.loss = Loss::Huber;
+                c.max_grad_norm = 10.0;
+                c.double_q = true;
+                c.log_every = 1_000;
+                c.checkpoint_every = 25_000;
+            }
+            _ => {}
+        }
+        c
+    }
+
+    /// Transitions the buffer holds.
+    pub fn capacity(&self) -> usize {
+        self.buffer_size.min(self.total_steps.max(1) as usize)
+    }
+
+    /// What the run's large buffers take: the envs, the replay buffer (allocated up
+    /// front) and the Q-network (with target, gradients and Adam moments).
+    pub fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let d = spec.obs_dim;
+        let n = match spec.action_space {
+            Space::Discrete { n } => n as usize,
+            _ => 1,
+        };
+        let rows = self.capacity() as f64;
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                self.num_envs as f64 * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!("replay buffer of {rows} transitions"),
+                rows * (2 * d + 3) as f64 * 4.0,
+            )
+            .add(
+                "networks and optimiser",
+                crate::memory::mlp_params(d, &self.hidden, n) * 4.0 * 5.0,
+            )
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let spec = rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
+        crate::check_env(&self.env, &self.env_args)?;
+        if !spec.action_space.is_discrete() {
+            return Err(format!(
+                "{} has a continuous action space ({}); dqn needs discrete actions: use `rlrig train sac` (or td3, ppo)",
+                self.env, spec.action_space
+            ));
+        }
+        if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
+            return Err("num_envs, batch_size and buffer_size must be at least 1".into());
+        }
+        for (v, n) in [
+            (self.train_frequency, "train_frequency"),
+            (self.gradient_steps, "gradient_steps"),
+            (self.target_network_frequency, "target_network_frequency"),
+            (self.log_every, "log_every"),
+        ] {
+            if v == 0 {
+                return Err(format!("{n} must be at least 1"));
+            }
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err(format!(
+                "hidden must list positive layer sizes, got {:?}",
+                self.hidden
+            ));
+        }
+        for (v, n) in [
+            (self.learning_rate, "learning_rate"),
+            (self.adam_eps, "adam_eps"),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{n} must be a positive number, got {v}"));
+            }
+        }
+        for (v, n) in [
+            (self.gamma, "gamma"),
+            (self.start_e, "start_e"),
+            (self.end_e, "end_e"),
+            (self.exploration_fraction, "exploration_fraction"),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{n} must lie in [0, 1], got {v}"));
+            }
+        }
+        if !(self.tau > 0.0 && self.tau <= 1.0) {
+            return Err(format!("tau must lie in (0, 1], got {}", self.tau));
+        }
+        if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
+            return Err(format!(
+                "max_grad_norm must be a non-negative number (0: no clipping), got {}",
+                self.max_grad_norm
+            ));
+        }
+        Ok(())
+    }
+
+    /// Epsilon after `step` env steps: linear from `start_e` to `end_e` over
+    /// `exploration_fraction * total_steps` steps (CleanRL's `linear_schedule`).
+    pub fn epsilon(&self, step: u64) -> f64 {
+        let duration = self.exploration_fraction * self.total_steps as f64;
+        if duration <= 0.0 {
+            return self.end_e;
+        }
+        let slope = (self.end_e - self.start_e) / duration;
+        (slope * step as f64 + self.start_e).max(self.end_e)
+    }
+}
+
+/// The Q-network with its parameters, on the host: what evaluation and `play` act with.
+#[derive(Clone, Debug)]
+pub struct QNet {
+    pub mlp: Mlp,
+    pub params: Vec<f32>,
+    pub n_actions: usize,
+}
+
+impl QNet {
+    /// A freshly initialised network (PyTorch's default initialisation, stream
+    /// `(seed, Init, 0)`) for `env`, which the config has validated.
+    pub fn new(cfg: &DqnConfig, obs_dim: usize, space: &Space) -> QNet {
+        let Space::Discrete { n } = space else {
+            panic!("validated: discrete actions");
+        };
+        let n = *n as usize;
+        let sizes: Vec<usize> = std::iter::once(obs_dim)
+            .chain(cfg.hidden.iter().copied())
+            .chain(std::iter::once(n))
+            .collect();
+        let mlp = Mlp::with_activation(&sizes, 0, Activation::Relu);
+        let mut params = vec![0.0; mlp.num_params()];
+        mlp.init_torch_default(&mut params, &mut Rng::stream(cfg.seed, Purpose::Init, 0));
+        QNet {
+            mlp,
+            params,
+            n_actions: n,
+        }
+    }
+
+    fn layout(&self) -> NetLayout {
+        let total = self.mlp.num_params();
+        NetLayout {
+            nets: vec![self.mlp.clone().into()],
+            free: total..total,
+            total,
+        }
+    }
+
+    /// The greedy policy of this network.
+    pub fn greedy(self) -> QGreedy {
+        QGreedy {
+            net: self,
+            cache: MlpCache::default(),
+            actions: Vec::new(),
+        }
+    }
+}
+
+/// Arg-max of a [`QNet`]'s values.
+pub struct QGreedy {
+    net: QNet,
+    cache: MlpCache,
+    actions: Vec<i32>,
+}
+
+impl crate::eval::Greedy for QGreedy {
+    fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_> {
+        let q = self
+            .net
+            .mlp
+            .forward(&self.net.params, obs, n, &mut self.cache);
+        crate::eval::argmax_rows(q, n, self.net.n_actions, &mut self.actions);
+        ActionBuf::Discrete(&self.actions)
+    }
+}
+
+/// Everything besides the tensors that a checkpoint must hold.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct DqnState {
+    pub global_step: u64,
+    /// Collection steps taken (each steps every env once).
+    pub steps: u64,
+    pub updates: u64,
+    pub adam: OptimState,
+    pub ep_return: Vec<f64>,
+    pub ep_length: Vec<u64>,
+    pub buffer_pos: usize,
+    pub buffer_len: usize,
+    /// Whether the buffer's rows are in the checkpoint.
+    pub buffer_saved: bool,
+    pub envs: rlrig_env::VecSnapshot,
+    /// The sums of a chunk stopped part way (zero at a chunk's end).
+    pub chunk: ChunkSums,
+}
+
+#[derive(Default)]
+struct Scratch {
+    obs: Vec<f32>,
+    actions: Vec<i32>,
+    greedy: Vec<i32>,
+    next_q: Vec<f32>,
+    y: Vec<f32>,
+    dout: Vec<f32>,
+}
+
+/// A DQN run in progress. The Q-network, its target and Adam live in a
+/// [`NetBackend`] (native CPU path or a Burn device); targets and the loss run on the
+/// host.
+pub struct Dqn {
+    pub cfg: DqnConfig,
+    /// Shapes; its parameters are left empty (the backend holds them: [`Dqn::qnet`]).
+    net: QNet,
+    obs_dim: usize,
+    env: Box<dyn VecEnvDyn>,
+    q: Box<dyn NetBackend>,
+    buffer: ReplayBuffer,
+    batch: Batch,
+    pub global_step: u64,
+    steps: u64,
+    pub updates: u64,
+    ep_return: Vec<f64>,
+    ep_length: Vec<u64>,
+    pub times: StageTimes,
+    s: Scratch,
+    chunk: ChunkSums,
+}
+
+/// How many multiples of `every` lie in `(from, to]`.
+fn multiples_in(from: u64, to: u64, every: u64) -> u64 {
+    (to / every).saturating_sub(from / every)
+}
+
+impl Dqn {
+    pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, String> {
+        cfg.validate()?;
+        let env = make_sync(
+            &cfg.env,
+            crate::env_config(cfg.num_envs, &cfg.env_args)
+                .threads(threads)
+                .seed(cfg.seed)
+                .autoreset(AutoReset::SameStep),
+        )
+        .map_err(|e| e.to_string())?;
+        let spec = env.spec();
+        let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
+        let mut q = Native::new(
+            &net.layout(),
+            &net.params,
+            Adam::new(net.params.len(), cfg.adam_eps),
+        );
+        q.init_target();
+        net.params = Vec::new();
+        let e = cfg.num_envs;
+        Ok(Dqn {
+            q: Box::new(q),
+            buffer: ReplayBuffer::new(cfg.capacity(), spec.obs_dim, 1),
+            batch: Batch::default(),
+            obs_dim: spec.obs_dim,
+            global_step: 0,
+            steps: 0,
+            updates: 0,
+            ep_return: vec![0.0; e],
+            ep_length: vec![0; e],
+            times: StageTimes::default(),
+            s: Scratch::default(),
+            chunk: ChunkSums::default(),
+            net,
+            env,
+            cfg,
+        })
+    }
+
+    /// Moves the Q-network (parameters, target, optimiser) to the backend `maker`
+    /// builds (`--device`).
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+        let mut q = maker(&self.net.layout(), &self.q.params(), self.q.optimizer())?;
+        q.set_target_params(&self.q.target_params());
+        self.q = q;
+        Ok(())
+    }
+
+    /// What runs the network (`cpu`, `burn-cpu`, `wgpu: ...`).
+    pub fn device(&self) -> String {
+        self.q.device()
+    }
+
+    /// The Q-network with its current parameters, on the host.
+    pub fn qnet(&self) -> QNet {
+        QNet {
+            params: self.q.params(),
+            ..self.net.clone()
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.global_step >= self.cfg.total_steps
+    }
+
+    /// One collection step of every env (epsilon-greedy), then the updates and target
+    /// updates that fall due.
+    fn collect_step(&mut self) {
+        let (n, d, k) = (self.cfg.num_envs, self.obs_dim, self.net.n_actions);
+        let t0 = std::time::Instant::now();
+        let eps = self.cfg.epsilon(self.global_step);
+        let mut rng = Rng::stream(self.cfg.seed, Purpose::Policy, self.steps);
+        self.s.obs.clear();
+        self.s.obs.extend_from_slice(self.env.obs());
+        if eps < 1.0 {
+            let q = self.q.forward(0, &self.s.obs, n);
+            crate::eval::argmax_rows(q, n, k, &mut self.s.greedy);
+        } else {
+            self.s.greedy.clear();
+            self.s.greedy.resize(n, 0);
+        }
+        self.s.actions.clear();
+        for e in 0..n {
+            let a = if rng.unit_f64() < eps {
+                rng.below(k as u32) as i32
+            } else {
+                self.s.greedy[e]
+            };
+            self.s.actions.push(a);
+        }
+        let t1 = std::time::Instant::now();
+        self.env
+            .step(ActionBuf::Discrete(&self.s.actions))
+            .expect("actions are valid indices");
+        let t2 = std::time::Instant::now();
+        let final_obs = self.env.final_obs().expect("SameStep executor");
+        let (obs_next, rewards, term, trunc) = (
+            self.env.obs(),
+            self.env.rewards(),
+            self.env.terminated(),
+            self.env.truncated(),
+        );
+        for e in 0..n {
+            let ended = term[e] || trunc[e];
+            let next = if ended { final_obs } else { obs_next };
+            self.buffer.push(
+                &self.s.obs[e * d..(e + 1) * d],
+                &[self.s.actions[e] as f32],
+                rewards[e] as f32,
+                &next[e * d..(e + 1) * d],
+                term[e],
+            );
+            self.ep_return[e] += rewards[e];
+            self.ep_length[e] += 1;
+            if ended {
+                self.chunk.episode_return += self.ep_return[e];
+                self.chunk.episode_length += self.ep_length[e] as f64;
+                self.chunk.episodes += 1;
+                self.ep_return[e] = 0.0;
+                self.ep_length[e] = 0;
+            }
+        }
+        let before = self.global_step;
+        self.steps += 1;
+        self.global_step += n as u64;
+        self.times.inference += (t1 - t0).as_secs_f64();
+        self.times.env += (t2 - t1).as_secs_f64();
+        // CleanRL: once global_step > learning_starts, train every train_frequency
+        // steps and update the target every target_network_frequency steps.
+        let from = before.max(self.cfg.learning_starts);
+        if self.global_step > from {
+            let t3 = std::time::Instant::now();
+            let rounds = multiples_in(from, self.global_step, self.cfg.train_frequency);
+            for _ in 0..rounds * self.cfg.gradient_steps {
+                if self.buffer.len() >= self.cfg.batch_size.min(self.buffer.capacity()) {
+                    self.update();
+                }
+            }
+            if multiples_in(from, self.global_step, self.cfg.target_network_frequency) > 0 {
+                if self.cfg.tau >= 1.0 {
+                    let online = self.q.params();
+                    self.q.set_target_params(&online);
+                } else {
+                    self.q.soft_update(self.cfg.tau as f32);
+                }
+            }
+            self.times.learner += t3.elapsed().as_secs_f64();
+        }
+    }
+
+    /// One gradient step on a sampled minibatch.
+    fn update(&mut self) {
+        let (loss, qmean) = self.td_gradient();
+        let clip = if self.cfg.max_grad_norm > 0.0 {
+            self.cfg.max_grad_norm
+        } else {
+            f64::INFINITY
+        };
+        self.q.step(self.cfg.learning_rate, clip);
+        self.chunk.q_loss += loss;
+        self.chunk.q_value += qmean;
+        self.chunk.q_updates += 1;
+        self.updates += 1;
+    }
+
+    /// Samples update `updates`' minibatch and leaves the TD loss's gradient in the
+    /// backend's accumulator; returns the loss and the mean Q of the taken actions.
+    fn td_gradient(&mut self) -> (f64, f64) {
+        let cfg = &self.cfg;
+        let (bsz, k) = (cfg.batch_size, self.net.n_actions);
+        let mut rng = Rng::stream(cfg.seed, Purpose::Learner, self.updates);
+        self.buffer.sample(bsz, &mut rng, &mut self.batch);
+        let (s, batch) = (&mut self.s, &self.batch);
+        // y = r + gamma (1 - terminated) Q'(s', a*), a* = argmax Q' (or argmax Q: double).
+        s.next_q.clear();
+        s.next_q
+            .extend_from_slice(self.q.forward_target(0, &batch.next_obs, bsz));
+        if cfg.double_q {
+            let online = self.q.forward(0, &batch.next_obs, bsz);
+            crate::eval::argmax_rows(online, bsz, k, &mut s.greedy);
+        } else {
+            crate::eval::argmax_rows(&s.next_q, bsz, k, &mut s.greedy);
+        }
+        let gamma = cfg.gamma as f32;
+        s.y.clear();
+        s.y.extend((0..bsz).map(|b| {
+            let next = s.next_q[b * k + s.greedy[b] as usize];
+            batch.rewards[b] + gamma * (1.0 - batch.terminated[b]) * next
+        }));
+        let out = self.q.forward_train(0, &batch.obs, bsz);
+        let inv = 1.0 / bsz as f32;
+        s.dout.clear();
+        s.dout.resize(bsz * k, 0.0);
+        let (mut loss, mut qmean) = (0.0f64, 0.0f64);
+        for b in 0..bsz {
+            let j = b * k + batch.actions[b] as usize;
+            let e = out[j] - s.y[b];
+            let (l, g) = match cfg.loss {
+                Loss::Mse => (e * e, 2.0 * e),
+                Loss::Huber if e.abs() < 1.0 => (0.5 * e * e, e),
+                Loss::Huber => (e.abs() - 0.5, e.signum()),
+            };
+            loss += f64::from(l * inv);
+            qmean += f64::from(out[j] * inv);
+            s.dout[j] = g * inv;
+        }
+        self.q.backward(0, &s.dout);
+        (loss, qmean)
+    }
+
+    /// [`crate::offpolicy::OffPolicy::iterate_until`]'s contract: runs to the next
+    /// logging boundary unless `stop` says stop first (`None`; the chunk's sums carry
+    /// over).
+    pub fn iterate_until(&mut self, stop: impl Fn() -> bool) -> Option<ChunkStats> {
+        let every = self.cfg.log_every;
+        let goal = ((self.global_step / every + 1) * every).min(self.cfg.total_steps);
+        while self.global_step < goal {
+            if stop() {
+                return None;
+            }
+            self.collect_step();
+        }
+        let c = std::mem::take(&mut self.chunk);
+        let mean = |s: f64, n: u64| if n == 0 { f64::NAN } else { s / n as f64 };
+        Some(ChunkStats {
+            global_step: self.global_step,
+            episodes: c.episodes,
+            episode_return: mean(c.episode_return, c.episodes),
+            episode_length: mean(c.episode_length, c.episodes),
+            updates: self.updates,
+            qf_loss: mean(c.q_loss, c.q_updates),
+            actor_loss: f64::NAN,
+            q_value: mean(c.q_value, c.q_updates),
+            // The exploration epsilon in the column SAC uses for its temperature.
+            alpha: self.cfg.epsilon(self.global_step),
+        })
+    }
+
+    /// The checkpoint state and its tensors (the buffer's rows borrowed).
+    pub fn state(&self) -> (DqnState, Vec<NamedTensor<'_>>) {
+        let parts = self.buffer.parts();
+        let adam = self.q.optimizer();
+        let mut tensors: Vec<NamedTensor<'_>> = vec![
+            ("q", Cow::Owned(self.q.params())),
+            ("q_target", Cow::Owned(self.q.target_params())),
+            ("q_adam_m", Cow::Owned(adam.m.clone())),
+            ("q_adam_v", Cow::Owned(adam.v.clone())),
+        ];
+        if self.cfg.checkpoint_buffer {
+            tensors.extend(parts.fields.iter().map(|&(n, v)| (n, Cow::Borrowed(v))));
+        }
+        let st = DqnState {
+            global_step: self.global_step,
+            steps: self.steps,
+            updates: self.updates,
+            adam,
+            ep_return: self.ep_return.clone(),
+            ep_length: self.ep_length.clone(),
+            buffer_pos: parts.pos,
+            buffer_len: parts.len,
+            buffer_saved: self.cfg.checkpoint_buffer,
+            envs: self.env.snapshot(),
+            chunk: self.chunk,
+        };
+        (st, tensors)
+    }
+
+    /// Continues from a checkpoint; `get` returns a tensor by name. Everything is read
+    /// and checked before anything changes.
+    pub fn restore(
+        &mut self,
+        st: DqnState,
+        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
+    ) -> Result<(), String> {
+        let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
+        let n = self.q.params().len();
+        let params = take("q", n)?;
+        let target = take("q_target", n)?;
+        let mut adam = st.adam;
+        adam.m = take("q_adam_m", n)?;
+        adam.v = take("q_adam_v", n)?;
+        if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
+            return Err("per-env counters do not match num_envs".into());
+        }
+        if st.buffer_saved {
+            self.buffer
+                .restore(st.buffer_pos, st.buffer_len, &mut get)?;
+        }
+        self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.q.set_params(&params);
+        self.q.set_target_params(&target);
+        self.q.set_optimizer(adam);
+        self.global_step = st.global_step;
+        self.steps = st.steps;
+        self.updates = st.updates;
+        self.ep_return = st.ep_return;
+        self.ep_length = st.ep_length;
+        self.chunk = st.chunk;
+        Ok(())
+    }
+
+    /// Greedy evaluation on `episodes` fresh episodes seeded by `seed`.
+    pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
+        crate::eval::greedy_returns(
+            &mut self.qnet().greedy(),
+            &self.cfg.env,
+            &self.cfg.env_args,
+            episodes,
+            seed,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> DqnConfig {
+        DqnConfig {
+            total_steps: 600,
+            learning_starts: 200,
+            batch_size: 32,
+            hidden: vec![16, 16],
+            log_every: 200,
+            train_frequency: 4,
+            gradient_steps: 2,
+            target_network_frequency: 50,
+            ..DqnConfig::for_env("CartPole-v1")
+        }
+    }
+
+    #[test]
+    fn continuous_envs_are_refused_with_a_pointer_to_sac() {
+        let e = DqnConfig::for_env("Pendulum-v1").validate().unwrap_err();
+        assert!(e.contains("continuous") && e.contains("sac"), "{e}");
+        let mut c = cfg();
+        c.train_frequency = 0;
+        assert!(c.validate().unwrap_err().contains("train_frequency"));
+        c = cfg();
+        c.tau = 0.0;
+        assert!(c.validate().unwrap_err().contains("tau"));
+    }
+
+    #[test]
+    fn epsilon_falls_linearly_then_stays() {
+        let c = DqnConfig {
+            total_steps: 1000,
+            exploration_fraction: 0.5,
+            start_e: 1.0,
+            end_e: 0.1,
+            ..DqnConfig::default()
+        };
+        assert_eq!(c.epsilon(0), 1.0);
+        assert!((c.epsilon(250) - 0.55).abs() < 1e-12);
+        assert!((c.epsilon(500) - 0.1).abs() < 1e-12);
+        assert_eq!(c.epsilon(900), 0.1);
+    }
+
+    #[test]
+    fn multiples_count_the_boundaries_crossed() {
+        assert_eq!(multiples_in(0, 10, 10), 1);
+        assert_eq!(multiples_in(10, 19, 10), 0);
+        assert_eq!(multiples_in(9, 41, 10), 4);
+        assert_eq!(multiples_in(5, 5, 3), 0);
+    }
+
+    /// Updates come `gradient_steps` per `train_frequency` env steps after
+    /// `learning_starts`, at any number of envs; the hard target update copies the
+    /// network exactly.
+    #[test]
+    fn update_schedule_and_hard_target_copy() {
+        for envs in [1, 4, 3] {
+            let mut c = cfg();
+            c.num_envs = envs;
+            let mut r = Dqn::new(c, 1).unwrap();
+            while !r.done() {
+                r.iterate_until(|| false).unwrap();
+            }
+            // Env steps 201..=600 (rounded to whole collection steps of `envs`).
+            let last = r.global_step;
+            assert_eq!(r.updates, multiples_in(200, last, 4) * 2, "{envs} envs");
+            // 600 is a multiple of the target frequency: the last step copied.
+            assert_eq!(last, 600);
+            assert_eq!(r.q.target_params(), r.q.params(), "{envs} envs");
+        }
+    }
+
+    /// The TD update's gradient (Huber and MSE, double and plain targets) against
+    /// central differences of the same loss with the target held fixed.
+    #[test]
+    fn td_gradient_matches_finite_differences() {
+        for (loss, double_q) in [(Loss::Huber, true), (Loss::Mse, false)] {
+            let mut c = cfg();
+            c.hidden = vec![8];
+            c.batch_size = 6;
+            c.loss = loss;
+            c.double_q = double_q;
+            c.max_grad_norm = 0.0;
+            let mut r = Dqn::new(c, 1).unwrap();
+            while r.global_step < 220 {
+                r.collect_step();
+            }
+            // Targets from the current target network, as update() computes them.
+            let before = r.q.params();
+            let updates = r.updates;
+            let sample = |r: &mut Dqn| {
+                let mut rng = Rng::stream(r.cfg.seed, Purpose::Learner, updates);
+                r.buffer.sample(6, &mut rng, &mut r.batch);
+            };
+            sample(&mut r);
+            let target = r.q.target_params();
+            let k = r.net.n_actions;
+            let net = r.net.clone();
+            let fwd =
+                |p: &[f32], x: &[f32]| net.mlp.forward(p, x, 6, &mut MlpCache::default()).to_vec();
+            let tq = fwd(&target, &r.batch.next_obs);
+            let pick = if double_q {
+                fwd(&before, &r.batch.next_obs)
+            } else {
+                tq.clone()
+            };
+            let mut a = Vec::new();
+            crate::eval::argmax_rows(&pick, 6, k, &mut a);
+            let y: Vec<f32> = (0..6)
+                .map(|b| {
+                    r.batch.rewards[b]
+                        + 0.99 * (1.0 - r.batch.terminated[b]) * tq[b * k + a[b] as usize]
+                })
+                .collect();
+            let batch = r.batch.clone();
+            let f = |p: &[f32]| -> f64 {
+                let q = fwd(p, &batch.obs);
+                (0..6)
+                    .map(|b| {
+                        let e = f64::from(q[b * k + batch.actions[b] as usize] - y[b]);
+                        let l = match loss {
+                            Loss::Mse => e * e,
+                            Loss::Huber if e.abs() < 1.0 => 0.5 * e * e,
+                            Loss::Huber => e.abs() - 0.5,
+                        };
+                        l / 6.0
+                    })
+                    .sum()
+            };
+            r.td_gradient();
+            let grads = r.q.grads();
+            crate::nn::assert_matches_central_differences(&before, &grads, 1e-3, 5e-3, f);
+        }
+    }
+
+    /// A checkpoint taken mid-run and restored into a fresh run (other thread count)
+    /// continues bit for bit.
+    #[test]
+    fn state_and_restore_continue_the_run_exactly() {
+        let run = |split: bool| {
+            let mut r = Dqn::new(cfg(), 1).unwrap();
+            r.iterate_until(|| false);
+            r.iterate_until(|| false);
+            if split {
+                let (st, tensors) = r.state();
+                let mut map: std::collections::HashMap<String, Vec<f32>> = tensors
+                    .into_iter()
+                    .map(|(n, v)| (n.to_string(), v.into_owned()))
+                    .collect();
+                let mut fresh = Dqn::new(cfg(), 2).unwrap();
+                fresh.restore(st, |n| map.remove(n)).unwrap();
+                r = fresh;
+            }
+            let last = r.iterate_until(|| false);
+            (format!("{last:?}"), r.q.params(), r.q.target_params())
+        };
+        assert_eq!(run(false), run(true));
+    }
+}
