@@ -207,53 +207,135 @@ impl RunDir {
             .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
             .collect();
         old.sort();
-        for n in old.iter().rev().skip(2) {
+        // Checkpoints newer than this one are from before a resume that fell back past
+        // them (a damaged newest checkpoint): that history was abandoned, so they go,
+        // and the two kept are this one and the one before it.
+        let (newer, kept): (Vec<&String>, Vec<&String>) =
+            old.iter().partition(|n| n.as_str() > jname.as_str());
+        for n in newer.into_iter().chain(kept.into_iter().rev().skip(2)) {
             let _ = fs::remove_file(dir.join(n));
             let _ = fs::remove_file(dir.join(n.replace(".json", ".safetensors")));
         }
         Ok(dir.join(jname))
     }
 
-    /// Loads the newest checkpoint of a run of `algo`, checking its integrity.
+    /// Loads the newest intact checkpoint of a run of `algo` (see
+    /// [`RunDir::newest_intact`]), checking its integrity.
     pub fn load_tensors<C: DeserializeOwned, S: DeserializeOwned>(
         &self,
         algo: &str,
     ) -> Result<TensorCheckpoint<C, S>, RunError> {
-        let json_path = self.latest_json()?;
-        let corrupt = |why: String| RunError::Corrupt {
-            path: json_path.clone(),
-            why,
-        };
-        let text = fs::read(&json_path).map_err(io(&json_path))?;
-        check_algo(&json_path, &text, algo)?;
-        let meta: TensorMeta<C, S> = serde_json::from_slice(&text)
-            .map_err(|e| corrupt(format!("not a valid rlrig {algo} checkpoint: {e}")))?;
-        if meta.format != FORMAT {
-            return Err(corrupt(format!(
-                "checkpoint format {} (this rlrig reads {FORMAT})",
-                meta.format
-            )));
-        }
-        let wpath = json_path.with_file_name(&meta.weights);
-        let bytes = read_weights(&wpath, meta.weights_crc32c)?;
-        let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
-            path: wpath.clone(),
-            why: e.to_string(),
-        })?;
-        let mut tensors = std::collections::HashMap::new();
-        for (name, len) in &meta.tensors {
-            let v = tensor_f32(&st, &wpath, name)?;
-            if v.len() != *len {
-                return Err(RunError::Corrupt {
-                    path: wpath,
-                    why: format!("tensor '{name}' has {} values, expected {len}", v.len()),
-                });
-            }
-            tensors.insert(name.clone(), v);
-        }
-        Ok(TensorCheckpoint { meta, tensors })
+        self.newest_intact(|p| load_tensors_at(p, algo))
     }
 
+    /// The checkpoint JSONs, newest first: the one `latest` names, then the others by
+    /// name (`ckpt-<step>`, zero-padded), descending.
+    fn candidates(&self) -> Vec<PathBuf> {
+        let dir = self.path.join("checkpoints");
+        let mut out: Vec<PathBuf> = self.latest_json().into_iter().collect();
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
+            .collect();
+        names.sort();
+        for n in names.into_iter().rev() {
+            let p = dir.join(n);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// `load` applied to the newest checkpoint it reads without damage. rlrig keeps two
+    /// checkpoints so that one damaged file (a flipped byte, a half-copied directory)
+    /// does not lose the run: a checkpoint that is missing, unreadable or fails its
+    /// checksum is skipped with a warning on stderr naming it and why, and the next
+    /// older one is tried. Errors that are not damage (another algorithm's run) and a
+    /// run with no intact checkpoint give the newest checkpoint's error.
+    pub fn newest_intact<T>(
+        &self,
+        load: impl Fn(&Path) -> Result<T, RunError>,
+    ) -> Result<T, RunError> {
+        let candidates = self.candidates();
+        let mut first_error = None;
+        let mut skipped = Vec::new();
+        for path in &candidates {
+            match load(path) {
+                Ok(v) => {
+                    // Said once per process, though a command reads a run more than once.
+                    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+                    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+                    for why in skipped {
+                        if !said.contains(&why) {
+                            eprintln!(
+                                "warning: skipped a damaged checkpoint ({why}); using the older {}",
+                                path.display()
+                            );
+                            said.push(why);
+                        }
+                    }
+                    return Ok(v);
+                }
+                Err(e @ (RunError::Corrupt { .. } | RunError::Io { .. })) => {
+                    skipped.push(e.to_string());
+                    first_error.get_or_insert(e);
+                }
+                Err(e) => return Err(first_error.unwrap_or(e)),
+            }
+        }
+        Err(first_error.unwrap_or_else(|| {
+            let latest = self.path.join("checkpoints/latest");
+            RunError::Io {
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no checkpoint"),
+                path: latest,
+            }
+        }))
+    }
+}
+
+/// Loads the checkpoint of a run of `algo` whose JSON is at `json_path`.
+fn load_tensors_at<C: DeserializeOwned, S: DeserializeOwned>(
+    json_path: &Path,
+    algo: &str,
+) -> Result<TensorCheckpoint<C, S>, RunError> {
+    let corrupt = |why: String| RunError::Corrupt {
+        path: json_path.to_path_buf(),
+        why,
+    };
+    let text = fs::read(json_path).map_err(io(json_path))?;
+    check_algo(json_path, &text, algo)?;
+    let meta: TensorMeta<C, S> = serde_json::from_slice(&text)
+        .map_err(|e| corrupt(format!("not a valid rlrig {algo} checkpoint: {e}")))?;
+    if meta.format != FORMAT {
+        return Err(corrupt(format!(
+            "checkpoint format {} (this rlrig reads {FORMAT})",
+            meta.format
+        )));
+    }
+    let wpath = json_path.with_file_name(&meta.weights);
+    let bytes = read_weights(&wpath, meta.weights_crc32c)?;
+    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
+        path: wpath.clone(),
+        why: e.to_string(),
+    })?;
+    let mut tensors = std::collections::HashMap::new();
+    for (name, len) in &meta.tensors {
+        let v = tensor_f32(&st, &wpath, name)?;
+        if v.len() != *len {
+            return Err(RunError::Corrupt {
+                path: wpath,
+                why: format!("tensor '{name}' has {} values, expected {len}", v.len()),
+            });
+        }
+        tensors.insert(name.clone(), v);
+    }
+    Ok(TensorCheckpoint { meta, tensors })
+}
+
+impl RunDir {
     fn latest_json(&self) -> Result<PathBuf, RunError> {
         let dir = self.path.join("checkpoints");
         let latest = dir.join("latest");
@@ -261,11 +343,12 @@ impl RunDir {
         Ok(dir.join(name.trim()))
     }
 
-    /// The algorithm of the run's newest checkpoint (`ppo`, `sac`, ...).
+    /// The algorithm of the run's newest intact checkpoint (`ppo`, `sac`, ...).
     pub fn algo(&self) -> Result<String, RunError> {
-        let path = self.latest_json()?;
-        let text = fs::read(&path).map_err(io(&path))?;
-        algo_of(&path, &text)
+        self.newest_intact(|path| {
+            let text = fs::read(path).map_err(io(path))?;
+            algo_of(path, &text)
+        })
     }
 
     /// Saves a checkpoint (weights first, then the JSON, then `latest`: a crash at any
@@ -308,9 +391,9 @@ impl RunDir {
         })
     }
 
-    /// Loads the newest checkpoint, checking its integrity.
+    /// Loads the newest intact PPO checkpoint, checking its integrity.
     pub fn load_checkpoint(&self) -> Result<Checkpoint, RunError> {
-        load_checkpoint(&self.latest_json()?)
+        self.newest_intact(load_checkpoint)
     }
 }
 
@@ -632,6 +715,73 @@ mod tests {
         assert_eq!(masked_crc(b""), 0xa282_ead8);
         // crc32c("123456789") = 0xe3069283 (the CRC-32C check value).
         assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
+    }
+
+    fn checkpoint_names(run: &RunDir) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(run.path.join("checkpoints"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn save(run: &RunDir, step: u64, value: f32) {
+        run.save_tensors("t", step, &(), &(), &[("w", &[value])])
+            .unwrap();
+    }
+
+    fn load(run: &RunDir) -> f32 {
+        run.load_tensors::<(), ()>("t").unwrap().tensors["w"][0]
+    }
+
+    #[test]
+    fn a_damaged_newest_checkpoint_falls_back_and_is_pruned_after_resume() {
+        let dir = std::env::temp_dir().join(format!("rlrig-run-fallback-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let run = RunDir::new(&dir).unwrap();
+        for (step, v) in [(1000, 1.0), (2000, 2.0), (3000, 3.0)] {
+            save(&run, step, v);
+        }
+        // Two kept, the newest named by `latest`.
+        assert_eq!(
+            checkpoint_names(&run),
+            ["ckpt-000000002000.json", "ckpt-000000003000.json"]
+        );
+        assert_eq!(load(&run), 3.0);
+        // A flipped byte in the newest weights: the older checkpoint is read.
+        let w = dir.join("checkpoints/ckpt-000000003000.safetensors");
+        let mut bytes = fs::read(&w).unwrap();
+        let n = bytes.len();
+        bytes[n - 1] ^= 1;
+        fs::write(&w, bytes).unwrap();
+        assert_eq!(load(&run), 2.0);
+        // A garbled `latest` too: the names are read instead.
+        fs::write(dir.join("checkpoints/latest"), b"\xff\xfe").unwrap();
+        assert_eq!(load(&run), 2.0);
+        assert_eq!(run.algo().unwrap(), "t");
+        // The run resumed from 2000 saves at 2500: the damaged 3000 belongs to the
+        // abandoned history and goes; 2000 stays as the fallback.
+        save(&run, 2500, 2.5);
+        assert_eq!(
+            checkpoint_names(&run),
+            ["ckpt-000000002000.json", "ckpt-000000002500.json"]
+        );
+        assert_eq!(load(&run), 2.5);
+        // Both damaged: the newest one's error, naming its file.
+        for name in [
+            "ckpt-000000002000.safetensors",
+            "ckpt-000000002500.safetensors",
+        ] {
+            fs::write(dir.join("checkpoints").join(name), b"junk").unwrap();
+        }
+        let Err(e) = run.load_tensors::<(), ()>("t") else {
+            panic!("two damaged checkpoints loaded");
+        };
+        let e = e.to_string();
+        assert!(e.contains("ckpt-000000002500"), "{e}");
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -298,3 +298,51 @@ fn dqn_bad_input_is_a_clear_error() {
     );
     std::fs::remove_dir_all(d).ok();
 }
+
+/// rlrig keeps two checkpoints so that one damaged file loses nothing: with the newest
+/// one's weights damaged, eval reads the older one (and says which it skipped), and
+/// --resume continues from it to the weights of an undamaged run.
+#[test]
+fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
+    let (intact, damaged) = (tmp("dqn-intact"), tmp("dqn-damaged"));
+    for d in [&intact, &damaged] {
+        let o = rlrig(&dqn_args(d.to_str().unwrap(), "2"));
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let ck = damaged.join("checkpoints");
+    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
+    let w = ck.join(latest.trim().replace(".json", ".safetensors"));
+    let mut bytes = std::fs::read(&w).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= 0x55;
+    std::fs::write(&w, bytes).unwrap();
+    let ds = damaged.to_str().unwrap();
+    let o = rlrig(&["eval", "--run", ds, "--episodes", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for needle in [
+        "skipped a damaged checkpoint",
+        "checksum mismatch",
+        latest.trim().trim_end_matches(".json"),
+        "ckpt-000000002000",
+    ] {
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+    let mut resume = dqn_args(ds, "1");
+    resume.push("--resume");
+    let o = rlrig(&resume);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("resumed from step 2000"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(final_weights(&intact), final_weights(&damaged));
+    assert_eq!(
+        learning_columns(&intact, COLS),
+        learning_columns(&damaged, COLS)
+    );
+    for d in [intact, damaged] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
