@@ -300,3 +300,33 @@ fn impala_prefetching_changes_nothing() {
         assert_eq!(x, y, "{env}");
     }
 }
+
+/// DQN with the CartPole-v1 preset (RL Zoo's settings, 50k steps): the greedy
+/// evaluation over 10 episodes after training.
+fn dqn_cartpole(seed: u64) -> f64 {
+    use rlrig_learn::dqn::{Dqn, DqnConfig};
+    let mut r = Dqn::new(
+        DqnConfig {
+            seed,
+            ..DqnConfig::for_env("CartPole-v1")
+        },
+        2,
+    )
+    .unwrap();
+    while !r.done() {
+        r.iterate_until(|| false);
+    }
+    let ret = r.evaluate(10, 1_000_003).iter().sum::<f64>() / 10.0;
+    eprintln!("DQN CartPole-v1 seed {seed}: eval {ret:.1}");
+    ret
+}
+
+/// DQN's final greedy policy on CartPole swings between solved and collapsed from seed
+/// to seed (SB3's DQN too): over two seeds one must solve it (>= 475) and the two must
+/// average well above a random policy (~22) and a broken learner.
+#[test]
+fn dqn_solves_cartpole_within_50k_steps() {
+    let (a, b) = (dqn_cartpole(1), dqn_cartpole(3));
+    assert!(a.max(b) >= 475.0, "DQN CartPole-v1 evals {a} and {b}");
+    assert!((a + b) / 2.0 >= 150.0, "DQN CartPole-v1 evals {a} and {b}");
+}
