@@ -13,6 +13,7 @@ mod bench;
 mod cli_envs;
 mod lab;
 mod mpi_support;
+mod pack;
 mod probe;
 mod train;
 mod train_gpu;

@@ -376,10 +376,18 @@ pub struct PpoArgs {
     /// not checkpoint or resume yet.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Train these seeds side by side, e.g. `1-1024` or `1,5,9` (ppo with `--device
-    /// gpu`). Each seed's result equals that seed trained alone on the same device.
+    /// Train these seeds side by side, e.g. `1-8` or `1,5,9`, each in its own run
+    /// directory under --run-dir (default runs/<env>-<algo>-seeds<first>-<last>), with
+    /// one summary (seeds.json) at the end. On the CPU the runs are packed onto the
+    /// cores: --jobs at a time, --threads / --jobs threads each. With `ppo --device gpu`
+    /// all seeds train in the same kernels. Each seed's result equals that seed trained
+    /// alone (on the same device).
     #[arg(long, value_name = "LIST", value_parser = crate::train_gpu::seed_list)]
     seeds: Option<crate::train_gpu::SeedList>,
+    /// With --seeds on the CPU: runs at a time (default: one per --threads, at most one
+    /// per seed).
+    #[arg(long, value_name = "N", requires = "seeds")]
+    jobs: Option<usize>,
     /// TOML file with any hyperparameters (see a run's config.toml for every key).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -752,6 +760,11 @@ pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
+    if let Some(seeds) = a.seeds.clone()
+        && a.device != "gpu"
+    {
+        return train_packed(a, algo, seeds.0);
+    }
     // Ok: an off-policy algorithm; Err: one on PPO's machinery, by name.
     match algo {
         Err("dqn") => {
@@ -764,6 +777,43 @@ pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
             train_replay_cli::<OffPolicy>(a, cfg)
         }
     }
+}
+
+/// `--seeds` on the CPU: checks the config once here (one clear error rather than one
+/// per seed), then runs each seed as its own process (`pack.rs`).
+fn train_packed(
+    a: PpoArgs,
+    algo: std::result::Result<Algo, &'static str>,
+    seeds: Vec<u64>,
+) -> Result<Option<Stop>> {
+    if a.seed.is_some() {
+        bail!("--seed and --seeds: give one (--seeds runs each seed of the list)");
+    }
+    if a.metrics_addr.is_some() || a.trace.is_some() {
+        bail!("--metrics-addr and --trace follow one run: not available with --seeds");
+    }
+    if a.jobs == Some(0) {
+        bail!("--jobs must be at least 1");
+    }
+    let (label, env) = match algo {
+        Err("dqn") => ("dqn", resolve_dqn(&a)?.env),
+        Err(label) => (label, resolve_config(&a, label)?.env),
+        Ok(algo) => (algo.name(), resolve_offpolicy(&a, algo)?.env),
+    };
+    device_maker(&a.device)?;
+    crate::pack::train_seeds(
+        crate::pack::Pack {
+            label,
+            env,
+            seeds,
+            threads: a.threads,
+            jobs: a.jobs,
+            run_dir: a.run_dir,
+            resume: a.resume,
+            quiet: a.quiet,
+        },
+        stop_on_signals()?,
+    )
 }
 
 /// `--device` to where the networks of PPO, A2C, IMPALA, DDPG, TD3, SAC and AlphaZero run:
@@ -811,7 +861,7 @@ fn train_replay_cli<R: ReplayRun>(a: PpoArgs, cfg: R::Config) -> Result<Option<S
     let shape = R::shape(&cfg);
     let (algo, total) = (shape.algo, shape.total_steps);
     if a.seeds.is_some() {
-        bail!("--seeds: many runs in one launch are ppo's with --device gpu for now");
+        bail!("--seeds with --device gpu: only `rlrig train ppo` runs on the GPU");
     }
     if a.metrics_addr.is_some() || a.trace.is_some() {
         bail!(
@@ -982,11 +1032,6 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
                 quiet: a.quiet,
                 stop: stop_on_signals()?,
             },
-        );
-    }
-    if a.seeds.is_some() {
-        bail!(
-            "--seeds: many runs in one launch need --device gpu for now; on the CPU run one process per seed"
         );
     }
     let run_dir = a.run_dir.clone().unwrap_or_else(|| {

@@ -516,3 +516,58 @@ fn a_full_disk_names_the_file_and_keeps_the_last_checkpoint() {
         std::panic::resume_unwind(e);
     }
 }
+
+/// `--seeds` on the CPU: a Ctrl-C reaches the launcher, which passes it on to every
+/// running seed (each writes a checkpoint) and starts no more; the same command with
+/// --resume continues the stopped seeds and starts the others, to the weights of the
+/// seeds trained alone.
+#[test]
+fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
+    let (d, alone) = (tmp("pack-stop"), tmp("pack-stop-alone"));
+    let ds = d.to_str().unwrap();
+    let mut args = cartpole("ppo").to_vec();
+    args.extend(["--seeds", "1-3", "--threads", "2", "--run-dir", ds]);
+    let child = spawn(&args);
+    let child = wait_until(child, "both first seeds logged", || {
+        ["seed1", "seed2"].iter().all(|s| {
+            std::fs::read_to_string(d.join(s).join("metrics.csv")).map_or(0, |t| t.lines().count())
+                > 2
+        })
+    });
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("interrupted by SIGINT") && out.contains("seeds not started: 1"),
+        "{out}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("seeds.json")).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{summary}");
+    for r in runs {
+        assert_eq!(r["status"], "interrupted", "{summary}");
+    }
+    for s in ["seed1", "seed2"] {
+        assert!(d.join(s).join("checkpoints/latest").exists(), "{s}");
+    }
+    assert!(!d.join("seed3").exists());
+    args.push("--resume");
+    let o = rlrig(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(out.contains("greedy return over 3 seeds"), "{out}");
+    let s = alone.to_str().unwrap();
+    let mut a2 = cartpole("ppo").to_vec();
+    a2.extend(["--seed", "2", "--run-dir", s]);
+    assert!(rlrig(&a2).status.success());
+    assert_eq!(final_weights(&alone), final_weights(&d.join("seed2")));
+    assert_eq!(
+        learning_columns(&alone, 12),
+        learning_columns(&d.join("seed2"), 12)
+    );
+    for p in [d, alone] {
+        std::fs::remove_dir_all(p).ok();
+    }
+}

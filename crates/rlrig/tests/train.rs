@@ -509,3 +509,69 @@ fn env_args_reach_training_eval_play_and_resume() {
         std::fs::remove_dir_all(dir).ok();
     }
 }
+
+/// `--seeds` on the CPU packs the runs onto the cores, each in its own directory and
+/// bit-identical to that seed trained alone, with one summary; a bad config is one
+/// error before anything starts.
+#[test]
+fn seeds_are_packed_and_each_equals_its_run_alone() {
+    let (pack, alone) = (tmp("pack"), tmp("pack-alone"));
+    let ps = pack.to_str().unwrap();
+    let mut args = train_args(ps, "2");
+    args.extend(["--seeds", "1-3"]);
+    let o = rlrig(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for needle in [
+        "3 seeds of CartPole-v1 ppo: 2 at a time, 1 thread each",
+        "seed 2: greedy return",
+        "greedy return over 3 seeds: mean",
+        "seeds.json",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(pack.join("seeds.json")).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 3, "{summary}");
+    for (r, seed) in runs.iter().zip(1..) {
+        assert_eq!(r["seed"], seed, "{summary}");
+        assert_eq!(r["status"], "done", "{summary}");
+        assert!(
+            r["eval"]["mean_return"].as_f64().unwrap() > 0.0,
+            "{summary}"
+        );
+    }
+    let s = alone.to_str().unwrap();
+    let mut a2 = train_args(s, "2");
+    a2.extend(["--seed", "2"]);
+    let o = rlrig(&a2);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(final_weights(&alone), final_weights(&pack.join("seed2")));
+    assert_eq!(
+        learning_columns(&alone, COLS),
+        learning_columns(&pack.join("seed2"), COLS)
+    );
+    assert_ne!(final_weights(&pack.join("seed1")), final_weights(&alone));
+    // Errors before any run starts: nothing is written.
+    let bad_root = tmp("pack-bad");
+    let bad = bad_root.join("runs");
+    let b = bad.to_str().unwrap();
+    for (extra, needle) in [
+        (&["--seeds", "1-2", "--seed", "3"][..], "--seed and --seeds"),
+        (&["--seeds", "1-2", "--set", "bogus=1"][..], "bogus"),
+        (&["--seeds", "1-2", "--jobs", "0"][..], "--jobs"),
+    ] {
+        let mut a = train_args(b, "2");
+        a.extend(extra);
+        fails_with(&a, None, &[needle]);
+        assert!(!bad.exists(), "{extra:?} wrote {}", bad.display());
+    }
+    for d in [pack, alone, bad_root] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

@@ -1,0 +1,341 @@
+//! `rlrig train ALGO --seeds LIST` on the CPU: many seeds of one config packed onto the
+//! machine's cores. Each seed is this binary run again as its own process (`--seed S
+//! --run-dir BASE/seedS`), `jobs` at a time, each with `threads / jobs` worker threads.
+//! Results do not depend on the thread count, so every seed's run is bit-identical to
+//! that seed trained alone; the processes share nothing but the cores.
+//!
+//! Stopping: the runs are in their own process group, so a terminal's Ctrl-C reaches
+//! only this launcher, which passes the first SIGINT/SIGTERM on to every running seed
+//! (each writes its checkpoint and stops) and starts no more. A second signal ends the
+//! launcher at once; the runs it passed the first one to still stop at a checkpoint.
+
+use anyhow::{Context, Result, bail};
+use rlrig_learn::stop::{Stop, StopFlag};
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What `--seeds` on the CPU runs.
+pub struct Pack {
+    /// `rlrig train <label>`.
+    pub label: &'static str,
+    pub env: String,
+    pub seeds: Vec<u64>,
+    /// Worker threads in all (`--threads`).
+    pub threads: usize,
+    /// Runs at a time (`--jobs`; default: one per thread, up to the seed count).
+    pub jobs: Option<usize>,
+    /// Where the runs go (`--run-dir`; default `runs/<env>-<label>-seeds<first>-<last>`).
+    pub run_dir: Option<PathBuf>,
+    /// `--resume`: seeds with a checkpoint continue from it, the others start.
+    pub resume: bool,
+    pub quiet: bool,
+}
+
+/// How one seed's run ended.
+#[derive(serde::Serialize)]
+struct SeedResult {
+    seed: u64,
+    run_dir: PathBuf,
+    log: PathBuf,
+    /// "done", "interrupted" (stopped by a signal after its checkpoint) or "failed".
+    status: &'static str,
+    exit_code: Option<i32>,
+    wall_seconds: f64,
+    /// The run's `eval.json` (its final greedy evaluation), when it wrote one.
+    eval: Option<serde_json::Value>,
+}
+
+#[derive(serde::Serialize)]
+struct Summary<'a> {
+    algo: &'a str,
+    env: &'a str,
+    jobs: usize,
+    threads_per_run: usize,
+    wall_seconds: f64,
+    runs: &'a [SeedResult],
+}
+
+struct Running {
+    seed: u64,
+    child: Child,
+    started: Instant,
+}
+
+/// The launcher's own arguments minus the ones it sets per seed (`--seeds`, `--seed`,
+/// `--run-dir`, `--threads`, `--jobs`, `--quiet`, `--resume`), in both `--flag value`
+/// and `--flag=value` forms.
+fn child_args(args: &[OsString]) -> Vec<OsString> {
+    const WITH_VALUE: [&str; 5] = ["--seeds", "--seed", "--run-dir", "--threads", "--jobs"];
+    let mut out = Vec::new();
+    let mut skip_next = false;
+    for a in args {
+        if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        let s = a.to_string_lossy();
+        if WITH_VALUE.contains(&s.as_ref()) {
+            skip_next = true;
+        } else if s == "--quiet"
+            || s == "--resume"
+            || WITH_VALUE.iter().any(|f| s.starts_with(&format!("{f}=")))
+        {
+        } else {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// Sends `sig` to a run's process.
+fn signal(child: &Child, sig: usize) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    // SAFETY: kill(2) takes two integers and touches no memory of ours; `pid` is a
+    // child we have not reaped yet (try_wait has not returned it), so the id still
+    // names that process and no other. An error (already exited) is harmless.
+    unsafe {
+        libc::kill(pid, sig as libc::c_int);
+    }
+}
+
+/// Runs every seed and prints one line per finished seed and a summary; writes
+/// `seeds.json` in the base directory. `Some` when a signal stopped the runs.
+pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
+    let n = p.seeds.len();
+    let jobs = p.jobs.unwrap_or(p.threads).clamp(1, n);
+    let threads_per_run = (p.threads / jobs).max(1);
+    let base = p.run_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "runs/{}-{}-seeds{}-{}",
+            p.env.replace('/', "-"),
+            p.label,
+            p.seeds[0],
+            p.seeds[n - 1]
+        ))
+    });
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let exe = std::env::current_exe().context("finding the rlrig binary to run each seed")?;
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let args = child_args(&args);
+    outln!(
+        "{} seeds of {} {}: {jobs} at a time, {threads_per_run} thread{} each, in {}",
+        n,
+        p.env,
+        p.label,
+        if threads_per_run == 1 { "" } else { "s" },
+        base.display()
+    );
+    let bar = crate::train::progress_bar(p.quiet, n as u64);
+    let start = Instant::now();
+    let mut pending = p.seeds.iter().copied();
+    let mut running: Vec<Running> = Vec::new();
+    let mut results: Vec<SeedResult> = Vec::new();
+    let mut forwarded = None;
+    loop {
+        if forwarded.is_none()
+            && let Some(why) = stop.requested()
+        {
+            for r in &running {
+                signal(&r.child, why.signal());
+            }
+            forwarded = Some(why);
+        }
+        while forwarded.is_none() && running.len() < jobs {
+            let Some(seed) = pending.next() else { break };
+            let dir = base.join(format!("seed{seed}"));
+            let log = base.join(format!("seed{seed}.log"));
+            let out = std::fs::File::create(&log)
+                .with_context(|| format!("creating {}", log.display()))?;
+            let err = out.try_clone()?;
+            let resume = p.resume && dir.join("checkpoints/latest").exists();
+            let child = Command::new(&exe)
+                .args(&args)
+                .args(resume.then_some("--resume"))
+                .arg("--seed")
+                .arg(seed.to_string())
+                .arg("--run-dir")
+                .arg(&dir)
+                .arg("--threads")
+                .arg(threads_per_run.to_string())
+                .arg("--quiet")
+                .stdin(Stdio::null())
+                .stdout(out)
+                .stderr(err)
+                .process_group(0)
+                .spawn()
+                .with_context(|| format!("starting seed {seed}: {}", exe.display()))?;
+            running.push(Running {
+                seed,
+                child,
+                started: Instant::now(),
+            });
+        }
+        if running.is_empty() {
+            break;
+        }
+        let mut i = 0;
+        while i < running.len() {
+            match running[i].child.try_wait()? {
+                None => i += 1,
+                Some(status) => {
+                    let r = running.swap_remove(i);
+                    let res = finished(&base, r.seed, status, r.started.elapsed());
+                    bar.inc(1);
+                    bar.suspend(|| print_result(&res))?;
+                    results.push(res);
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bar.finish_and_clear();
+    let wall = start.elapsed().as_secs_f64();
+    results.sort_by_key(|r| r.seed);
+    let summary = Summary {
+        algo: p.label,
+        env: &p.env,
+        jobs,
+        threads_per_run,
+        wall_seconds: wall,
+        runs: &results,
+    };
+    let json = serde_json::to_vec_pretty(&summary)?;
+    rlrig_learn::run::write_atomic(&base.join("seeds.json"), &json)?;
+    report(&results, wall, &base)?;
+    let failed: Vec<String> = results
+        .iter()
+        .filter(|r| r.status == "failed")
+        .map(|r| format!("seed {} ({})", r.seed, r.log.display()))
+        .collect();
+    if !failed.is_empty() {
+        bail!("{} of {n} runs failed: {}", failed.len(), failed.join(", "));
+    }
+    if let Some(why) = forwarded {
+        let skipped = n - results.len();
+        outln!(
+            "interrupted by {}: the running seeds wrote their checkpoints{}; continue with the same command and --resume",
+            why.signal_name(),
+            if skipped > 0 {
+                format!(" (seeds not started: {skipped})")
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(forwarded)
+}
+
+fn finished(
+    base: &Path,
+    seed: u64,
+    status: std::process::ExitStatus,
+    took: Duration,
+) -> SeedResult {
+    let run_dir = base.join(format!("seed{seed}"));
+    let code = status.code();
+    let state = match code {
+        Some(0) => "done",
+        Some(c) if Stop::from_signal((c - 128).max(0) as usize).is_some() => "interrupted",
+        _ => "failed",
+    };
+    let eval = std::fs::read(run_dir.join("eval.json"))
+        .ok()
+        .filter(|_| state == "done")
+        .and_then(|b| serde_json::from_slice(&b).ok());
+    SeedResult {
+        seed,
+        log: base.join(format!("seed{seed}.log")),
+        run_dir,
+        status: state,
+        exit_code: code,
+        wall_seconds: took.as_secs_f64(),
+        eval,
+    }
+}
+
+fn mean_return(r: &SeedResult) -> Option<f64> {
+    r.eval.as_ref()?.get("mean_return")?.as_f64()
+}
+
+fn print_result(r: &SeedResult) -> Result<()> {
+    let what = match (r.status, mean_return(r)) {
+        ("done", Some(m)) => format!("greedy return {m:.1}"),
+        ("done", None) => "done (no evaluation)".to_string(),
+        (s, _) => format!("{s} (see {})", r.log.display()),
+    };
+    outln!("seed {}: {what} in {:.1} s", r.seed, r.wall_seconds);
+    Ok(())
+}
+
+/// The summary line: wall time and the spread of the greedy returns over seeds.
+fn report(results: &[SeedResult], wall: f64, base: &Path) -> Result<()> {
+    let returns: Vec<f64> = results.iter().filter_map(mean_return).collect();
+    let serial: f64 = results.iter().map(|r| r.wall_seconds).sum();
+    outln!(
+        "{} runs in {wall:.1} s (their own times add up to {serial:.1} s)",
+        results.len()
+    );
+    if !returns.is_empty() {
+        let k = returns.len() as f64;
+        let mean = returns.iter().sum::<f64>() / k;
+        let sd = if returns.len() > 1 {
+            (returns.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (k - 1.0)).sqrt()
+        } else {
+            0.0
+        };
+        let min = returns.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = returns.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        outln!(
+            "greedy return over {} seeds: mean {mean:.1} ± {sd:.1} (sample std), min {min:.1}, max {max:.1}",
+            returns.len()
+        );
+    }
+    outln!("summary: {}", base.join("seeds.json").display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_per_seed_flags_are_taken_out_in_both_forms() {
+        let a = os(&[
+            "train",
+            "ppo",
+            "--seeds",
+            "1-8",
+            "--env",
+            "CartPole-v1",
+            "--threads=2",
+            "--run-dir",
+            "x",
+            "--quiet",
+            "--seed=3",
+            "--set",
+            "gamma=0.9",
+            "--jobs",
+            "2",
+            "--resume",
+        ]);
+        assert_eq!(
+            child_args(&a),
+            os(&["train", "ppo", "--env", "CartPole-v1", "--set", "gamma=0.9"])
+        );
+    }
+
+    #[test]
+    fn a_value_that_looks_like_a_flag_name_is_kept() {
+        // `--set run-dir=...` is a value, not the flag.
+        let a = os(&["train", "ppo", "--set", "--run-dir-like=1"]);
+        assert_eq!(child_args(&a), a);
+    }
+}
