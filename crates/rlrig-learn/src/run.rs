@@ -97,13 +97,16 @@ fn to_bytes(v: &[f32]) -> Vec<u8> {
 /// A run directory.
 pub struct RunDir {
     pub path: PathBuf,
+    /// Checkpoints (their JSON paths) that loading skipped as damaged: the next
+    /// checkpoint this run writes sets them aside (see [`RunDir::newest_intact`]).
+    skipped: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 impl RunDir {
     pub fn new(path: impl Into<PathBuf>) -> Result<RunDir, RunError> {
         let path = path.into();
         fs::create_dir_all(path.join("checkpoints")).map_err(io(&path))?;
-        Ok(RunDir { path })
+        Ok(RunDir::at(path))
     }
 
     /// An existing run directory, for reading: unlike [`RunDir::new`] it creates
@@ -116,11 +119,20 @@ impl RunDir {
                 path.display()
             )));
         }
-        Ok(RunDir { path })
+        Ok(RunDir::at(path))
     }
 
+    fn at(path: PathBuf) -> RunDir {
+        RunDir {
+            path,
+            skipped: Default::default(),
+        }
+    }
+
+    /// Whether the directory holds a run: a `latest` or any checkpoint (a copy whose
+    /// `latest` did not arrive still holds one).
     pub fn has_checkpoint(&self) -> bool {
-        self.path.join("checkpoints/latest").exists()
+        self.path.join("checkpoints/latest").exists() || !self.candidates().is_empty()
     }
 
     pub fn write_config(&self, cfg: &PpoConfig) -> Result<(), RunError> {
@@ -184,6 +196,7 @@ impl RunDir {
         json: impl FnOnce(&str) -> Result<Vec<u8>, RunError>,
     ) -> Result<PathBuf, RunError> {
         let dir = self.path.join("checkpoints");
+        self.set_aside_skipped();
         let wname = format!("{stem}.safetensors");
         let jname = format!("{stem}.json");
         // Until `latest` names it, the new checkpoint is not there for readers; a write
@@ -207,12 +220,7 @@ impl RunDir {
             .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
             .collect();
         old.sort();
-        // Checkpoints newer than this one are from before a resume that fell back past
-        // them (a damaged newest checkpoint): that history was abandoned, so they go,
-        // and the two kept are this one and the one before it.
-        let (newer, kept): (Vec<&String>, Vec<&String>) =
-            old.iter().partition(|n| n.as_str() > jname.as_str());
-        for n in newer.into_iter().chain(kept.into_iter().rev().skip(2)) {
+        for n in old.iter().rev().skip(2) {
             let _ = fs::remove_file(dir.join(n));
             let _ = fs::remove_file(dir.join(n.replace(".json", ".safetensors")));
         }
@@ -236,7 +244,12 @@ impl RunDir {
         let mut names: Vec<String> = fs::read_dir(&dir)
             .into_iter()
             .flatten()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter_map(|e| {
+                let e = e.ok()?;
+                // Files only: a directory of that name is in the way, not a checkpoint.
+                e.file_type().ok()?.is_file().then_some(())?;
+                e.file_name().into_string().ok()
+            })
             .filter(|n| n.starts_with("ckpt-") && n.ends_with(".json"))
             .collect();
         names.sort();
@@ -250,11 +263,14 @@ impl RunDir {
     }
 
     /// `load` applied to the newest checkpoint it reads without damage. rlrig keeps two
-    /// checkpoints so that one damaged file (a flipped byte, a half-copied directory)
-    /// does not lose the run: a checkpoint that is missing, unreadable or fails its
-    /// checksum is skipped with a warning on stderr naming it and why, and the next
-    /// older one is tried. Errors that are not damage (another algorithm's run) and a
-    /// run with no intact checkpoint give the newest checkpoint's error.
+    /// checkpoints so that one damaged file (a flipped byte in the weights, a
+    /// half-copied directory) does not lose the run: a checkpoint whose files are
+    /// missing, malformed or fail their checksum is skipped with a warning on stderr
+    /// naming it and why, and the next older one is tried. Other errors (another
+    /// algorithm's run, a permission or I/O error that may pass) and a run with no
+    /// intact checkpoint give that error. A training run that resumed this way renames
+    /// the skipped checkpoints to `*.damaged` when it writes its next one, so the two
+    /// it keeps are both intact.
     pub fn newest_intact<T>(
         &self,
         load: impl Fn(&Path) -> Result<T, RunError>,
@@ -265,6 +281,10 @@ impl RunDir {
         for path in &candidates {
             match load(path) {
                 Ok(v) => {
+                    self.skipped
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(candidates.iter().take_while(|p| *p != path).cloned());
                     // Said once per process, though a command reads a run more than once.
                     static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
                     let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
@@ -279,7 +299,7 @@ impl RunDir {
                     }
                     return Ok(v);
                 }
-                Err(e @ (RunError::Corrupt { .. } | RunError::Io { .. })) => {
+                Err(e) if is_damage(&e) => {
                     skipped.push(e.to_string());
                     first_error.get_or_insert(e);
                 }
@@ -293,6 +313,31 @@ impl RunDir {
                 path: latest,
             }
         }))
+    }
+}
+
+/// Damage to a checkpoint's files: malformed or failing its checksum, or missing.
+fn is_damage(e: &RunError) -> bool {
+    match e {
+        RunError::Corrupt { .. } => true,
+        RunError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    }
+}
+
+impl RunDir {
+    /// Renames the checkpoints that loading skipped as damaged to `*.damaged` (JSON and
+    /// weights), out of the way of pruning; best effort, as pruning is.
+    fn set_aside_skipped(&self) {
+        let skipped = std::mem::take(&mut *self.skipped.lock().unwrap_or_else(|e| e.into_inner()));
+        for json in skipped {
+            let weights = json.with_extension("safetensors");
+            for p in [json, weights] {
+                let mut aside = p.clone().into_os_string();
+                aside.push(".damaged");
+                let _ = fs::rename(&p, aside);
+            }
+        }
     }
 }
 
@@ -717,14 +762,25 @@ mod tests {
         assert_eq!(crc32c::crc32c(b"123456789"), 0xe306_9283);
     }
 
-    fn checkpoint_names(run: &RunDir) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(run.path.join("checkpoints"))
+    /// The steps of the run's checkpoints, ascending.
+    fn checkpoint_names(run: &RunDir) -> Vec<u64> {
+        let mut v: Vec<u64> = fs::read_dir(run.path.join("checkpoints"))
             .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .filter(|n| n.ends_with(".json"))
+            .filter_map(|e| {
+                let n = e.unwrap().file_name().into_string().unwrap();
+                n.strip_prefix("ckpt-")?.strip_suffix(".json")?.parse().ok()
+            })
             .collect();
         v.sort();
         v
+    }
+
+    fn flip_last_byte(dir: &Path, step: u64) {
+        let w = dir.join(format!("checkpoints/ckpt-{step:012}.safetensors"));
+        let mut bytes = fs::read(&w).unwrap();
+        let n = bytes.len();
+        bytes[n - 1] ^= 1;
+        fs::write(&w, bytes).unwrap();
     }
 
     fn save(run: &RunDir, step: u64, value: f32) {
@@ -737,7 +793,7 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_newest_checkpoint_falls_back_and_is_pruned_after_resume() {
+    fn a_damaged_newest_checkpoint_falls_back_and_is_set_aside_after_resume() {
         let dir = std::env::temp_dir().join(format!("rlrig-run-fallback-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let run = RunDir::new(&dir).unwrap();
@@ -745,42 +801,44 @@ mod tests {
             save(&run, step, v);
         }
         // Two kept, the newest named by `latest`.
-        assert_eq!(
-            checkpoint_names(&run),
-            ["ckpt-000000002000.json", "ckpt-000000003000.json"]
-        );
+        assert_eq!(checkpoint_names(&run), [2000, 3000]);
         assert_eq!(load(&run), 3.0);
         // A flipped byte in the newest weights: the older checkpoint is read.
-        let w = dir.join("checkpoints/ckpt-000000003000.safetensors");
-        let mut bytes = fs::read(&w).unwrap();
-        let n = bytes.len();
-        bytes[n - 1] ^= 1;
-        fs::write(&w, bytes).unwrap();
+        flip_last_byte(&dir, 3000);
         assert_eq!(load(&run), 2.0);
         // A garbled `latest` too: the names are read instead.
         fs::write(dir.join("checkpoints/latest"), b"\xff\xfe").unwrap();
         assert_eq!(load(&run), 2.0);
         assert_eq!(run.algo().unwrap(), "t");
-        // The run resumed from 2000 saves at 2500: the damaged 3000 belongs to the
-        // abandoned history and goes; 2000 stays as the fallback.
+        // The run resumed from 2000 saves at 2500: the damaged 3000 is set aside, and
+        // 2000 stays as the fallback.
         save(&run, 2500, 2.5);
-        assert_eq!(
-            checkpoint_names(&run),
-            ["ckpt-000000002000.json", "ckpt-000000002500.json"]
-        );
-        assert_eq!(load(&run), 2.5);
-        // Both damaged: the newest one's error, naming its file.
-        for name in [
-            "ckpt-000000002000.safetensors",
-            "ckpt-000000002500.safetensors",
-        ] {
-            fs::write(dir.join("checkpoints").join(name), b"junk").unwrap();
+        assert_eq!(checkpoint_names(&run), [2000, 2500]);
+        for f in ["json", "safetensors"] {
+            assert!(
+                dir.join(format!("checkpoints/ckpt-000000003000.{f}.damaged"))
+                    .is_file()
+            );
         }
+        assert_eq!(load(&run), 2.5);
+        // A resumed run that saves past the damaged step keeps the intact two.
+        flip_last_byte(&dir, 2500);
+        let run = RunDir::open(&dir).unwrap();
+        assert_eq!(load(&run), 2.0);
+        save(&run, 4000, 4.0);
+        assert_eq!(checkpoint_names(&run), [2000, 4000]);
+        // A directory with checkpoints but no `latest` (a half-done copy) holds a run.
+        fs::remove_file(dir.join("checkpoints/latest")).unwrap();
+        assert!(run.has_checkpoint());
+        assert_eq!(load(&run), 4.0);
+        // Both damaged: the newest one's error, naming its file.
+        flip_last_byte(&dir, 2000);
+        flip_last_byte(&dir, 4000);
         let Err(e) = run.load_tensors::<(), ()>("t") else {
             panic!("two damaged checkpoints loaded");
         };
         let e = e.to_string();
-        assert!(e.contains("ckpt-000000002500"), "{e}");
+        assert!(e.contains("ckpt-000000004000"), "{e}");
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -8,6 +8,10 @@
 //! only this launcher, which passes the first SIGINT/SIGTERM on to every running seed
 //! (each writes its checkpoint and stops) and starts no more. A second signal ends the
 //! launcher at once; the runs it passed the first one to still stop at a checkpoint.
+//! The runs are started with [`PACKED_RUN`] set, so a run that gets a signal twice (from
+//! a scheduler that signals every process of the job, and from this launcher) still
+//! checkpoints instead of exiting at once. A launcher that ends on an error stops its
+//! running seeds the same way and waits for them.
 
 use anyhow::{Context, Result, bail};
 use rlrig_learn::stop::{Stop, StopFlag};
@@ -16,6 +20,10 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// Set in the environment of each packed run: its second stop signal is not an
+/// immediate exit (see the module's doc).
+pub const PACKED_RUN: &str = "RLRIG_PACKED_RUN";
 
 /// What `--seeds` on the CPU runs.
 pub struct Pack {
@@ -62,6 +70,22 @@ struct Running {
     seed: u64,
     child: Child,
     started: Instant,
+}
+
+/// The runs going now. Dropped with runs left (the launcher ends on an error), it stops
+/// them at a checkpoint (SIGTERM) and waits, so no run outlives its launcher unseen.
+#[derive(Default)]
+struct Runs(Vec<Running>);
+
+impl Drop for Runs {
+    fn drop(&mut self) {
+        for r in &self.0 {
+            signal(&r.child, Stop::Terminate.signal());
+        }
+        for r in &mut self.0 {
+            let _ = r.child.wait();
+        }
+    }
 }
 
 /// The launcher's own arguments minus the ones it sets per seed (`--seeds`, `--seed`,
@@ -132,26 +156,33 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     let bar = crate::train::progress_bar(p.quiet, n as u64);
     let start = Instant::now();
     let mut pending = p.seeds.iter().copied();
-    let mut running: Vec<Running> = Vec::new();
+    let mut running = Runs::default();
     let mut results: Vec<SeedResult> = Vec::new();
     let mut forwarded = None;
     loop {
         if forwarded.is_none()
             && let Some(why) = stop.requested()
         {
-            for r in &running {
+            for r in &running.0 {
                 signal(&r.child, why.signal());
             }
             forwarded = Some(why);
         }
-        while forwarded.is_none() && running.len() < jobs {
+        while forwarded.is_none() && running.0.len() < jobs {
             let Some(seed) = pending.next() else { break };
             let dir = base.join(format!("seed{seed}"));
             let log = base.join(format!("seed{seed}.log"));
-            let out = std::fs::File::create(&log)
+            // Resumed: the log goes on after the first leg's (a failed seed's error stays).
+            let out = std::fs::OpenOptions::new()
+                .create(true)
+                .append(p.resume)
+                .write(true)
+                .truncate(!p.resume)
+                .open(&log)
                 .with_context(|| format!("creating {}", log.display()))?;
             let err = out.try_clone()?;
-            let resume = p.resume && dir.join("checkpoints/latest").exists();
+            let resume =
+                p.resume && rlrig_learn::run::RunDir::open(&dir).is_ok_and(|d| d.has_checkpoint());
             let child = Command::new(&exe)
                 .args(&args)
                 .args(resume.then_some("--resume"))
@@ -162,30 +193,32 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
                 .arg("--threads")
                 .arg(threads_per_run.to_string())
                 .arg("--quiet")
+                .env(PACKED_RUN, "1")
                 .stdin(Stdio::null())
                 .stdout(out)
                 .stderr(err)
                 .process_group(0)
                 .spawn()
                 .with_context(|| format!("starting seed {seed}: {}", exe.display()))?;
-            running.push(Running {
+            running.0.push(Running {
                 seed,
                 child,
                 started: Instant::now(),
             });
         }
-        if running.is_empty() {
+        if running.0.is_empty() {
             break;
         }
         let mut i = 0;
-        while i < running.len() {
-            match running[i].child.try_wait()? {
+        while i < running.0.len() {
+            match running.0[i].child.try_wait()? {
                 None => i += 1,
                 Some(status) => {
-                    let r = running.swap_remove(i);
-                    let res = finished(&base, r.seed, status, r.started.elapsed());
+                    let r = running.0.swap_remove(i);
+                    let res = finished(&base, r.seed, status, r.started.elapsed(), forwarded);
                     bar.inc(1);
-                    bar.suspend(|| print_result(&res))?;
+                    // A closed stdout must not end the launcher with runs going.
+                    let _ = bar.suspend(|| print_result(&res));
                     results.push(res);
                 }
             }
@@ -214,6 +247,19 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     if !failed.is_empty() {
         bail!("{} of {n} runs failed: {}", failed.len(), failed.join(", "));
     }
+    let stopped: Vec<String> = results
+        .iter()
+        .filter(|r| r.status == "interrupted")
+        .map(|r| r.seed.to_string())
+        .collect();
+    if forwarded.is_none() && !stopped.is_empty() {
+        // Someone stopped single runs, not this launcher: they still need resuming.
+        outln!(
+            "seeds {} were stopped by a signal at a checkpoint; continue with the same command and --resume",
+            stopped.join(", ")
+        );
+        return Ok(Some(Stop::Terminate));
+    }
     if let Some(why) = forwarded {
         let skipped = n - results.len();
         outln!(
@@ -229,17 +275,24 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     Ok(forwarded)
 }
 
+/// How a run ended: `interrupted` when it stopped at a checkpoint on a signal (exit
+/// 130/143), or was ended by the signal the launcher passed on before it could catch it
+/// (a run just started).
 fn finished(
     base: &Path,
     seed: u64,
     status: std::process::ExitStatus,
     took: Duration,
+    forwarded: Option<Stop>,
 ) -> SeedResult {
+    use std::os::unix::process::ExitStatusExt as _;
     let run_dir = base.join(format!("seed{seed}"));
     let code = status.code();
+    let killed_by_ours = forwarded.is_some_and(|f| status.signal() == Some(f.signal() as i32));
     let state = match code {
         Some(0) => "done",
         Some(c) if Stop::from_signal((c - 128).max(0) as usize).is_some() => "interrupted",
+        None if killed_by_ours => "interrupted",
         _ => "failed",
     };
     let eval = std::fs::read(run_dir.join("eval.json"))

@@ -25,10 +25,15 @@ fn stop_on_signals() -> Result<StopFlag> {
     use std::sync::atomic::AtomicBool;
     let stop = StopFlag::new();
     let seen = Arc::new(AtomicBool::new(false));
+    // A run of `--seeds` may get one stop twice (its launcher passes it on): it always
+    // finishes at a checkpoint, and the launcher is where a second Ctrl-C ends things.
+    let packed = std::env::var_os(crate::pack::PACKED_RUN).is_some();
     for sig in [SIGINT, SIGTERM] {
         // In this order: a signal that finds `seen` already set exits; the first sets it.
-        signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&seen))
-            .context("installing the SIGINT/SIGTERM handlers")?;
+        if !packed {
+            signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, Arc::clone(&seen))
+                .context("installing the SIGINT/SIGTERM handlers")?;
+        }
         signal_hook::flag::register(sig, Arc::clone(&seen))
             .context("installing the SIGINT/SIGTERM handlers")?;
         signal_hook::flag::register_usize(sig, Arc::clone(stop.signal_slot()), sig as usize)
@@ -782,7 +787,7 @@ pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
 /// `--seeds` on the CPU: checks the config once here (one clear error rather than one
 /// per seed), then runs each seed as its own process (`pack.rs`).
 fn train_packed(
-    a: PpoArgs,
+    mut a: PpoArgs,
     algo: std::result::Result<Algo, &'static str>,
     seeds: Vec<u64>,
 ) -> Result<Option<Stop>> {
@@ -795,11 +800,24 @@ fn train_packed(
     if a.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
+    // Resuming with no --config, the seeds read their own config.toml: so does this
+    // check, from the first seed that has one.
+    let base = a.run_dir.clone();
+    if a.resume
+        && let Some(b) = &base
+    {
+        a.run_dir = seeds
+            .iter()
+            .map(|s| b.join(format!("seed{s}")))
+            .find(|d| d.join("config.toml").is_file())
+            .or(a.run_dir);
+    }
     let (label, env) = match algo {
         Err("dqn") => ("dqn", resolve_dqn(&a)?.env),
         Err(label) => (label, resolve_config(&a, label)?.env),
         Ok(algo) => (algo.name(), resolve_offpolicy(&a, algo)?.env),
     };
+    a.run_dir = base;
     device_maker(&a.device)?;
     crate::pack::train_seeds(
         crate::pack::Pack {

@@ -95,10 +95,21 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
         None,
         &["--device gpu", "ppo"],
     );
+    // (Without --device gpu, --seeds packs CPU runs: tests/train.rs.)
     fails_with(
-        &["train", "ppo", "--seeds", "1-4", "--run-dir", d, "--quiet"],
+        &[
+            "train",
+            "sac",
+            "--device",
+            "gpu",
+            "--seeds",
+            "1-4",
+            "--run-dir",
+            d,
+            "--quiet",
+        ],
         None,
-        &["--seeds", "--device gpu"],
+        &["--seeds with --device gpu", "ppo"],
     );
     // A malformed list is clap's usage error (exit 2).
     let o = rlrig(&["train", "ppo", "--device", "gpu", "--seeds", "4-1"]);

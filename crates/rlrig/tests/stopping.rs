@@ -571,3 +571,47 @@ fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
         std::fs::remove_dir_all(p).ok();
     }
 }
+
+/// A run that `--seeds` started may get one stop twice (from a scheduler that signals
+/// every process of the job, and from its launcher): it still finishes at a
+/// checkpoint, where a run of its own would exit at once (`a_second_sigint_exits_at_once`).
+#[test]
+fn a_packed_run_checkpoints_even_when_signalled_twice() {
+    let d = tmp("packed-twice");
+    let ds = d.to_str().unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
+        .args([
+            "train",
+            "ppo",
+            "--env",
+            "CartPole-v1",
+            "--num-envs",
+            "64",
+            "--total-steps",
+            "100000000",
+            "--set",
+            "num_steps=64",
+            "--set",
+            "hidden=[1024, 1024]",
+            "--run-dir",
+            ds,
+            "--quiet",
+        ])
+        .env("RLRIG_PACKED_RUN", "1")
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = wait_for_lines(child, &d.join("metrics.csv"), 0);
+    signal(&child, "INT");
+    std::thread::sleep(Duration::from_millis(50));
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
+    assert!(out.contains("interrupted by SIGINT"), "{out}");
+    assert!(d.join("checkpoints/latest").exists());
+    std::fs::remove_dir_all(d).ok();
+}
