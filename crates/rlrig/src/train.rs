@@ -374,8 +374,8 @@ pub struct PpoArgs {
     threads: usize,
     /// Where the networks run: `cpu` (the native path, fastest for small networks),
     /// `burn-cpu` (Burn's CPU backend) or `wgpu` (any Vulkan/Metal/DX12 GPU through
-    /// Burn). Burn devices need a build with `--features burn`; PPO, A2C, DDPG, TD3
-    /// and SAC run on them. `gpu`: the whole PPO loop on the GPU (envs, rollout,
+    /// Burn). Burn devices need a build with `--features burn`; PPO, A2C, DDPG, TD3,
+    /// SAC and DQN run on them. `gpu`: the whole PPO loop on the GPU (envs, rollout,
     /// updates; build with `--features gpu`; CartPole-v1 for now); with --seeds every
     /// seed trains in the same kernels. Device runs write weights and metrics but do
     /// not checkpoint or resume yet.
