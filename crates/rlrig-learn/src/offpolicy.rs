@@ -523,6 +523,47 @@ pub struct ChunkSums {
     pub episodes: u64,
 }
 
+/// Stores the step just taken by every env of `env` in `buffer` (where an episode
+/// ended, with its final observation as the next one), adds the rewards to the
+/// running episodes and the episodes that ended to `chunk`. `obs` is the observation
+/// the actions were taken in, `action(k)` env k's action. Shared by every replay
+/// learner (DDPG/TD3/SAC, DQN).
+pub(crate) fn record_step<A: AsRef<[f32]>>(
+    env: &dyn VecEnvDyn,
+    obs: &[f32],
+    action: impl Fn(usize) -> A,
+    buffer: &mut ReplayBuffer,
+    ep_return: &mut [f64],
+    ep_length: &mut [u64],
+    chunk: &mut ChunkSums,
+) {
+    let n = ep_return.len();
+    let d = obs.len() / n;
+    let final_obs = env.final_obs().expect("SameStep executor");
+    let (obs_next, rewards, term, trunc) =
+        (env.obs(), env.rewards(), env.terminated(), env.truncated());
+    for k in 0..n {
+        let ended = term[k] || trunc[k];
+        let next = if ended { final_obs } else { obs_next };
+        buffer.push(
+            &obs[k * d..(k + 1) * d],
+            action(k).as_ref(),
+            rewards[k] as f32,
+            &next[k * d..(k + 1) * d],
+            term[k],
+        );
+        ep_return[k] += rewards[k];
+        ep_length[k] += 1;
+        if ended {
+            chunk.episode_return += ep_return[k];
+            chunk.episode_length += ep_length[k] as f64;
+            chunk.episodes += 1;
+            ep_return[k] = 0.0;
+            ep_length[k] = 0;
+        }
+    }
+}
+
 /// Concatenates `[obs | act]` row by row into `x`.
 fn concat(obs: &[f32], d: usize, act: &[f32], a: usize, n: usize, x: &mut Vec<f32>) {
     x.clear();
@@ -660,7 +701,7 @@ impl OffPolicy {
 
     /// One collection step of every env, then the updates it pays for.
     fn collect_step(&mut self) {
-        let (n, d, a) = (self.cfg.num_envs, self.nets.obs_dim, self.nets.act_dim);
+        let (n, a) = (self.cfg.num_envs, self.nets.act_dim);
         let t0 = std::time::Instant::now();
         let mut rng = Rng::stream(self.cfg.seed, Purpose::Policy, self.steps);
         self.s.obs.clear();
@@ -698,37 +739,16 @@ impl OffPolicy {
             .step(ActionBuf::Continuous(&self.s.actions))
             .expect("actions are finite and within bounds");
         let t2 = std::time::Instant::now();
-        let final_obs = self.env.final_obs().expect("SameStep executor");
-        let (obs_next, rewards, term, trunc) = (
-            self.env.obs(),
-            self.env.rewards(),
-            self.env.terminated(),
-            self.env.truncated(),
+        let actions = &self.s.actions;
+        record_step(
+            &*self.env,
+            &self.s.obs,
+            |k| &actions[k * a..(k + 1) * a],
+            &mut self.buffer,
+            &mut self.ep_return,
+            &mut self.ep_length,
+            &mut self.chunk,
         );
-        for k in 0..n {
-            let ended = term[k] || trunc[k];
-            let next = if ended {
-                &final_obs[k * d..(k + 1) * d]
-            } else {
-                &obs_next[k * d..(k + 1) * d]
-            };
-            self.buffer.push(
-                &self.s.obs[k * d..(k + 1) * d],
-                &self.s.actions[k * a..(k + 1) * a],
-                rewards[k] as f32,
-                next,
-                term[k],
-            );
-            self.ep_return[k] += rewards[k];
-            self.ep_length[k] += 1;
-            if ended {
-                self.chunk.episode_return += self.ep_return[k];
-                self.chunk.episode_length += self.ep_length[k] as f64;
-                self.chunk.episodes += 1;
-                self.ep_return[k] = 0.0;
-                self.ep_length[k] = 0;
-            }
-        }
         self.steps += 1;
         self.global_step += n as u64;
         self.times.inference += (t1 - t0).as_secs_f64();
