@@ -341,42 +341,80 @@ impl RunDir {
     }
 }
 
-/// Loads the checkpoint of a run of `algo` whose JSON is at `json_path`.
-fn load_tensors_at<C: DeserializeOwned, S: DeserializeOwned>(
+/// A checkpoint's JSON and the weights it names, read and checked: the JSON is of
+/// `algo` and parses (`what` names the kind in the error), its format is this rlrig's,
+/// and the weights pass their checksum. `head` gives the JSON's format, weights file
+/// and checksum. Returns the JSON, the weights' path and bytes.
+fn read_checkpoint<M: DeserializeOwned>(
     json_path: &Path,
     algo: &str,
-) -> Result<TensorCheckpoint<C, S>, RunError> {
+    what: &str,
+    head: impl Fn(&M) -> (u32, &str, u32),
+) -> Result<(M, PathBuf, Vec<u8>), RunError> {
     let corrupt = |why: String| RunError::Corrupt {
         path: json_path.to_path_buf(),
         why,
     };
     let text = fs::read(json_path).map_err(io(json_path))?;
     check_algo(json_path, &text, algo)?;
-    let meta: TensorMeta<C, S> = serde_json::from_slice(&text)
-        .map_err(|e| corrupt(format!("not a valid rlrig {algo} checkpoint: {e}")))?;
-    if meta.format != FORMAT {
+    let meta: M = serde_json::from_slice(&text)
+        .map_err(|e| corrupt(format!("not a valid rlrig {what}: {e}")))?;
+    let (format, weights, crc) = head(&meta);
+    if format != FORMAT {
         return Err(corrupt(format!(
-            "checkpoint format {} (this rlrig reads {FORMAT})",
-            meta.format
+            "checkpoint format {format} (this rlrig reads {FORMAT})"
         )));
     }
-    let wpath = json_path.with_file_name(&meta.weights);
-    let bytes = read_weights(&wpath, meta.weights_crc32c)?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
-        path: wpath.clone(),
+    let wpath = json_path.with_file_name(weights);
+    let bytes = read_weights(&wpath, crc)?;
+    Ok((meta, wpath, bytes))
+}
+
+/// The safetensors file in `bytes` (read from `wpath`).
+fn safetensors_at<'a>(
+    bytes: &'a [u8],
+    wpath: &Path,
+) -> Result<safetensors::SafeTensors<'a>, RunError> {
+    safetensors::SafeTensors::deserialize(bytes).map_err(|e| RunError::Corrupt {
+        path: wpath.to_path_buf(),
         why: e.to_string(),
-    })?;
-    let mut tensors = std::collections::HashMap::new();
-    for (name, len) in &meta.tensors {
-        let v = tensor_f32(&st, &wpath, name)?;
-        if v.len() != *len {
-            return Err(RunError::Corrupt {
-                path: wpath,
-                why: format!("tensor '{name}' has {} values, expected {len}", v.len()),
-            });
-        }
-        tensors.insert(name.clone(), v);
+    })
+}
+
+/// Tensor `name` of the weights at `wpath`, which must hold `len` values.
+fn tensor_of_len(
+    st: &safetensors::SafeTensors,
+    wpath: &Path,
+    name: &str,
+    len: usize,
+) -> Result<Vec<f32>, RunError> {
+    let v = tensor_f32(st, wpath, name)?;
+    if v.len() != len {
+        return Err(RunError::Corrupt {
+            path: wpath.to_path_buf(),
+            why: format!("tensor '{name}' has {} values, expected {len}", v.len()),
+        });
     }
+    Ok(v)
+}
+
+/// Loads the checkpoint of a run of `algo` whose JSON is at `json_path`.
+fn load_tensors_at<C: DeserializeOwned, S: DeserializeOwned>(
+    json_path: &Path,
+    algo: &str,
+) -> Result<TensorCheckpoint<C, S>, RunError> {
+    let (meta, wpath, bytes) = read_checkpoint(
+        json_path,
+        algo,
+        &format!("{algo} checkpoint"),
+        |m: &TensorMeta<C, S>| (m.format, &m.weights, m.weights_crc32c),
+    )?;
+    let st = safetensors_at(&bytes, &wpath)?;
+    let tensors = meta
+        .tensors
+        .iter()
+        .map(|(name, len)| Ok((name.clone(), tensor_of_len(&st, &wpath, name, *len)?)))
+        .collect::<Result<_, RunError>>()?;
     Ok(TensorCheckpoint { meta, tensors })
 }
 
@@ -444,40 +482,12 @@ impl RunDir {
 
 /// Loads the checkpoint whose JSON is at `json_path`.
 pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
-    let corrupt = |why: String| RunError::Corrupt {
-        path: json_path.to_path_buf(),
-        why,
-    };
-    let text = fs::read(json_path).map_err(io(json_path))?;
-    check_algo(json_path, &text, "ppo")?;
-    let meta: CheckpointMeta = serde_json::from_slice(&text)
-        .map_err(|e| corrupt(format!("not a valid rlrig checkpoint: {e}")))?;
-    if meta.format != FORMAT {
-        return Err(corrupt(format!(
-            "checkpoint format {} (this rlrig reads {FORMAT})",
-            meta.format
-        )));
-    }
-    let wpath = json_path.with_file_name(&meta.weights);
-    let bytes = read_weights(&wpath, meta.weights_crc32c)?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| RunError::Corrupt {
-        path: wpath.clone(),
-        why: e.to_string(),
-    })?;
-    let get = |name: &str| -> Result<Vec<f32>, RunError> {
-        let v = tensor_f32(&st, &wpath, name)?;
-        if v.len() != meta.num_params {
-            return Err(RunError::Corrupt {
-                path: wpath.clone(),
-                why: format!(
-                    "tensor '{name}' has {} values, expected {}",
-                    v.len(),
-                    meta.num_params
-                ),
-            });
-        }
-        Ok(v)
-    };
+    let (meta, wpath, bytes) =
+        read_checkpoint(json_path, "ppo", "checkpoint", |m: &CheckpointMeta| {
+            (m.format, &m.weights, m.weights_crc32c)
+        })?;
+    let st = safetensors_at(&bytes, &wpath)?;
+    let get = |name: &str| tensor_of_len(&st, &wpath, name, meta.num_params);
     Ok(Checkpoint {
         params: get("params")?,
         adam_m: get("adam_m")?,
