@@ -82,29 +82,52 @@ fn same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     }
 }
 
-#[test]
-fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
-    let (full, killed) = (tmp("td3-full"), tmp("td3-killed"));
-    let o = rlrig(&args("td3", full.to_str().unwrap(), "2"));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    kill_after_first_checkpoint(&args("td3", killed.to_str().unwrap(), "2"), &killed);
-    let o = rlrig(
-        &args("td3", killed.to_str().unwrap(), "1")
-            .into_iter()
-            .chain(["--resume"])
-            .collect::<Vec<_>>(),
+/// A run SIGKILLed after its first checkpoint (2 threads) and resumed (1 thread) ends
+/// with the uninterrupted run's weights and metrics: the checkpoint holds weights,
+/// targets, Adam moments and the replay buffer. `args(dir, threads)`.
+fn a_killed_run_resumes_exactly(name: &str, args: impl Fn(&str, &str) -> Vec<String>) {
+    let (full, killed) = (tmp(&format!("{name}-full")), tmp(&format!("{name}-killed")));
+    let with = |d: &std::path::Path, threads: &str, extra: &[&str]| -> Vec<String> {
+        let mut v = args(d.to_str().unwrap(), threads);
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let o = rlrig(&strs(&with(&full, "2", &[])));
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
     );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    kill_after_first_checkpoint(&strs(&with(&killed, "2", &[])), &killed);
+    let o = rlrig(&strs(&with(&killed, "1", &["--resume"])));
+    assert!(
+        o.status.success(),
+        "{name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
-    // The final checkpoint holds weights, targets, Adam moments and the replay buffer.
-    assert_eq!(final_weights(&full), final_weights(&killed));
+    assert_eq!(final_weights(&full), final_weights(&killed), "{name}");
     assert_eq!(
         learning_columns(&full, COLS),
-        learning_columns(&killed, COLS)
+        learning_columns(&killed, COLS),
+        "{name}"
     );
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
     }
+}
+
+fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn owned(v: Vec<&str>) -> Vec<String> {
+    v.into_iter().map(String::from).collect()
+}
+
+#[test]
+fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
+    a_killed_run_resumes_exactly("td3", |d, t| owned(args("td3", d, t)));
 }
 
 #[test]
@@ -244,23 +267,7 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
 
 #[test]
 fn a_killed_dqn_run_resumes_to_the_same_weights_and_buffer() {
-    let (full, killed) = (tmp("dqn-full"), tmp("dqn-killed"));
-    let o = rlrig(&dqn_args(full.to_str().unwrap(), "2"));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    kill_after_first_checkpoint(&dqn_args(killed.to_str().unwrap(), "2"), &killed);
-    let mut resume = dqn_args(killed.to_str().unwrap(), "1");
-    resume.push("--resume");
-    let o = rlrig(&resume);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
-    assert_eq!(final_weights(&full), final_weights(&killed));
-    assert_eq!(
-        learning_columns(&full, COLS),
-        learning_columns(&killed, COLS)
-    );
-    for d in [full, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
+    a_killed_run_resumes_exactly("dqn", |d, t| owned(dqn_args(d, t)));
 }
 
 #[test]

@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    fails_with, final_weights, learning_columns, rlrig, signal, spawn, stderr, tmp, wait_for_lines,
-    wait_until,
+    fails_with, final_weights, learning_columns, rlrig, signal, spawn, spawn_with_env, stderr, tmp,
+    wait_for_lines, wait_until,
 };
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -579,8 +579,8 @@ fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
 fn a_packed_run_checkpoints_even_when_signalled_twice() {
     let d = tmp("packed-twice");
     let ds = d.to_str().unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_rlrig"))
-        .args([
+    let child = spawn_with_env(
+        &[
             "train",
             "ppo",
             "--env",
@@ -596,14 +596,9 @@ fn a_packed_run_checkpoints_even_when_signalled_twice() {
             "--run-dir",
             ds,
             "--quiet",
-        ])
-        .env("RLRIG_PACKED_RUN", "1")
-        .env_remove("RUST_BACKTRACE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+        ],
+        &[("RLRIG_PACKED_RUN", "1")],
+    );
     let child = wait_for_lines(child, &d.join("metrics.csv"), 0);
     signal(&child, "INT");
     std::thread::sleep(Duration::from_millis(50));

@@ -113,8 +113,14 @@ pub fn kill_after_first_checkpoint(args: &[&str], run_dir: &Path) {
 
 /// Starts `rlrig args` with its output piped.
 pub fn spawn(args: &[&str]) -> Child {
+    spawn_with_env(args, &[])
+}
+
+/// [`spawn`] with extra environment variables.
+pub fn spawn_with_env(args: &[&str], vars: &[(&str, &str)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_rlrig"))
         .args(args)
+        .envs(vars.iter().copied())
         .env_remove("RUST_BACKTRACE")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
