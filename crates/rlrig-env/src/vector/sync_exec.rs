@@ -225,6 +225,26 @@ impl<E: Env> SyncVecEnv<E> {
         self.reset();
     }
 
+    /// Resets env `i` alone (Gymnasium's `reset(options={"reset_mask": m})`), first
+    /// replacing its random stream with `rng` when one is given (a per-env seed).
+    pub fn reset_env(&mut self, i: usize, rng: Option<Rng>) {
+        if let Some(rng) = rng {
+            self.rngs[i] = rng;
+        }
+        let d = E::OBS_DIM;
+        self.states[i] = E::reset(&self.params, &mut self.rngs[i]);
+        E::observe(
+            &self.params,
+            &self.states[i],
+            &mut self.obs[i * d..(i + 1) * d],
+        );
+        self.elapsed[i] = 0;
+        self.needs_reset[i] = false;
+        self.rewards[i] = 0.0;
+        self.terminated[i] = false;
+        self.truncated[i] = false;
+    }
+
     /// Puts env `i` into `state` at the start of an episode (time limit counts from 0).
     pub fn set_state(&mut self, i: usize, state: E::State) {
         let d = E::OBS_DIM;
@@ -410,6 +430,16 @@ pub trait VecEnvDyn: Send {
     fn snapshot(&self) -> VecSnapshot;
     fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError>;
     fn threads_used(&self) -> usize;
+    /// Resets env `i` alone, with a fresh random stream when `rng` is given.
+    fn reset_env(&mut self, i: usize, rng: Option<Rng>);
+    /// Whether each env ended its episode on the last step and resets on the next
+    /// ([`crate::AutoReset::NextStep`]).
+    fn pending_resets(&self) -> &[bool];
+    /// Env `i`'s state as Gymnasium's `env.unwrapped.state` holds it.
+    fn state_vec(&self, i: usize) -> Vec<f64>;
+    /// Puts env `i` into the state `v` (as [`VecEnvDyn::state_vec`] gives it) at the
+    /// start of an episode. On error nothing changed.
+    fn set_state_vec(&mut self, i: usize, v: &[f64]) -> Result<(), EnvError>;
 }
 
 impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
@@ -462,5 +492,22 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     }
     fn threads_used(&self) -> usize {
         SyncVecEnv::threads_used(self)
+    }
+    fn reset_env(&mut self, i: usize, rng: Option<Rng>) {
+        SyncVecEnv::reset_env(self, i, rng)
+    }
+    fn pending_resets(&self) -> &[bool] {
+        &self.needs_reset
+    }
+    fn state_vec(&self, i: usize) -> Vec<f64> {
+        E::state_to_vec(&self.states[i])
+    }
+    fn set_state_vec(&mut self, i: usize, v: &[f64]) -> Result<(), EnvError> {
+        let state = E::state_from_slice(&self.params, v).map_err(|why| EnvError::BadState {
+            env: E::ID,
+            why: format!("env {i}: {why}"),
+        })?;
+        self.set_state(i, state);
+        Ok(())
     }
 }

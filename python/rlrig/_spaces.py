@@ -1,0 +1,49 @@
+"""Gymnasium spaces and action arrays from the native module's descriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+
+def space_of(d: dict[str, Any]) -> spaces.Space:
+    """The `gymnasium.spaces` object for a space dict of the native module."""
+    if d["kind"] == "discrete":
+        return spaces.Discrete(int(d["n"]))
+    shape = tuple(int(x) for x in d["shape"])
+    return spaces.Box(
+        low=np.asarray(d["low"]).reshape(shape),
+        high=np.asarray(d["high"]).reshape(shape),
+        shape=shape,
+        dtype=np.dtype(d["dtype"]),
+    )
+
+
+def gym_id(env_id: str) -> str:
+    """The id rlrig registers `env_id` under with Gymnasium (one namespace, `rlrig/`)."""
+    return "rlrig/" + env_id.replace("/", "-")
+
+
+def as_actions(actions: Any, discrete: bool, env_id: str) -> np.ndarray:
+    """`actions` as an array of the dtype the native step takes without copying
+    twice: int64/int32 for Discrete spaces, float32/float64 for Box spaces. Anything
+    that is not a number of the right kind is a `TypeError` naming the env."""
+    a = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
+    kind = a.dtype.kind
+    if discrete:
+        if a.dtype == np.int64 or a.dtype == np.int32:
+            return a
+        if kind in "iu":
+            return a.astype(np.int64)
+        raise TypeError(
+            f"{env_id}: actions for a Discrete space must be integers, got an array of dtype {a.dtype}"
+        )
+    if a.dtype == np.float32 or a.dtype == np.float64:
+        return a
+    if kind in "fiu":
+        return a.astype(np.float32)
+    raise TypeError(
+        f"{env_id}: actions for a Box space must be real numbers, got an array of dtype {a.dtype}"
+    )

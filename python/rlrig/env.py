@@ -1,0 +1,67 @@
+"""One rlrig env as a `gymnasium.Env`, for `gymnasium.make("rlrig/...")`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import gymnasium as gym
+
+from rlrig import _rlrig
+from rlrig._spaces import as_actions, space_of
+
+
+class RlrigEnv(gym.Env):
+    """A single rlrig env. Its dynamics are the batched engine's with one env.
+
+    `gymnasium.make` wraps it in `TimeLimit` with the registered limit, which equals
+    the env's own: both truncate on the same step. `reset(seed=s)` starts the same
+    episode as env `k` of a vector env reset with `seed=[..., s (at k), ...]`.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, env_id: str, **env_args: Any):
+        from rlrig.vector import native_kwargs
+
+        args, cap = native_kwargs(env_id, None, env_args)
+        self._native = _rlrig.VecEnv(
+            env_id, 1, num_threads=1, seed=0, autoreset="next_step", episode_cap=cap,
+            env_args=args or None,
+        )
+        spec = self._native.spec()
+        self.env_id = env_id
+        self.observation_space = space_of(spec["observation_space"])
+        self.action_space = space_of(spec["action_space"])
+        self._discrete = spec["action_space"]["kind"] == "discrete"
+        self._shape = (1,) if self._discrete else (1, *self.action_space.shape)
+        self.render_mode = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if seed is None:
+            obs = self._native.reset(mask=np.ones(1, dtype=bool))
+        else:
+            obs = self._native.reset(seeds=[int(seed)])
+        return obs[0], {}
+
+    def step(self, action: Any):
+        a = as_actions(action, self._discrete, self.env_id)
+        if a.size != int(np.prod(self._shape)):
+            raise ValueError(
+                f"{self.env_id}: an action must have shape {self.action_space.shape}, got {a.shape}"
+            )
+        obs, rewards, terminated, truncated, _ = self._native.step(a.reshape(self._shape))
+        return obs[0], float(rewards[0]), bool(terminated[0]), bool(truncated[0]), {}
+
+    @property
+    def state(self) -> np.ndarray:
+        """The internal state, as the reference env's `state` attribute."""
+        return np.asarray(self._native.get_state(0))
+
+    def set_state(self, state) -> np.ndarray:
+        """Starts an episode from `state`; returns its observation."""
+        return self._native.set_state(0, [float(x) for x in state])[0]
+
+    def close(self):
+        self._native.close()

@@ -1,0 +1,733 @@
+//! The native half of the `rlrig` Python package: rlrig-env's executors and
+//! rlrig-learn's trained policies behind a small pyo3 surface. The Gymnasium
+//! contract (spaces, autoreset modes, infos, registration) lives in the Python half
+//! (`python/rlrig/`), which calls these classes once per batch.
+//!
+//! Every call checks its input before anything moves and raises `ValueError` or
+//! `TypeError` naming the env, the index and the value; stepping releases the GIL.
+
+use numpy::ndarray::IxDyn;
+use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::sync::Mutex;
+use rlrig_env::{
+    ActionBuf, AsyncVecEnvDyn, AutoReset, EnvError, EnvSpec, Purpose, Rng, Space, VecConfig,
+    VecEnvDyn,
+};
+
+fn env_error(e: EnvError) -> PyErr {
+    match e {
+        EnvError::ActionKind { .. } => PyTypeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+fn closed(id: &str) -> PyErr {
+    PyRuntimeError::new_err(format!("{id}: the env is closed"))
+}
+
+/// The executor behind `cell`, or the error for a closed env.
+fn open<'a, T: ?Sized>(cell: &'a mut Mutex<Option<Box<T>>>, id: &str) -> PyResult<&'a mut Box<T>> {
+    cell.get_mut()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .ok_or_else(|| closed(id))
+}
+
+/// A space as a dict the Python half turns into a `gymnasium.spaces` object.
+fn space_dict<'py>(py: Python<'py>, s: &Space) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    match s {
+        Space::Discrete { n } => {
+            d.set_item("kind", "discrete")?;
+            d.set_item("n", *n)?;
+        }
+        Space::Box {
+            low,
+            high,
+            shape,
+            dtype,
+        } => {
+            d.set_item("kind", "box")?;
+            d.set_item("low", PyArray1::from_slice(py, low))?;
+            d.set_item("high", PyArray1::from_slice(py, high))?;
+            d.set_item("shape", shape.clone())?;
+            d.set_item("dtype", dtype.name())?;
+        }
+    }
+    Ok(d)
+}
+
+fn spec_dict<'py>(py: Python<'py>, s: &EnvSpec) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("id", s.id)?;
+    d.set_item("observation_space", space_dict(py, &s.observation_space)?)?;
+    d.set_item("action_space", space_dict(py, &s.action_space)?)?;
+    d.set_item("max_episode_steps", s.max_episode_steps)?;
+    d.set_item("params", s.params.to_vec())?;
+    Ok(d)
+}
+
+/// Shape of one observation (a flat `[obs_dim]` for Discrete observation spaces).
+fn obs_shape(s: &EnvSpec) -> Vec<usize> {
+    match &s.observation_space {
+        Space::Box { shape, .. } => shape.clone(),
+        Space::Discrete { .. } => vec![s.obs_dim],
+    }
+}
+
+/// How the actions of one batch are checked and held between the Python call and
+/// the executor (copied, so the GIL can be released while the envs step).
+struct Actions {
+    id: &'static str,
+    /// `Some(n)` for `Discrete(n)`, `None` for a Box.
+    discrete: Option<u32>,
+    dim: usize,
+    ints: Vec<i32>,
+    floats: Vec<f32>,
+}
+
+impl Actions {
+    fn new(spec: &EnvSpec) -> Actions {
+        Actions {
+            id: spec.id,
+            discrete: match spec.action_space {
+                Space::Discrete { n } => Some(n),
+                Space::Box { .. } => None,
+            },
+            dim: spec.action_space.flat_dim(),
+            ints: Vec::new(),
+            floats: Vec::new(),
+        }
+    }
+
+    fn expected_shape(&self, n: usize) -> String {
+        match self.discrete {
+            Some(_) => format!("({n},)"),
+            None => format!("({n}, {})", self.dim),
+        }
+    }
+
+    /// Copies `a` (one action per env of `envs`, the env indices errors name) into
+    /// the executor's type, checking shape, dtype and range.
+    fn load(&mut self, a: &Bound<'_, PyAny>, envs: &[usize]) -> PyResult<ActionBuf<'_>> {
+        let n = envs.len();
+        let (id, discrete, dim) = (self.id, self.discrete, self.dim);
+        let expected = self.expected_shape(n);
+        let shape_ok = |shape: &[usize]| match discrete {
+            Some(_) => shape == [n] || (n == 1 && shape.is_empty()),
+            None => shape == [n, dim] || (n == 1 && shape == [dim]),
+        };
+        let bad_shape = |shape: &[usize]| {
+            PyValueError::new_err(format!(
+                "{id}: actions must have shape {expected} (one per env), got {shape:?}"
+            ))
+        };
+        if let Some(k) = discrete {
+            let out_of_range = |j: usize, value: i64| {
+                env_error(EnvError::ActionOutOfRange {
+                    env: id,
+                    index: envs[j],
+                    value,
+                    n: k,
+                })
+            };
+            self.ints.clear();
+            if let Ok(arr) = a.extract::<PyReadonlyArrayDyn<'_, i64>>() {
+                if !shape_ok(arr.shape()) {
+                    return Err(bad_shape(arr.shape()));
+                }
+                for (j, &v) in arr.as_array().iter().enumerate() {
+                    if v < 0 || v >= i64::from(k) {
+                        return Err(out_of_range(j, v));
+                    }
+                    self.ints.push(v as i32);
+                }
+            } else if let Ok(arr) = a.extract::<PyReadonlyArrayDyn<'_, i32>>() {
+                if !shape_ok(arr.shape()) {
+                    return Err(bad_shape(arr.shape()));
+                }
+                self.ints.extend(arr.as_array().iter().copied());
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "{id}: actions for Discrete({k}) must be an integer numpy array (int64 or int32), got {}",
+                    describe(a)
+                )));
+            }
+            Ok(ActionBuf::Discrete(&self.ints))
+        } else {
+            self.floats.clear();
+            if let Ok(arr) = a.extract::<PyReadonlyArrayDyn<'_, f32>>() {
+                if !shape_ok(arr.shape()) {
+                    return Err(bad_shape(arr.shape()));
+                }
+                self.floats.extend(arr.as_array().iter().copied());
+            } else if let Ok(arr) = a.extract::<PyReadonlyArrayDyn<'_, f64>>() {
+                if !shape_ok(arr.shape()) {
+                    return Err(bad_shape(arr.shape()));
+                }
+                self.floats
+                    .extend(arr.as_array().iter().map(|&v| v as f32));
+            } else {
+                return Err(PyTypeError::new_err(format!(
+                    "{id}: continuous actions must be a float numpy array (float32 or float64), got {}",
+                    describe(a)
+                )));
+            }
+            Ok(ActionBuf::Continuous(&self.floats))
+        }
+    }
+}
+
+fn describe(a: &Bound<'_, PyAny>) -> String {
+    match a.getattr("dtype") {
+        Ok(dt) => format!("an array of dtype {dt}"),
+        Err(_) => format!(
+            "{}",
+            a.get_type()
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// A fresh numpy array of `data` with shape `[rows, *row_shape]`.
+fn batch_array<'py, T: numpy::Element + Copy>(
+    py: Python<'py>,
+    data: &[T],
+    rows: usize,
+    row_shape: &[usize],
+) -> PyResult<Bound<'py, PyArrayDyn<T>>> {
+    let mut dims = Vec::with_capacity(row_shape.len() + 1);
+    dims.push(rows);
+    dims.extend_from_slice(row_shape);
+    PyArray1::from_slice(py, data).reshape(IxDyn(&dims))
+}
+
+fn env_args(args: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    if let Some(d) = args {
+        for (k, v) in d.iter() {
+            let key: String = k.extract()?;
+            // Gymnasium keywords arrive as Python values; the envs parse text.
+            let value = if let Ok(b) = v.extract::<bool>() {
+                b.to_string()
+            } else {
+                v.str()?.to_string()
+            };
+            out.push((key, value));
+        }
+    }
+    Ok(out)
+}
+
+fn autoreset_of(mode: &str) -> PyResult<AutoReset> {
+    mode.parse().map_err(PyValueError::new_err)
+}
+
+/// Rows of `out` (`rows x dim`) copied into the caller's array `dst`, whose shape
+/// and dtype must match.
+fn fill<T: numpy::Element + Copy>(
+    name: &str,
+    dst: &Bound<'_, PyAny>,
+    src: &[T],
+) -> PyResult<()> {
+    let arr = dst.cast::<PyArrayDyn<T>>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "out[{name}] must be a numpy array of dtype {}, got {}",
+            std::any::type_name::<T>(),
+            describe(dst)
+        ))
+    })?;
+    let mut w = arr.try_readwrite().map_err(|e| {
+        PyValueError::new_err(format!("out[{name}] is not writable: {e}"))
+    })?;
+    let s = w.as_slice_mut().map_err(|_| {
+        PyValueError::new_err(format!("out[{name}] must be C-contiguous"))
+    })?;
+    if s.len() != src.len() {
+        return Err(PyValueError::new_err(format!(
+            "out[{name}] holds {} values, the batch {}",
+            s.len(),
+            src.len()
+        )));
+    }
+    s.copy_from_slice(src);
+    Ok(())
+}
+
+/// Envs stepped together, every env on every call (rlrig-env's synchronous executor).
+#[pyclass(module = "rlrig._rlrig", name = "VecEnv")]
+struct PyVecEnv {
+    /// `None` once closed. The mutex only makes the class `Sync` as pyo3 requires:
+    /// every method holds `&mut self` (pyo3's borrow flag), so `get_mut` reaches the
+    /// executor without locking.
+    env: Mutex<Option<Box<dyn VecEnvDyn>>>,
+    spec: EnvSpec,
+    n: usize,
+    obs_shape: Vec<usize>,
+    actions: Actions,
+    /// Gymnasium's `AutoresetMode.DISABLED`: stepping an env whose episode ended
+    /// without resetting it is an error.
+    strict: bool,
+    seed: u64,
+    all: Vec<usize>,
+}
+
+impl PyVecEnv {
+    fn env(&mut self) -> PyResult<&mut Box<dyn VecEnvDyn>> {
+        let id = self.spec.id;
+        open(&mut self.env, id)
+    }
+
+    fn obs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let n = self.n;
+        let shape = self.obs_shape.clone();
+        batch_array(py, self.env()?.obs(), n, &shape)
+    }
+
+    fn index(&self, i: usize) -> PyResult<()> {
+        if i >= self.n {
+            return Err(PyValueError::new_err(format!(
+                "{}: env index {i} out of range for {} envs",
+                self.spec.id, self.n
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyVecEnv {
+    #[new]
+    #[pyo3(signature = (id, num_envs, *, num_threads=1, seed=0, autoreset="next_step", strict=false, episode_cap=None, env_args=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        id: &str,
+        num_envs: usize,
+        num_threads: usize,
+        seed: u64,
+        autoreset: &str,
+        strict: bool,
+        episode_cap: Option<u32>,
+        env_args: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut cfg = VecConfig::new(num_envs)
+            .threads(num_threads)
+            .seed(seed)
+            .autoreset(autoreset_of(autoreset)?)
+            .env_args(self::env_args(env_args)?);
+        cfg.episode_cap = episode_cap;
+        let env = rlrig_env::make_sync(id, cfg).map_err(env_error)?;
+        let spec = env.spec();
+        Ok(PyVecEnv {
+            obs_shape: obs_shape(&spec),
+            actions: Actions::new(&spec),
+            env: Mutex::new(Some(env)),
+            spec,
+            n: num_envs,
+            strict,
+            seed,
+            all: (0..num_envs).collect(),
+        })
+    }
+
+    /// The env's id, spaces, time limit and parameter keys.
+    fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        spec_dict(py, &self.spec)
+    }
+
+    #[getter]
+    fn num_envs(&self) -> usize {
+        self.n
+    }
+
+    #[getter]
+    fn threads_used(&mut self) -> PyResult<usize> {
+        Ok(self.env()?.threads_used())
+    }
+
+    /// Resets envs and returns every env's observation. `seed`: one seed for the
+    /// batch (env `k` draws from stream `(seed, k)`); `seeds`: one per env (env `k`
+    /// draws from stream `(seeds[k], 0)`, the episode a single env seeded
+    /// `seeds[k]` starts); `mask`: reset only these envs.
+    #[pyo3(signature = (*, seed=None, seeds=None, mask=None))]
+    fn reset<'py>(
+        &mut self,
+        py: Python<'py>,
+        seed: Option<u64>,
+        seeds: Option<Vec<Option<u64>>>,
+        mask: Option<PyReadonlyArrayDyn<'py, bool>>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        let n = self.n;
+        if let Some(s) = &seeds
+            && s.len() != n
+        {
+            return Err(PyValueError::new_err(format!(
+                "{}: {} seeds given for {n} envs",
+                self.spec.id,
+                s.len()
+            )));
+        }
+        let mask: Option<Vec<bool>> = match mask {
+            None => None,
+            Some(m) => {
+                if m.shape() != [n] {
+                    return Err(PyValueError::new_err(format!(
+                        "{}: reset mask must have shape ({n},), got {:?}",
+                        self.spec.id,
+                        m.shape()
+                    )));
+                }
+                Some(m.as_array().iter().copied().collect())
+            }
+        };
+        if let Some(s) = seed {
+            self.seed = s;
+        }
+        let base = self.seed;
+        let env = self.env()?;
+        match (&mask, &seeds) {
+            (None, None) => match seed {
+                Some(s) => env.reseed(s),
+                None => env.reset(),
+            },
+            _ => {
+                for k in 0..n {
+                    if mask.as_ref().is_some_and(|m| !m[k]) {
+                        continue;
+                    }
+                    let rng = match (seeds.as_ref().and_then(|s| s[k]), seed) {
+                        (Some(sk), _) => Some(Rng::stream(sk, Purpose::Env, 0)),
+                        (None, Some(_)) => Some(Rng::stream(base, Purpose::Env, k as u64)),
+                        (None, None) => None,
+                    };
+                    env.reset_env(k, rng);
+                }
+            }
+        }
+        self.obs(py)
+    }
+
+    /// Steps every env. Returns `(obs, rewards, terminated, truncated, final_obs)`,
+    /// fresh arrays, `final_obs` only in same-step mode (rows of envs that did not
+    /// end hold stale values). With `out=(obs, rewards, terminated, truncated)` the
+    /// results are written into the caller's arrays instead and `None`s returned.
+    #[pyo3(signature = (actions, *, out=None))]
+    #[allow(clippy::type_complexity)]
+    fn step<'py>(
+        &mut self,
+        py: Python<'py>,
+        actions: &Bound<'py, PyAny>,
+        out: Option<(
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+            Bound<'py, PyAny>,
+        )>,
+    ) -> PyResult<Py<PyAny>> {
+        let id = self.spec.id;
+        let env = open(&mut self.env, id)?;
+        if self.strict
+            && let Some(k) = env.pending_resets().iter().position(|&p| p)
+        {
+            return Err(PyValueError::new_err(format!(
+                "{id}: env {k} ended its episode and autoreset is disabled: reset it (reset(options={{'reset_mask': mask}})) before stepping it"
+            )));
+        }
+        let buf = self.actions.load(actions, &self.all)?;
+        py.detach(|| env.step(buf)).map_err(env_error)?;
+        let n = self.n;
+        if let Some((o, r, t, u)) = out {
+            fill("obs", &o, env.obs())?;
+            fill("rewards", &r, env.rewards())?;
+            fill("terminated", &t, env.terminated())?;
+            fill("truncated", &u, env.truncated())?;
+            return Ok(py.None());
+        }
+        let obs = batch_array(py, env.obs(), n, &self.obs_shape)?;
+        let final_obs = match env.final_obs() {
+            Some(f) => Some(batch_array(py, f, n, &self.obs_shape)?),
+            None => None,
+        };
+        let t = (
+            obs,
+            PyArray1::from_slice(py, env.rewards()),
+            PyArray1::from_slice(py, env.terminated()),
+            PyArray1::from_slice(py, env.truncated()),
+            final_obs,
+        );
+        Ok(t.into_pyobject(py)?.into_any().unbind())
+    }
+
+    /// Env `i`'s state as Gymnasium's `env.unwrapped.state`.
+    fn get_state(&mut self, i: usize) -> PyResult<Vec<f64>> {
+        self.index(i)?;
+        Ok(self.env()?.state_vec(i))
+    }
+
+    /// Puts env `i` into `state` (as `get_state` gives it) at the start of an
+    /// episode; returns its observation.
+    fn set_state<'py>(
+        &mut self,
+        py: Python<'py>,
+        i: usize,
+        state: Vec<f64>,
+    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+        self.index(i)?;
+        let d = self.spec.obs_dim;
+        let shape = self.obs_shape.clone();
+        let env = self.env()?;
+        env.set_state_vec(i, &state).map_err(env_error)?;
+        batch_array(py, &env.obs()[i * d..(i + 1) * d], 1, &shape)
+    }
+
+    fn close(&mut self) {
+        *self.env.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    #[getter]
+    fn closed(&mut self) -> bool {
+        self.env.get_mut().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+}
+
+/// EnvPool's asynchronous API: `send` actions for some envs, `recv` the first
+/// `batch_size` that finish (rlrig-env's asynchronous executor).
+#[pyclass(module = "rlrig._rlrig", name = "AsyncVecEnv")]
+struct PyAsyncVecEnv {
+    /// `None` once closed; the mutex as in [`PyVecEnv`].
+    env: Mutex<Option<Box<dyn AsyncVecEnvDyn>>>,
+    spec: EnvSpec,
+    obs_shape: Vec<usize>,
+    actions: Actions,
+}
+
+#[pymethods]
+impl PyAsyncVecEnv {
+    #[new]
+    #[pyo3(signature = (id, num_envs, batch_size, *, num_threads=1, seed=0, autoreset="next_step", episode_cap=None, env_args=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        id: &str,
+        num_envs: usize,
+        batch_size: usize,
+        num_threads: usize,
+        seed: u64,
+        autoreset: &str,
+        episode_cap: Option<u32>,
+        env_args: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let mut cfg = VecConfig::new(num_envs)
+            .threads(num_threads)
+            .seed(seed)
+            .autoreset(autoreset_of(autoreset)?)
+            .env_args(self::env_args(env_args)?);
+        cfg.episode_cap = episode_cap;
+        let env = rlrig_env::make_async(id, cfg, batch_size).map_err(env_error)?;
+        let spec = env.spec();
+        Ok(PyAsyncVecEnv {
+            obs_shape: obs_shape(&spec),
+            actions: Actions::new(&spec),
+            env: Mutex::new(Some(env)),
+            spec,
+        })
+    }
+
+    fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        spec_dict(py, &self.spec)
+    }
+
+    #[getter]
+    fn num_envs(&mut self) -> PyResult<usize> {
+        Ok(open(&mut self.env, self.spec.id)?.num_envs())
+    }
+
+    #[getter]
+    fn batch_size(&mut self) -> PyResult<usize> {
+        Ok(open(&mut self.env, self.spec.id)?.batch_size())
+    }
+
+    fn async_reset(&mut self) -> PyResult<()> {
+        let id = self.spec.id;
+        let env = open(&mut self.env, id)?;
+        env.async_reset().map_err(env_error)
+    }
+
+    /// Sends one action per env of `env_ids`.
+    fn send(&mut self, py: Python<'_>, actions: &Bound<'_, PyAny>, env_ids: &Bound<'_, PyAny>) -> PyResult<()> {
+        let id = self.spec.id;
+        let env = open(&mut self.env, id)?;
+        let ids: Vec<i64> = if let Ok(a) = env_ids.extract::<PyReadonlyArrayDyn<'_, i64>>() {
+            a.as_array().iter().copied().collect()
+        } else if let Ok(a) = env_ids.extract::<PyReadonlyArrayDyn<'_, i32>>() {
+            a.as_array().iter().map(|&v| i64::from(v)).collect()
+        } else {
+            env_ids.extract::<Vec<i64>>().map_err(|_| {
+                PyTypeError::new_err(format!(
+                    "{id}: env_ids must be integers, got {}",
+                    describe(env_ids)
+                ))
+            })?
+        };
+        let n = env.num_envs();
+        let mut idx = Vec::with_capacity(ids.len());
+        for (position, &i) in ids.iter().enumerate() {
+            if i < 0 || i as usize >= n {
+                return Err(PyValueError::new_err(format!(
+                    "{id}: env ids must be in 0..{n}, got {i} at position {position}"
+                )));
+            }
+            idx.push(i as usize);
+        }
+        let buf = self.actions.load(actions, &idx)?;
+        py.detach(|| env.send(buf, &idx)).map_err(env_error)
+    }
+
+    /// The first `batch_size` envs to finish: `(obs, rewards, terminated, truncated,
+    /// env_ids, final_obs)`.
+    fn recv<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let id = self.spec.id;
+        let env = open(&mut self.env, id)?;
+        let b = py.detach(|| env.recv()).map_err(env_error)?;
+        let rows = b.env_ids.len();
+        let ids: Vec<i32> = b.env_ids.iter().map(|&i| i as i32).collect();
+        let final_obs = match b.final_obs {
+            Some(f) => Some(batch_array(py, f, rows, &self.obs_shape)?),
+            None => None,
+        };
+        let t = (
+            batch_array(py, b.obs, rows, &self.obs_shape)?,
+            PyArray1::from_slice(py, b.rewards),
+            PyArray1::from_slice(py, b.terminated),
+            PyArray1::from_slice(py, b.truncated),
+            PyArray1::from_vec(py, ids),
+            final_obs,
+        );
+        Ok(t.into_pyobject(py)?.into_any())
+    }
+
+    fn close(&mut self) {
+        *self.env.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// A trained policy loaded from a run directory: the greedy actions `rlrig eval`
+/// takes.
+#[pyclass(module = "rlrig._rlrig", name = "Policy", unsendable)]
+struct PyPolicy {
+    loaded: rlrig_learn::trainer::LoadedPolicy,
+    spec: EnvSpec,
+}
+
+#[pymethods]
+impl PyPolicy {
+    #[new]
+    fn new(run_dir: std::path::PathBuf) -> PyResult<Self> {
+        let loaded = rlrig_learn::trainer::load_policy(&run_dir)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let spec = rlrig_env::make_sync(
+            &loaded.env,
+            rlrig_learn::env_config(1, &loaded.args),
+        )
+        .map_err(env_error)?
+        .spec();
+        Ok(PyPolicy { loaded, spec })
+    }
+
+    #[getter]
+    fn env_id(&self) -> &str {
+        &self.loaded.env
+    }
+
+    #[getter]
+    fn env_args(&self) -> Vec<(String, String)> {
+        self.loaded.args.clone().into_iter().collect()
+    }
+
+    #[getter]
+    fn seed(&self) -> u64 {
+        self.loaded.seed
+    }
+
+    fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        spec_dict(py, &self.spec)
+    }
+
+    /// Greedy actions for a batch of observations (`[n, *obs_shape]` float32).
+    fn act<'py>(&mut self, py: Python<'py>, obs: PyReadonlyArrayDyn<'py, f32>) -> PyResult<Py<PyAny>> {
+        let d = self.spec.obs_dim;
+        let shape = obs.shape().to_vec();
+        let rows = if shape.iter().product::<usize>() == d && shape == obs_shape(&self.spec) {
+            1
+        } else {
+            shape.first().copied().unwrap_or(0)
+        };
+        let flat = obs.as_slice().map_err(|_| {
+            PyValueError::new_err("observations must be a C-contiguous float32 array")
+        })?;
+        if rows == 0 || flat.len() != rows * d {
+            return Err(PyValueError::new_err(format!(
+                "{}: observations must have shape (n, {}) , got {:?}",
+                self.spec.id,
+                obs_shape(&self.spec)
+                    .iter()
+                    .map(|x| x.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                shape
+            )));
+        }
+        let id = self.spec.id;
+        if let Some(j) = flat.iter().position(|v| v.is_nan()) {
+            return Err(PyValueError::new_err(format!(
+                "{id}: observation {} holds NaN at component {}",
+                j / d,
+                j % d
+            )));
+        }
+        Ok(match self.loaded.policy.act(flat, rows) {
+            ActionBuf::Discrete(a) => {
+                let a: Vec<i64> = a.iter().map(|&v| i64::from(v)).collect();
+                PyArray1::from_vec(py, a).into_any().unbind()
+            }
+            ActionBuf::Continuous(a) => {
+                let dim = self.spec.action_space.flat_dim();
+                batch_array(py, a, rows, &[dim])?.into_any().unbind()
+            }
+        })
+    }
+}
+
+/// Every env id rlrig has, in `rlrig envs` order.
+#[pyfunction]
+fn env_ids<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(py, rlrig_env::ENV_IDS)
+}
+
+/// The spec of `id` with default parameters (or `env_args`).
+#[pyfunction]
+#[pyo3(signature = (id, env_args=None))]
+fn spec<'py>(
+    py: Python<'py>,
+    id: &str,
+    env_args: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let env = rlrig_env::make_sync(id, VecConfig::new(1).env_args(self::env_args(env_args)?))
+        .map_err(env_error)?;
+    spec_dict(py, &env.spec())
+}
+
+#[pymodule]
+fn _rlrig(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyVecEnv>()?;
+    m.add_class::<PyAsyncVecEnv>()?;
+    m.add_class::<PyPolicy>()?;
+    m.add_function(wrap_pyfunction!(env_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(spec, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
