@@ -107,6 +107,7 @@ class RlrigVectorEnv(VectorEnv):
         self.render_mode = None
         self.max_episode_steps = max_episode_steps or spec["max_episode_steps"]
         self._same_step = mode == AutoresetMode.SAME_STEP
+        self._started = False
 
     @property
     def num_threads(self) -> int:
@@ -139,6 +140,11 @@ class RlrigVectorEnv(VectorEnv):
                     "`options['reset_mask']` must contain a boolean array with at least one "
                     f"True value, got reset_mask={mask}"
                 )
+        if seed is None and not self._started:
+            # The first reset starts from the construction seed, so `make_vec(seed=s)`
+            # then `reset()` equals `reset(seed=s)` (and EnvPool's first batch).
+            seed = self._seed
+        self._started = True
         if seed is None or isinstance(seed, (int, np.integer)):
             obs = self._native.reset(seed=None if seed is None else int(seed), mask=mask)
         else:

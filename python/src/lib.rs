@@ -105,8 +105,8 @@ impl Actions {
 
     fn expected_shape(&self, n: usize) -> String {
         match self.discrete {
-            Some(_) => format!("({n},)"),
-            None => format!("({n}, {})", self.dim),
+            Some(_) => py_shape(&[n]),
+            None => py_shape(&[n, self.dim]),
         }
     }
 
@@ -122,7 +122,8 @@ impl Actions {
         };
         let bad_shape = |shape: &[usize]| {
             PyValueError::new_err(format!(
-                "{id}: actions must have shape {expected} (one per env), got {shape:?}"
+                "{id}: actions must have shape {expected} (one per env), got {}",
+                py_shape(shape)
             ))
         };
         if let Some(k) = discrete {
@@ -178,6 +179,17 @@ impl Actions {
             }
             Ok(ActionBuf::Continuous(&self.floats))
         }
+    }
+}
+
+/// A shape as Python prints a tuple: `(3,)`, `(2, 1)`.
+fn py_shape(shape: &[usize]) -> String {
+    match shape {
+        [x] => format!("({x},)"),
+        _ => format!(
+            "({})",
+            shape.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 
@@ -377,9 +389,9 @@ impl PyVecEnv {
             Some(m) => {
                 if m.shape() != [n] {
                     return Err(PyValueError::new_err(format!(
-                        "{}: reset mask must have shape ({n},), got {:?}",
+                        "{}: reset mask must have shape ({n},), got {}",
                         self.spec.id,
-                        m.shape()
+                        py_shape(m.shape())
                     )));
                 }
                 Some(m.as_array().iter().copied().collect())
@@ -670,15 +682,13 @@ impl PyPolicy {
             PyValueError::new_err("observations must be a C-contiguous float32 array")
         })?;
         if rows == 0 || flat.len() != rows * d {
+            let mut want = vec![0];
+            want.extend(obs_shape(&self.spec));
             return Err(PyValueError::new_err(format!(
-                "{}: observations must have shape (n, {}) , got {:?}",
+                "{}: observations must have shape {} (n = batch size), got {}",
                 self.spec.id,
-                obs_shape(&self.spec)
-                    .iter()
-                    .map(|x| x.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                shape
+                py_shape(&want).replacen('0', "n", 1),
+                py_shape(&shape)
             )));
         }
         let id = self.spec.id;
