@@ -36,6 +36,7 @@ __all__ = [
     "make_vec",
     "native_id",
     "register_envs",
+    "train",
 ]
 
 
@@ -110,3 +111,79 @@ def register_envs() -> None:
 
 
 register_envs()
+
+
+def _flag_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ",".join(_flag_value(x) for x in v) + "]"
+    return str(v)
+
+
+def train(
+    algo: str,
+    env: str | None = None,
+    *,
+    total_steps: int | None = None,
+    seed: int | None = None,
+    num_envs: int | None = None,
+    threads: int | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    config: str | Path | None = None,
+    device: str | None = None,
+    eval_episodes: int | None = None,
+    quiet: bool = False,
+    env_args: dict[str, Any] | None = None,
+    **hyperparameters: Any,
+) -> dict[str, Any]:
+    """Trains `algo` (ppo, a2c, impala, dqn, ddpg, td3, sac, es, ga, alphazero) as
+    `rlrig train ALGO ...` does: the same presets, driver, progress bar, run directory
+    and checkpoints; `**hyperparameters` are `--set KEY=VALUE` (e.g.
+    `learning_rate=3e-4`). Ctrl-C finishes the iteration in progress, writes a
+    checkpoint and raises KeyboardInterrupt (continue with `resume=True`).
+
+    Returns `{"run_dir": ..., "eval": <eval.json or None>, "metrics": <last row of
+    metrics.csv or None>}`."""
+    args = [algo]
+    if env is not None:
+        args.append(f"--env={native_id(env)}")
+    for flag, v in (("--total-steps", total_steps), ("--seed", seed), ("--num-envs", num_envs),
+                    ("--threads", threads), ("--run-dir", run_dir), ("--config", config),
+                    ("--device", device), ("--eval-episodes", eval_episodes)):
+        if v is not None:
+            args.append(f"{flag}={v}")
+    if resume:
+        args.append("--resume")
+    if quiet:
+        args.append("--quiet")
+    for k, v in (env_args or {}).items():
+        args.append(f"--env-arg={k}={_flag_value(v)}")
+    for k, v in hyperparameters.items():
+        args.append(f"--set={k}={_flag_value(v)}")
+    out = _rlrig.train_cli(args)
+    result: dict[str, Any] = {"run_dir": out, "eval": None, "metrics": None}
+    if out is not None:
+        import csv
+        import json
+
+        d = Path(out)
+        if (d / "eval.json").is_file():
+            result["eval"] = json.loads((d / "eval.json").read_text())
+        if (d / "metrics.csv").is_file():
+            with open(d / "metrics.csv", newline="") as f:
+                rows = list(csv.DictReader(f))
+            if rows:
+                result["metrics"] = {k: _number(v) for k, v in rows[-1].items()}
+    return result
+
+
+def _number(s: str) -> Any:
+    try:
+        return int(s)
+    except ValueError:
+        try:
+            return float(s)
+        except ValueError:
+            return s

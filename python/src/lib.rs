@@ -11,11 +11,11 @@ use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedA
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use std::sync::Mutex;
 use rlrig_env::{
     ActionBuf, AsyncVecEnvDyn, AutoReset, EnvError, EnvSpec, Purpose, Rng, Space, VecConfig,
     VecEnvDyn,
 };
+use std::sync::Mutex;
 
 fn env_error(e: EnvError) -> PyErr {
     match e {
@@ -169,8 +169,7 @@ impl Actions {
                 if !shape_ok(arr.shape()) {
                     return Err(bad_shape(arr.shape()));
                 }
-                self.floats
-                    .extend(arr.as_array().iter().map(|&v| v as f32));
+                self.floats.extend(arr.as_array().iter().map(|&v| v as f32));
             } else {
                 return Err(PyTypeError::new_err(format!(
                     "{id}: continuous actions must be a float numpy array (float32 or float64), got {}",
@@ -188,7 +187,11 @@ fn py_shape(shape: &[usize]) -> String {
         [x] => format!("({x},)"),
         _ => format!(
             "({})",
-            shape.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+            shape
+                .iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     }
 }
@@ -196,13 +199,11 @@ fn py_shape(shape: &[usize]) -> String {
 fn describe(a: &Bound<'_, PyAny>) -> String {
     match a.getattr("dtype") {
         Ok(dt) => format!("an array of dtype {dt}"),
-        Err(_) => format!(
-            "{}",
-            a.get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_default()
-        ),
+        Err(_) => a
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -242,11 +243,7 @@ fn autoreset_of(mode: &str) -> PyResult<AutoReset> {
 
 /// Rows of `out` (`rows x dim`) copied into the caller's array `dst`, whose shape
 /// and dtype must match.
-fn fill<T: numpy::Element + Copy>(
-    name: &str,
-    dst: &Bound<'_, PyAny>,
-    src: &[T],
-) -> PyResult<()> {
+fn fill<T: numpy::Element + Copy>(name: &str, dst: &Bound<'_, PyAny>, src: &[T]) -> PyResult<()> {
     let arr = dst.cast::<PyArrayDyn<T>>().map_err(|_| {
         PyTypeError::new_err(format!(
             "out[{name}] must be a numpy array of dtype {}, got {}",
@@ -254,12 +251,12 @@ fn fill<T: numpy::Element + Copy>(
             describe(dst)
         ))
     })?;
-    let mut w = arr.try_readwrite().map_err(|e| {
-        PyValueError::new_err(format!("out[{name}] is not writable: {e}"))
-    })?;
-    let s = w.as_slice_mut().map_err(|_| {
-        PyValueError::new_err(format!("out[{name}] must be C-contiguous"))
-    })?;
+    let mut w = arr
+        .try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("out[{name}] is not writable: {e}")))?;
+    let s = w
+        .as_slice_mut()
+        .map_err(|_| PyValueError::new_err(format!("out[{name}] must be C-contiguous")))?;
     if s.len() != src.len() {
         return Err(PyValueError::new_err(format!(
             "out[{name}] holds {} values, the batch {}",
@@ -503,7 +500,10 @@ impl PyVecEnv {
 
     #[getter]
     fn closed(&mut self) -> bool {
-        self.env.get_mut().unwrap_or_else(|e| e.into_inner()).is_none()
+        self.env
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
     }
 }
 
@@ -570,7 +570,12 @@ impl PyAsyncVecEnv {
     }
 
     /// Sends one action per env of `env_ids`.
-    fn send(&mut self, py: Python<'_>, actions: &Bound<'_, PyAny>, env_ids: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn send(
+        &mut self,
+        py: Python<'_>,
+        actions: &Bound<'_, PyAny>,
+        env_ids: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let id = self.spec.id;
         let env = open(&mut self.env, id)?;
         let ids: Vec<i64> = if let Ok(a) = env_ids.extract::<PyReadonlyArrayDyn<'_, i64>>() {
@@ -641,12 +646,9 @@ impl PyPolicy {
     fn new(run_dir: std::path::PathBuf) -> PyResult<Self> {
         let loaded = rlrig_learn::trainer::load_policy(&run_dir)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let spec = rlrig_env::make_sync(
-            &loaded.env,
-            rlrig_learn::env_config(1, &loaded.args),
-        )
-        .map_err(env_error)?
-        .spec();
+        let spec = rlrig_env::make_sync(&loaded.env, rlrig_learn::env_config(1, &loaded.args))
+            .map_err(env_error)?
+            .spec();
         Ok(PyPolicy { loaded, spec })
     }
 
@@ -670,7 +672,11 @@ impl PyPolicy {
     }
 
     /// Greedy actions for a batch of observations (`[n, *obs_shape]` float32).
-    fn act<'py>(&mut self, py: Python<'py>, obs: PyReadonlyArrayDyn<'py, f32>) -> PyResult<Py<PyAny>> {
+    fn act<'py>(
+        &mut self,
+        py: Python<'py>,
+        obs: PyReadonlyArrayDyn<'py, f32>,
+    ) -> PyResult<Py<PyAny>> {
         let d = self.spec.obs_dim;
         let shape = obs.shape().to_vec();
         let rows = if shape.iter().product::<usize>() == d && shape == obs_shape(&self.spec) {
@@ -712,6 +718,50 @@ impl PyPolicy {
     }
 }
 
+/// Runs `rlrig train ARGS...` in this process (the CLI's parsing, presets, driver,
+/// progress bar and run directory) on a thread of its own, while the calling thread
+/// waits with the GIL released and checks for Ctrl-C every 100 ms: a
+/// KeyboardInterrupt asks the run to stop, which finishes its iteration, writes a
+/// checkpoint, and then the KeyboardInterrupt is raised. Returns the run directory.
+#[pyfunction]
+fn train_cli(py: Python<'_>, args: Vec<String>) -> PyResult<Option<String>> {
+    let stop = rlrig_learn::stop::StopFlag::new();
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let run_stop = stop.clone();
+    let worker = std::thread::Builder::new()
+        .name("rlrig-train".into())
+        .spawn(move || {
+            let _ = tx.send(rlrig::embed::train(&args, run_stop));
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the training thread: {e}")))?;
+    let mut interrupt: Option<PyErr> = None;
+    let result = loop {
+        match py.detach(|| rx.recv_timeout(std::time::Duration::from_millis(100))) {
+            Ok(r) => break r,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                if interrupt.is_none()
+                    && let Err(e) = py.check_signals()
+                {
+                    stop.request(rlrig_learn::stop::Stop::Interrupt);
+                    interrupt = Some(e);
+                }
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                let _ = worker.join();
+                return Err(PyRuntimeError::new_err(
+                    "the training thread ended without a result",
+                ));
+            }
+        }
+    };
+    let _ = worker.join();
+    let trained = result.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
+    if let Some(e) = interrupt {
+        return Err(e);
+    }
+    Ok(trained.run_dir.map(|d| d.display().to_string()))
+}
+
 /// Every env id rlrig has, in `rlrig envs` order.
 #[pyfunction]
 fn env_ids<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
@@ -738,6 +788,7 @@ fn _rlrig(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPolicy>()?;
     m.add_function(wrap_pyfunction!(env_ids, m)?)?;
     m.add_function(wrap_pyfunction!(spec, m)?)?;
+    m.add_function(wrap_pyfunction!(train_cli, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -21,6 +21,10 @@ use rlrig_learn::trainer::{RunKind, TrainOptions, eval_run, train_ppo};
 /// checkpoint written (checkpoints are written atomically).
 fn stop_on_signals() -> Result<StopFlag> {
     use signal_hook::consts::{SIGINT, SIGTERM};
+    if let Some(stop) = crate::embed::stop_flag() {
+        // Embedded (the Python package): the caller turns its own Ctrl-C into a stop.
+        return Ok(stop);
+    }
     use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
     let stop = StopFlag::new();
@@ -40,6 +44,18 @@ fn stop_on_signals() -> Result<StopFlag> {
             .context("installing the SIGINT/SIGTERM handlers")?;
     }
     Ok(stop)
+}
+
+/// The run directory: `--run-dir`, or `runs/<env>-<algo>-seed<seed>`.
+fn run_dir_for(
+    given: &Option<PathBuf>,
+    env: &str,
+    algo: impl std::fmt::Display,
+    seed: u64,
+) -> PathBuf {
+    crate::embed::remember(given.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("runs/{}-{algo}-seed{seed}", env.replace('/', "-")))
+    }))
 }
 
 /// The lines a stopped run ends with: what stopped it, where, and how to go on.
@@ -231,13 +247,7 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<Stop>> {
     }
     cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
     let name = if method == Method::Es { "es" } else { "ga" };
-    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "runs/{}-{name}-seed{}",
-            cfg.env.replace('/', "-"),
-            cfg.seed
-        ))
-    });
+    let run_dir = run_dir_for(&a.run_dir, &cfg.env, name, cfg.seed);
     let opts = TrainOptions {
         run_dir: run_dir.clone(),
         threads: a.threads,
@@ -665,10 +675,7 @@ fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
 fn train_alphazero_cli(a: AzArgs) -> Result<Option<Stop>> {
     let device = device_maker(&a.device)?;
     let cfg = resolve_alphazero(&a)?;
-    let run_dir = a
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("runs/{}-alphazero-seed{}", cfg.env, cfg.seed)));
+    let run_dir = run_dir_for(&a.run_dir, &cfg.env, "alphazero", cfg.seed);
     let opts = TrainOptions {
         run_dir: run_dir.clone(),
         threads: 1,
@@ -887,13 +894,7 @@ fn train_replay_cli<R: ReplayRun>(a: PpoArgs, cfg: R::Config) -> Result<Option<S
             algo
         );
     }
-    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "runs/{}-{algo}-seed{}",
-            shape.env.replace('/', "-"),
-            shape.seed
-        ))
-    });
+    let run_dir = run_dir_for(&a.run_dir, shape.env, algo, shape.seed);
     let opts = TrainOptions {
         run_dir: run_dir.clone(),
         threads: a.threads,
@@ -1028,14 +1029,14 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
             );
         }
         let seeds = a.seeds.clone().map_or_else(|| vec![cfg.seed], |s| s.0);
-        let run_dir = a.run_dir.clone().unwrap_or_else(|| {
+        let run_dir = crate::embed::remember(a.run_dir.clone().unwrap_or_else(|| {
             PathBuf::from(format!(
                 "runs/{}-ppo-gpu-seeds{}-{}",
                 cfg.env.replace('/', "-"),
                 seeds[0],
                 seeds[seeds.len() - 1]
             ))
-        });
+        }));
         let cfg = PpoConfig {
             seed: seeds[0],
             ..cfg
@@ -1052,13 +1053,7 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
             },
         );
     }
-    let run_dir = a.run_dir.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "runs/{}-{label}-seed{}",
-            cfg.env.replace('/', "-"),
-            cfg.seed
-        ))
-    });
+    let run_dir = run_dir_for(&a.run_dir, &cfg.env, label, cfg.seed);
     let opts = TrainOptions {
         run_dir: run_dir.clone(),
         threads: a.threads,

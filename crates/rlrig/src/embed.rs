@@ -1,0 +1,68 @@
+//! The `rlrig` command run inside another program (the Python package's
+//! `rlrig.train`): the same parsing, presets, drivers, run directory and output as
+//! the binary, with the caller owning the stop request instead of signal handlers
+//! (a Python interpreter keeps its own SIGINT handler and raises KeyboardInterrupt).
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::Result;
+use clap::Parser;
+use rlrig_learn::stop::{Stop, StopFlag};
+
+/// The stop flag of the embedded run in progress, if any.
+static STOP: Mutex<Option<StopFlag>> = Mutex::new(None);
+/// The run directory the last run resolved (`--run-dir` or the default).
+static RUN_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// The embedding caller's stop flag, when a run is embedded.
+pub(crate) fn stop_flag() -> Option<StopFlag> {
+    STOP.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Records `dir` as the run's directory and returns it.
+pub(crate) fn remember(dir: PathBuf) -> PathBuf {
+    *RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir.clone());
+    dir
+}
+
+/// What an embedded `rlrig train` ended with.
+pub struct Trained {
+    /// The run directory it wrote.
+    pub run_dir: Option<PathBuf>,
+    /// Set when `stop` ended the run early (a checkpoint was written).
+    pub stopped: Option<Stop>,
+}
+
+/// Runs `rlrig train ARGS...` (`args` without the program name and `train`) with
+/// `stop` as its stop request. `--seeds` is refused: it packs runs as child processes
+/// of the `rlrig` binary, which an embedding program is not.
+pub fn train(args: &[String], stop: StopFlag) -> Result<Trained> {
+    #[derive(Parser)]
+    #[command(name = "rlrig train")]
+    struct Train {
+        #[command(subcommand)]
+        cmd: crate::train::TrainCommand,
+    }
+    let parsed = Train::try_parse_from(
+        std::iter::once("rlrig train".to_string()).chain(args.iter().cloned()),
+    )
+    .map_err(|e| anyhow::anyhow!("{}", e.render().to_string().trim_end()))?;
+    if args
+        .iter()
+        .any(|a| a == "--seeds" || a.starts_with("--seeds="))
+    {
+        anyhow::bail!(
+            "--seeds packs runs as processes of the rlrig binary: run `rlrig train ... --seeds LIST` from a shell, or one rlrig.train per seed"
+        );
+    }
+    *STOP.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop);
+    *RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    let result = crate::train::train(parsed.cmd);
+    *STOP.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    let run_dir = RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()).take();
+    Ok(Trained {
+        run_dir,
+        stopped: result?,
+    })
+}
