@@ -6,6 +6,10 @@
 # on Debian/Ubuntu they are installed here when missing (as root or with password-less
 # sudo). RLRIG_SKIP_MPI=1 skips them where that is impossible.
 #
+# The Python package's tests (pytest, python/tests) run in a venv made here
+# (target/pyvenv) with Gymnasium and the package installed by `pip install ./python`,
+# as the README tells users. They need python3 with venv; RLRIG_SKIP_PYTHON=1 skips them.
+#
 # The Burn tests (`--device burn-cpu|wgpu`) need a Vulkan driver: Mesa's software
 # Vulkan is installed the same way when none is present. RLRIG_SKIP_BURN=1 skips them.
 set -euo pipefail
@@ -41,6 +45,28 @@ fi
 # Release profile: the learning tests train real agents and would crawl in debug.
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
 cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --release --locked
+
+if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
+  # The Python package, installed as a user installs it (maturin builds the extension
+  # in the release profile, reusing the workspace's target directory), then its tests
+  # against Gymnasium's own envs.
+  PYV=target/pyvenv
+  if ! "$PYV/bin/python" -c 'import sys' 2>/dev/null; then
+    rm -rf "$PYV"
+    if ! python3 -m venv "$PYV" 2>/dev/null; then
+      echo "[test] installing python3-venv for the Python tests (apt-get)" >&2
+      SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+      { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+          $SUDO apt-get install -y -q python3-venv >/dev/null; } \
+        || { echo "[test] could not install python3-venv; install it, or set RLRIG_SKIP_PYTHON=1" >&2; exit 1; }
+      python3 -m venv "$PYV"
+    fi
+  fi
+  PIP=("$PYV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
+  "${PIP[@]}" "gymnasium>=1.4,<1.5" numpy pytest
+  "${PIP[@]}" --force-reinstall --no-deps ./python
+  "$PYV/bin/python" -m pytest -q -p no:cacheprovider python/tests
+fi
 
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
   # The same binary with MPI, and its tests under mpirun (tests/evolution.rs).
