@@ -84,6 +84,23 @@ class Policy:
         a = self._native.act(o[None] if single else o)
         return a[0] if single else a
 
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The acting network's tensors, named as PyTorch names an `nn.Sequential` of
+        `Linear` and activation modules (`actor.0.weight` is `[out, in]`), with the
+        observation statistics and action bounds the policy uses. `metadata` says how
+        they combine: `metadata["action"]`, `metadata["obs_norm"]` and
+        `metadata["actor.layers"]` (or `q.layers`, `policy.layers`)."""
+        return dict(self._native.tensors()[0])
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        return dict(self._native.tensors()[1])
+
+    def export(self, path: str | Path) -> None:
+        """Writes `state_dict()` and `metadata` to a safetensors file (loadable with
+        `safetensors.numpy.load_file` or `safetensors.torch.load_file`)."""
+        self._native.export(str(path))
+
     def __repr__(self) -> str:
         return f"Policy({self.env_id}, run_dir={str(self.run_dir)!r})"
 

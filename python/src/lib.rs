@@ -640,6 +640,14 @@ struct PyPolicy {
     spec: EnvSpec,
 }
 
+impl PyPolicy {
+    fn export_of(&self) -> PyResult<rlrig_learn::export::PolicyExport> {
+        let mut e = self.loaded.policy.export().map_err(PyValueError::new_err)?;
+        e.note("env", self.loaded.env.clone());
+        Ok(e)
+    }
+}
+
 #[pymethods]
 impl PyPolicy {
     #[new]
@@ -669,6 +677,31 @@ impl PyPolicy {
 
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         spec_dict(py, &self.spec)
+    }
+
+    /// The acting network as named tensors in PyTorch's convention and the metadata
+    /// that says how actions follow from them: `(tensors, metadata)`.
+    fn tensors<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyDict>, Bound<'py, PyDict>)> {
+        let e = self.export_of()?;
+        let tensors = PyDict::new(py);
+        for t in &e.tensors {
+            tensors.set_item(
+                &t.name,
+                PyArray1::from_slice(py, &t.data).reshape(IxDyn(&t.shape))?,
+            )?;
+        }
+        let meta = PyDict::new(py);
+        for (k, v) in &e.metadata {
+            meta.set_item(k, v)?;
+        }
+        Ok((tensors, meta))
+    }
+
+    /// Writes the tensors and metadata to a safetensors file at `path` (atomically).
+    fn export(&self, path: std::path::PathBuf) -> PyResult<()> {
+        self.export_of()?
+            .write_safetensors(&path)
+            .map_err(|e| PyValueError::new_err(format!("{}: {e}", path.display())))
     }
 
     /// Greedy actions for a batch of observations (`[n, *obs_shape]` float32).

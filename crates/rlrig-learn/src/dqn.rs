@@ -352,6 +352,12 @@ impl crate::eval::Greedy for QGreedy {
         crate::eval::argmax_rows(q, n, self.net.n_actions, &mut self.actions);
         ActionBuf::Discrete(&self.actions)
     }
+
+    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+        let mut e = crate::export::PolicyExport::new("dqn", "argmax(q(obs), -1)");
+        e.mlp("q", &self.net.mlp, &self.net.params);
+        Ok(e)
+    }
 }
 
 /// Everything besides the tensors that a checkpoint must hold.

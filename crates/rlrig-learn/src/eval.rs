@@ -9,6 +9,9 @@ use rlrig_env::{ActionBuf, AutoReset, make_sync};
 pub trait Greedy {
     /// Actions for `n` observations (`n x obs_dim`, row-major), valid for the env.
     fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_>;
+    /// The acting network as named tensors (`rlrig.load(run).export(...)` in Python),
+    /// or why this policy has no export yet.
+    fn export(&self) -> Result<crate::export::PolicyExport, String>;
 }
 
 /// Index of the largest value of each of the `n` rows of `k` values in `out` into `ai`
@@ -74,6 +77,9 @@ mod tests {
             fn act(&mut self, _: &[f32], n: usize) -> ActionBuf<'_> {
                 self.0.resize(n, 1);
                 ActionBuf::Discrete(&self.0)
+            }
+            fn export(&self) -> Result<crate::export::PolicyExport, String> {
+                Err("a test policy".into())
             }
         }
         let r = greedy_returns(

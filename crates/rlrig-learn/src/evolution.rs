@@ -208,6 +208,25 @@ impl crate::eval::Greedy for EvoGreedy {
             &mut self.af,
         )
     }
+
+    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+        let mut e = match &self.policy.space {
+            Space::Discrete { .. } => {
+                crate::export::PolicyExport::new("evolution", "argmax(policy(obs), -1)")
+            }
+            Space::Box { low, high, .. } => {
+                let mut e = crate::export::PolicyExport::new(
+                    "evolution",
+                    "tanh(policy(obs)) * (action_high - action_low) / 2 + (action_high + action_low) / 2",
+                );
+                e.vector("action_low", low.clone());
+                e.vector("action_high", high.clone());
+                e
+            }
+        };
+        e.mlp("policy", &self.policy.mlp, &self.params);
+        Ok(e)
+    }
 }
 
 /// A policy's shape and action decoding.

@@ -77,6 +77,7 @@ pub mod conv;
 pub mod dqn;
 pub mod eval;
 pub mod evolution;
+pub mod export;
 pub mod mcts;
 pub mod memory;
 pub mod nn;

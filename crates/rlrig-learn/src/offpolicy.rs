@@ -1145,6 +1145,21 @@ impl crate::eval::Greedy for NetsGreedy {
         self.nets.greedy(obs, n, &mut self.cache, &mut self.actions);
         ActionBuf::Continuous(&self.actions)
     }
+
+    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+        let nets = &self.nets;
+        // SAC's actor also outputs log-stds after the means; its greedy action is the
+        // squashed mean, the first act_dim outputs.
+        let action = format!(
+            "tanh(actor(obs)[:, :{}]) * action_scale + action_bias",
+            nets.act_dim
+        );
+        let mut e = crate::export::PolicyExport::new(nets.algo.name(), &action);
+        e.mlp("actor", &nets.actor, &nets.actor_params);
+        e.vector("action_scale", nets.scale.clone());
+        e.vector("action_bias", nets.bias.clone());
+        Ok(e)
+    }
 }
 
 #[cfg(test)]

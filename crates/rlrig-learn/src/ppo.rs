@@ -2119,6 +2119,47 @@ impl crate::eval::Greedy for PpoGreedy {
             &mut self.af,
         )
     }
+
+    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+        let agent = &self.agent;
+        let (Net::Mlp(actor), Net::Mlp(critic)) = (&agent.actor, &agent.critic) else {
+            return Err(format!(
+                "{}: the convolutional networks of image-observation runs are not exported yet (MLP policies are)",
+                self.cfg.env
+            ));
+        };
+        let mut e = match &agent.head {
+            Head::Categorical { .. } => {
+                crate::export::PolicyExport::new("ppo", "argmax(actor(obs), -1)")
+            }
+            Head::Gaussian {
+                dim,
+                low,
+                high,
+                logstd,
+            } => {
+                let mut e = crate::export::PolicyExport::new(
+                    "ppo",
+                    "clip(actor(obs), action_low, action_high)",
+                );
+                e.vector("action_low", low.clone());
+                e.vector("action_high", high.clone());
+                // Not used by the greedy action; a sampling policy draws
+                // actor(obs) + exp(actor.logstd) * N(0, 1).
+                e.vector(
+                    "actor.logstd",
+                    agent.params[*logstd..*logstd + dim].to_vec(),
+                );
+                e
+            }
+        };
+        e.mlp("actor", actor, &agent.params);
+        e.mlp("critic", critic, &agent.params);
+        if let Some(rms) = &self.obs_rms {
+            e.obs_norm(&rms.mean, &rms.var, self.cfg.clip_obs);
+        }
+        Ok(e)
+    }
 }
 
 /// Greedy evaluation of `agent` on `episodes` fresh episodes of the config's env.

@@ -90,7 +90,7 @@ pub struct Checkpoint {
 
 const FORMAT: u32 = 1;
 
-fn to_bytes(v: &[f32]) -> Vec<u8> {
+pub(crate) fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 

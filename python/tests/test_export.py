@@ -1,0 +1,102 @@
+"""Exported policies: the named `[out, in]` tensors reproduce the policy's actions in
+plain NumPy by following the metadata, and the safetensors file holds the same."""
+
+import json
+import re
+import struct
+
+import numpy as np
+import pytest
+
+import rlrig
+
+
+def read_safetensors(path):
+    """The safetensors format by hand: an 8-byte header length, a JSON header, data."""
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = raw[8 + n:]
+    out = {}
+    for name, h in header.items():
+        assert h["dtype"] == "F32"
+        a, b = h["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype="<f4").reshape(h["shape"])
+    return out, meta
+
+
+def sequential(t, prefix, layers, x):
+    """Runs `prefix.layers` ("Linear(4, 64), Tanh(), ...") with PyTorch's `x @ W.T + b`."""
+    i = 0
+    for module in re.findall(r"\w+\([^)]*\)", layers):
+        if module.startswith("Linear"):
+            x = x @ t[f"{prefix}.{i}.weight"].T + t[f"{prefix}.{i}.bias"]
+        elif module == "Tanh()":
+            x = np.tanh(x)
+        elif module == "ReLU()":
+            x = np.maximum(x, 0)
+        i += 1
+    return x
+
+
+def numpy_actions(t, meta, obs):
+    algo, action = meta["algo"], meta["action"]
+    if meta["obs_norm"] != "none":
+        obs = np.clip((obs - t["obs_rms.mean"]) / np.sqrt(t["obs_rms.var"] + 1e-8), -10, 10)
+    if action == "argmax(actor(obs), -1)":
+        return np.argmax(sequential(t, "actor", meta["actor.layers"], obs), -1)
+    if action == "argmax(q(obs), -1)":
+        return np.argmax(sequential(t, "q", meta["q.layers"], obs), -1)
+    if action == "clip(actor(obs), action_low, action_high)":
+        return np.clip(sequential(t, "actor", meta["actor.layers"], obs), t["action_low"], t["action_high"])
+    if action.startswith("tanh(actor(obs)[:, :"):
+        d = int(action.split(":, :")[1].split("]")[0])
+        out = sequential(t, "actor", meta["actor.layers"], obs)[:, :d]
+        return np.tanh(out) * t["action_scale"] + t["action_bias"]
+    raise AssertionError(f"unknown action formula {action!r} ({algo})")
+
+
+@pytest.mark.parametrize(
+    "algo,env,budget,extra",
+    [
+        ("ppo", "CartPole-v1", 8_192, {}),
+        ("ppo", "Pendulum-v1", 4_096, {"norm_obs": True}),
+        ("dqn", "CartPole-v1", 2_000, {}),
+        ("td3", "Pendulum-v1", 600, {}),
+        ("sac", "Pendulum-v1", 600, {}),
+    ],
+)
+def test_exported_tensors_reproduce_the_policy_in_numpy(tmp_path, algo, env, budget, extra):
+    run = rlrig.train(algo, env, total_steps=budget, run_dir=tmp_path / "run", quiet=True,
+                      eval_episodes=1, **extra)
+    policy = rlrig.load(run["run_dir"])
+    t, meta = policy.state_dict(), policy.metadata
+    assert meta["format"] == "rlrig-policy-1" and meta["env"] == env
+    prefix = "q" if algo == "dqn" else "actor"
+    w0 = t[f"{prefix}.0.weight"]
+    assert w0.shape[1] == policy.observation_space.shape[0], "PyTorch's [out, in]"
+    if extra.get("norm_obs"):
+        assert "obs_rms.mean" in t and meta["obs_norm"].startswith("obs = clip(")
+    rng = np.random.default_rng(0)
+    obs = rng.uniform(-1, 1, (64, *policy.observation_space.shape)).astype(np.float32)
+    want = policy.act(obs)
+    got = numpy_actions(t, meta, obs.astype(np.float64))
+    if want.dtype.kind == "i":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # The file holds the same tensors and metadata.
+    path = tmp_path / "policy.safetensors"
+    policy.export(path)
+    ft, fmeta = read_safetensors(path)
+    assert fmeta == meta and sorted(ft) == sorted(t)
+    for k in t:
+        np.testing.assert_array_equal(ft[k], t[k])
+
+
+def test_image_policies_say_they_are_not_exported_yet(tmp_path):
+    run = rlrig.train("ppo", "MinAtar/Breakout-v1", total_steps=512, num_envs=4, run_dir=tmp_path / "r",
+                      quiet=True, eval_episodes=1, num_steps=128)
+    with pytest.raises(ValueError, match="convolutional networks .* not exported yet"):
+        rlrig.load(run["run_dir"]).state_dict()
