@@ -19,9 +19,9 @@ class RlrigEnv(gym.Env):
     episode as env `k` of a vector env reset with `seed=[..., s (at k), ...]`.
     """
 
-    metadata = {"render_modes": []}
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
-    def __init__(self, env_id: str, **env_args: Any):
+    def __init__(self, env_id: str, render_mode: str | None = None, **env_args: Any):
         from rlrig.vector import native_kwargs
 
         args, cap = native_kwargs(env_id, None, env_args)
@@ -35,7 +35,9 @@ class RlrigEnv(gym.Env):
         self.action_space = space_of(spec["action_space"])
         self._discrete = spec["action_space"]["kind"] == "discrete"
         self._shape = (1,) if self._discrete else (1, *self.action_space.shape)
-        self.render_mode = None
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
+        self.render_mode = render_mode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
@@ -53,6 +55,12 @@ class RlrigEnv(gym.Env):
             )
         obs, rewards, terminated, truncated, _ = self._native.step(a.reshape(self._shape))
         return obs[0], float(rewards[0]), bool(terminated[0]), bool(truncated[0]), {}
+
+    def render(self):
+        """The current frame (`render_mode="rgb_array"`): uint8 `[height, width, 3]`."""
+        if self.render_mode is None:
+            return None
+        return self._native.render(0)
 
     @property
     def state(self) -> np.ndarray:

@@ -78,9 +78,12 @@ class RlrigVectorEnv(VectorEnv):
         seed: int | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         max_episode_steps: int | None = None,
+        render_mode: str | None = None,
         **env_args: Any,
     ):
         mode = AutoresetMode(autoreset_mode)
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"{env_id}: num_envs must be a positive integer, got {num_envs!r}")
         args, cap = native_kwargs(env_id, max_episode_steps, env_args)
@@ -103,8 +106,8 @@ class RlrigVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._discrete = spec["action_space"]["kind"] == "discrete"
-        self.metadata = {"autoreset_mode": mode, "render_modes": []}
-        self.render_mode = None
+        self.metadata = {"autoreset_mode": mode, "render_modes": ["rgb_array"]}
+        self.render_mode = render_mode
         self.max_episode_steps = max_episode_steps or spec["max_episode_steps"]
         self._same_step = mode == AutoresetMode.SAME_STEP
         self._started = False
@@ -190,6 +193,13 @@ class RlrigVectorEnv(VectorEnv):
         same-step mode the final observations are not kept: use `step` for those."""
         a = as_actions(actions, self._discrete, self.env_id)
         self._native.step(a, out=(obs, rewards, terminated, truncated))
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """Every env's frame (`render_mode="rgb_array"`), as Gymnasium's vector envs
+        return them: a tuple of uint8 `[height, width, 3]` arrays."""
+        if self.render_mode is None:
+            return None
+        return tuple(self._native.render(i) for i in range(self.num_envs))
 
     def get_state(self, i: int) -> list[float]:
         """Env `i`'s internal state, as Gymnasium's `env.unwrapped.state` holds it."""

@@ -494,6 +494,18 @@ impl PyVecEnv {
         batch_array(py, &env.obs()[i * d..(i + 1) * d], 1, &shape)
     }
 
+    /// Env `i` drawn as Gymnasium's `render_mode="rgb_array"` draws it: a uint8
+    /// array `[height, width, 3]`.
+    fn render<'py>(&mut self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
+        self.index(i)?;
+        let id = self.spec.id;
+        let state = self.env()?.render_state(i);
+        let (h, w, rgb) = py
+            .detach(|| rlrig_lab::render::frame(id, &state))
+            .map_err(|e| PyValueError::new_err(format!("{id}: {e}")))?;
+        PyArray1::from_vec(py, rgb).reshape(IxDyn(&[h, w, 3]))
+    }
+
     fn close(&mut self) {
         *self.env.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
     }

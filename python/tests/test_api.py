@@ -24,8 +24,8 @@ def test_every_env_is_registered_with_gymnasium():
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_gymnasium_env_checker_passes(env_id):
-    env = gym.make(gym_id(env_id))
-    check_env(env.unwrapped, skip_render_check=True)
+    env = gym.make(gym_id(env_id), render_mode="rgb_array")
+    check_env(env.unwrapped)
     # And through make's wrappers (TimeLimit, order enforcing, passive checker).
     obs, _ = env.reset(seed=1)
     assert obs in env.observation_space
@@ -48,6 +48,23 @@ def test_vector_env_outputs_have_gymnasium_dtypes_and_shapes(env_id):
     assert term.dtype == np.bool_ and trunc.dtype == np.bool_
     envs.close()
     assert envs.closed
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_rgb_frames_are_drawn(env_id):
+    env = gym.make(gym_id(env_id), render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    assert frame.dtype == np.uint8 and frame.ndim == 3 and frame.shape[2] == 3
+    assert frame.shape[0] >= 300 and frame.shape[1] >= 300
+    assert len(np.unique(frame.reshape(-1, 3), axis=0)) > 1, "something is drawn"
+    envs = rlrig.make_vec(env_id, 2, render_mode="rgb_array", seed=0)
+    envs.reset()
+    frames = envs.render()
+    assert isinstance(frames, tuple) and len(frames) == 2 and frames[0].shape == frame.shape
+    assert rlrig.make_vec(env_id, 2).render() is None
+    with pytest.raises(ValueError, match="render_mode must be None or 'rgb_array'"):
+        rlrig.make_vec(env_id, 2, render_mode="human")
 
 
 def test_results_do_not_depend_on_the_thread_count():

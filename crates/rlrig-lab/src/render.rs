@@ -356,17 +356,11 @@ fn draw_bipedal_walker(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes the episodes (each a list of internal states) as one animated GIF, with the
-/// episode, step and return so far in the corner. Long episodes are subsampled to at
-/// most `max_frames` frames each.
-pub fn episodes_gif(
-    path: &Path,
-    env: &str,
-    episodes: &[(Vec<Vec<f64>>, Vec<f64>)],
-    max_frames: usize,
-) -> Result<(), String> {
-    crate::plot::register_font();
-    let draw: fn(&Area<'_>, &[f64]) -> Result<(), String> = match env {
+type Draw = fn(&Area<'_>, &[f64]) -> Result<(), String>;
+
+/// The function that draws a render state of `env`.
+fn drawer(env: &str) -> Result<Draw, String> {
+    Ok(match env {
         "CartPole-v1" => draw_cartpole,
         "Pendulum-v1" => draw_pendulum,
         "Acrobot-v1" => draw_acrobot,
@@ -377,7 +371,35 @@ pub fn episodes_gif(
         "LunarLander-v3" | "LunarLanderContinuous-v3" => draw_lunar_lander,
         "BipedalWalker-v3" | "BipedalWalkerHardcore-v3" => draw_bipedal_walker,
         other => return Err(format!("no renderer for {other}")),
-    };
+    })
+}
+
+/// One frame of `env` in the render state `state` (`Env::render_state`), as
+/// `(height, width, RGB bytes row-major)`: Gymnasium's `render_mode="rgb_array"`.
+pub fn frame(env: &str, state: &[f64]) -> Result<(usize, usize, Vec<u8>), String> {
+    let draw = drawer(env)?;
+    let (w, h) = size(env);
+    let mut buf = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        draw(&root, state)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok((h as usize, w as usize, buf))
+}
+
+/// Writes the episodes (each a list of internal states) as one animated GIF, with the
+/// episode, step and return so far in the corner. Long episodes are subsampled to at
+/// most `max_frames` frames each.
+pub fn episodes_gif(
+    path: &Path,
+    env: &str,
+    episodes: &[(Vec<Vec<f64>>, Vec<f64>)],
+    max_frames: usize,
+) -> Result<(), String> {
+    crate::plot::register_font();
+    let draw = drawer(env)?;
     let longest = episodes.iter().map(|(s, _)| s.len()).max().unwrap_or(1);
     let stride = longest.div_ceil(max_frames.max(1)).max(1);
     let delay = (1000 * stride as u32 / fps(env)).max(20);

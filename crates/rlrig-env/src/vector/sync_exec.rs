@@ -440,6 +440,8 @@ pub trait VecEnvDyn: Send {
     /// Puts env `i` into the state `v` (as [`VecEnvDyn::state_vec`] gives it) at the
     /// start of an episode. On error nothing changed.
     fn set_state_vec(&mut self, i: usize, v: &[f64]) -> Result<(), EnvError>;
+    /// What a renderer needs to draw env `i` ([`Env::render_state`]).
+    fn render_state(&self, i: usize) -> Vec<f64>;
 }
 
 impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
@@ -509,5 +511,8 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
         })?;
         self.set_state(i, state);
         Ok(())
+    }
+    fn render_state(&self, i: usize) -> Vec<f64> {
+        E::render_state(&self.states[i])
     }
 }
