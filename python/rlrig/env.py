@@ -34,7 +34,7 @@ class RlrigEnv(gym.Env):
         self.observation_space = space_of(spec["observation_space"])
         self.action_space = space_of(spec["action_space"])
         self._discrete = spec["action_space"]["kind"] == "discrete"
-        self._shape = (1,) if self._discrete else (1, *self.action_space.shape)
+        self._shape = (1,) if self._discrete else (1, *(self.action_space.shape or ()))
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode

@@ -169,6 +169,7 @@ class RlrigVectorEnv(VectorEnv):
         if self._same_step:
             done = terminated | truncated
             if done.any():
+                assert final_obs is not None  # same-step mode keeps them
                 finals = np.full(self.num_envs, None, dtype=object)
                 for i in np.flatnonzero(done):
                     finals[i] = final_obs[i]
@@ -192,7 +193,7 @@ class RlrigVectorEnv(VectorEnv):
         rewards float64, flags bool, shaped as `step` returns them); no infos. In
         same-step mode the final observations are not kept: use `step` for those."""
         a = as_actions(actions, self._discrete, self.env_id)
-        self._native.step(a, out=(obs, rewards, terminated, truncated))
+        self._native.step_into(a, obs, rewards, terminated, truncated)
 
     def render(self) -> tuple[np.ndarray, ...] | None:
         """Every env's frame (`render_mode="rgb_array"`), as Gymnasium's vector envs

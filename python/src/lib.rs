@@ -298,6 +298,23 @@ impl PyVecEnv {
         batch_array(py, self.env()?.obs(), n, &shape)
     }
 
+    /// Checks and loads `actions`, steps every env with the GIL released, and
+    /// returns the executor to read the results from.
+    fn stepped(&mut self, py: Python<'_>, actions: &Bound<'_, PyAny>) -> PyResult<&dyn VecEnvDyn> {
+        let id = self.spec.id;
+        let env = open(&mut self.env, id)?;
+        if self.strict
+            && let Some(k) = env.pending_resets().iter().position(|&p| p)
+        {
+            return Err(PyValueError::new_err(format!(
+                "{id}: env {k} ended its episode and autoreset is disabled: reset it (reset(options={{'reset_mask': mask}})) before stepping it"
+            )));
+        }
+        let buf = self.actions.load(actions, &self.all)?;
+        py.detach(|| env.step(buf)).map_err(env_error)?;
+        Ok(&**env)
+    }
+
     fn index(&self, i: usize) -> PyResult<()> {
         if i >= self.n {
             return Err(PyValueError::new_err(format!(
@@ -423,53 +440,54 @@ impl PyVecEnv {
 
     /// Steps every env. Returns `(obs, rewards, terminated, truncated, final_obs)`,
     /// fresh arrays, `final_obs` only in same-step mode (rows of envs that did not
-    /// end hold stale values). With `out=(obs, rewards, terminated, truncated)` the
-    /// results are written into the caller's arrays instead and `None`s returned.
-    #[pyo3(signature = (actions, *, out=None))]
+    /// end hold stale values).
     #[allow(clippy::type_complexity)]
     fn step<'py>(
         &mut self,
         py: Python<'py>,
         actions: &Bound<'py, PyAny>,
-        out: Option<(
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-            Bound<'py, PyAny>,
-        )>,
-    ) -> PyResult<Py<PyAny>> {
-        let id = self.spec.id;
-        let env = open(&mut self.env, id)?;
-        if self.strict
-            && let Some(k) = env.pending_resets().iter().position(|&p| p)
-        {
-            return Err(PyValueError::new_err(format!(
-                "{id}: env {k} ended its episode and autoreset is disabled: reset it (reset(options={{'reset_mask': mask}})) before stepping it"
-            )));
-        }
-        let buf = self.actions.load(actions, &self.all)?;
-        py.detach(|| env.step(buf)).map_err(env_error)?;
-        let n = self.n;
-        if let Some((o, r, t, u)) = out {
-            fill("obs", &o, env.obs())?;
-            fill("rewards", &r, env.rewards())?;
-            fill("terminated", &t, env.terminated())?;
-            fill("truncated", &u, env.truncated())?;
-            return Ok(py.None());
-        }
-        let obs = batch_array(py, env.obs(), n, &self.obs_shape)?;
-        let final_obs = match env.final_obs() {
-            Some(f) => Some(batch_array(py, f, n, &self.obs_shape)?),
-            None => None,
-        };
-        let t = (
-            obs,
-            PyArray1::from_slice(py, env.rewards()),
-            PyArray1::from_slice(py, env.terminated()),
-            PyArray1::from_slice(py, env.truncated()),
-            final_obs,
-        );
-        Ok(t.into_pyobject(py)?.into_any().unbind())
+    ) -> PyResult<(
+        Bound<'py, PyArrayDyn<f32>>,
+        Bound<'py, PyArray1<f64>>,
+        Bound<'py, PyArray1<bool>>,
+        Bound<'py, PyArray1<bool>>,
+        Option<Bound<'py, PyArrayDyn<f32>>>,
+    )> {
+        let shape = std::mem::take(&mut self.obs_shape);
+        let out = self.stepped(py, actions).and_then(|env| {
+            let n = env.num_envs();
+            let final_obs = match env.final_obs() {
+                Some(f) => Some(batch_array(py, f, n, &shape)?),
+                None => None,
+            };
+            Ok((
+                batch_array(py, env.obs(), n, &shape)?,
+                PyArray1::from_slice(py, env.rewards()),
+                PyArray1::from_slice(py, env.terminated()),
+                PyArray1::from_slice(py, env.truncated()),
+                final_obs,
+            ))
+        });
+        self.obs_shape = shape;
+        out
+    }
+
+    /// `step` writing into the caller's C-contiguous arrays (obs float32, rewards
+    /// float64, flags bool, shaped as `step` returns them), which rlrig does not keep.
+    fn step_into<'py>(
+        &mut self,
+        py: Python<'py>,
+        actions: &Bound<'py, PyAny>,
+        obs: &Bound<'py, PyAny>,
+        rewards: &Bound<'py, PyAny>,
+        terminated: &Bound<'py, PyAny>,
+        truncated: &Bound<'py, PyAny>,
+    ) -> PyResult<()> {
+        let env = self.stepped(py, actions)?;
+        fill("obs", obs, env.obs())?;
+        fill("rewards", rewards, env.rewards())?;
+        fill("terminated", terminated, env.terminated())?;
+        fill("truncated", truncated, env.truncated())
     }
 
     /// Env `i`'s state as Gymnasium's `env.unwrapped.state`.
