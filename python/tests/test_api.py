@@ -226,6 +226,10 @@ def test_unknown_ids_and_env_args():
         rlrig.make_vec("Pendulum-v1", 2, gravity=9)
     with pytest.raises(ValueError, match="parameter g=heavy"):
         rlrig.make_vec("Pendulum-v1", 2, g="heavy")
+    with pytest.raises(ValueError, match="sticky_action_prob=2: '2' is not a probability"):
+        rlrig.make_vec("MinAtar/Breakout-v1", 2, sticky_action_prob=2)
+    with pytest.raises(ValueError, match="MinAtar/Freeway-v1: parameter speed=3: unknown parameter"):
+        rlrig.make_vec("MinAtar/Freeway-v1", 2, speed=3)
     envs = gym.make_vec("rlrig/Pendulum-v1", num_envs=2, g=3.5)
     assert envs.num_envs == 2
     with pytest.raises(ValueError, match="num_envs must be a positive integer"):

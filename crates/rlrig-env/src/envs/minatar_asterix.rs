@@ -190,6 +190,7 @@ impl Env for Asterix {
     type Action = i32;
     const ID: &'static str = "MinAtar/Asterix-v1";
     const OBS_DIM: usize = 100 * CHANNELS;
+    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &AsterixParams) -> Space {
@@ -202,6 +203,10 @@ impl Env for Asterix {
 
     fn max_episode_steps(_: &AsterixParams) -> Option<u32> {
         None
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
     }
 
     fn reset(_: &AsterixParams, _: &mut Rng) -> AsterixState {

@@ -55,6 +55,7 @@ impl Env for Breakout {
     type Action = i32;
     const ID: &'static str = "MinAtar/Breakout-v1";
     const OBS_DIM: usize = 400;
+    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &BreakoutParams) -> Space {
@@ -72,6 +73,10 @@ impl Env for Breakout {
 
     fn max_episode_steps(_: &BreakoutParams) -> Option<u32> {
         None
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
     }
 
     fn reset(_: &BreakoutParams, rng: &mut Rng) -> BreakoutState {

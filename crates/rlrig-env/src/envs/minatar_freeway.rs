@@ -153,6 +153,7 @@ impl Env for Freeway {
     type Action = i32;
     const ID: &'static str = "MinAtar/Freeway-v1";
     const OBS_DIM: usize = 100 * CHANNELS;
+    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &FreewayParams) -> Space {
@@ -165,6 +166,10 @@ impl Env for Freeway {
 
     fn max_episode_steps(_: &FreewayParams) -> Option<u32> {
         None
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
     }
 
     fn reset(_: &FreewayParams, rng: &mut Rng) -> FreewayState {

@@ -431,6 +431,7 @@ impl Env for Seaquest {
     type Action = i32;
     const ID: &'static str = "MinAtar/Seaquest-v1";
     const OBS_DIM: usize = 100 * CHANNELS;
+    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 150;
 
     fn observation_space(_: &SeaquestParams) -> Space {
@@ -443,6 +444,10 @@ impl Env for Seaquest {
 
     fn max_episode_steps(_: &SeaquestParams) -> Option<u32> {
         None
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
     }
 
     fn reset(_: &SeaquestParams, _: &mut Rng) -> SeaquestState {

@@ -215,6 +215,7 @@ impl Env for SpaceInvaders {
     type Action = i32;
     const ID: &'static str = "MinAtar/SpaceInvaders-v1";
     const OBS_DIM: usize = 100 * CHANNELS;
+    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
 
     fn observation_space(_: &SpaceInvadersParams) -> Space {
@@ -227,6 +228,10 @@ impl Env for SpaceInvaders {
 
     fn max_episode_steps(_: &SpaceInvadersParams) -> Option<u32> {
         None
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
     }
 
     fn reset(_: &SpaceInvadersParams, _: &mut Rng) -> SpaceInvadersState {
