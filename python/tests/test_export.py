@@ -30,7 +30,15 @@ def sequential(t, prefix, layers, x):
     """Runs `prefix.layers` ("Linear(4, 64), Tanh(), ...") with PyTorch's `x @ W.T + b`."""
     i = 0
     for module in re.findall(r"\w+\([^)]*\)", layers):
-        if module.startswith("Linear"):
+        if module.startswith("Conv2d"):
+            w, b = t[f"{prefix}.{i}.weight"], t[f"{prefix}.{i}.bias"]
+            pad = int(re.search(r"padding=(\d+)", module).group(1))
+            x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+            win = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+            x = np.einsum("nchwij,ocij->nohw", win, w) + b[None, :, None, None]
+        elif module == "Flatten()":
+            x = x.reshape(len(x), -1)
+        elif module.startswith("Linear"):
             x = x @ t[f"{prefix}.{i}.weight"].T + t[f"{prefix}.{i}.bias"]
         elif module == "Tanh()":
             x = np.tanh(x)
@@ -42,6 +50,8 @@ def sequential(t, prefix, layers, x):
 
 def numpy_actions(t, meta, obs):
     algo, action = meta["algo"], meta["action"]
+    if "obs_layout" in meta and "HWC" in meta["obs_layout"]:
+        obs = obs.transpose(0, 3, 1, 2)
     if meta["obs_norm"] != "none":
         obs = np.clip((obs - t["obs_rms.mean"]) / np.sqrt(t["obs_rms.var"] + 1e-8), -10, 10)
     if action == "argmax(actor(obs), -1)":
@@ -95,8 +105,15 @@ def test_exported_tensors_reproduce_the_policy_in_numpy(tmp_path, algo, env, bud
         np.testing.assert_array_equal(ft[k], t[k])
 
 
-def test_image_policies_say_they_are_not_exported_yet(tmp_path):
-    run = rlrig.train("ppo", "MinAtar/Breakout-v1", total_steps=512, num_envs=4, run_dir=tmp_path / "r",
+def test_minatar_conv_policy_exports_as_pytorch_conv2d(tmp_path):
+    run = rlrig.train("ppo", "MinAtar/Breakout-v1", total_steps=1024, num_envs=4, run_dir=tmp_path / "r",
                       quiet=True, eval_episodes=1, num_steps=128)
-    with pytest.raises(ValueError, match="convolutional networks .* not exported yet"):
-        rlrig.load(run["run_dir"]).state_dict()
+    policy = rlrig.load(run["run_dir"])
+    t, meta = policy.state_dict(), policy.metadata
+    assert meta["actor.layers"].startswith("Conv2d(4, 16, kernel_size=3, padding=0), ReLU(), Flatten(), Linear(1024, ")
+    assert t["actor.0.weight"].shape == (16, 4, 3, 3) and t["actor.3.weight"].shape[1] == 1024
+    rng = np.random.default_rng(0)
+    obs = (rng.random((32, 10, 10, 4)) < 0.1).astype(np.float32)
+    logits = sequential(t, "actor", meta["actor.layers"], obs.transpose(0, 3, 1, 2).astype(np.float64))
+    np.testing.assert_array_equal(np.argmax(logits, -1), policy.act(obs))
+    np.testing.assert_array_equal(numpy_actions(t, meta, obs.astype(np.float64)), policy.act(obs))

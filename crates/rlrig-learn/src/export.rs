@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::conv::ConvNet;
 use crate::nn::{Activation, Mlp};
 use crate::run::RunError;
 
@@ -62,16 +63,36 @@ impl PolicyExport {
     /// `prefix.{2i}.bias`, with `prefix.layers` describing the modules in order.
     pub fn mlp(&mut self, prefix: &str, mlp: &Mlp, params: &[f32]) {
         let mut modules = Vec::new();
+        self.linears(prefix, mlp, params, &mut modules, None);
+        self.note(&format!("{prefix}.layers"), modules.join(", "));
+    }
+
+    /// `mlp`'s layers as modules numbered from `modules.len()`. `first_input`, when
+    /// given, maps each input of PyTorch's first layer to rlrig's input index (a
+    /// flatten of another memory order).
+    fn linears(
+        &mut self,
+        prefix: &str,
+        mlp: &Mlp,
+        params: &[f32],
+        modules: &mut Vec<String>,
+        first_input: Option<&[usize]>,
+    ) {
         for (i, l) in mlp.layers().iter().enumerate() {
             let (fi, fo) = (l.fan_in, l.fan_out);
             let w = &params[l.w..l.w + fi * fo];
+            let from = |k: usize| match first_input {
+                Some(m) if i == 0 => m[k],
+                _ => k,
+            };
             // [in, out] row-major -> [out, in] row-major.
             let wt: Vec<f32> = (0..fo)
-                .flat_map(|o| (0..fi).map(move |k| w[k * fo + o]))
+                .flat_map(|o| (0..fi).map(move |k| w[from(k) * fo + o]))
                 .collect();
-            self.tensor(&format!("{prefix}.{}.weight", 2 * i), vec![fo, fi], wt);
+            let at = modules.len();
+            self.tensor(&format!("{prefix}.{at}.weight"), vec![fo, fi], wt);
             self.vector(
-                &format!("{prefix}.{}.bias", 2 * i),
+                &format!("{prefix}.{at}.bias"),
                 params[l.b..l.b + fo].to_vec(),
             );
             modules.push(format!("Linear({fi}, {fo})"));
@@ -81,7 +102,56 @@ impl PolicyExport {
                 Activation::Identity => {}
             }
         }
+    }
+
+    /// A convolutional network without residual blocks (MinAtar's: one convolution,
+    /// ReLU, an MLP head) as PyTorch's `Conv2d(...), ReLU(), Flatten(), Linear(...), ...`
+    /// on NCHW input: conv weights `[cout, cin, ky, kx]`, the first linear layer's
+    /// inputs in `Flatten`'s (channel, row, column) order.
+    pub fn conv_net(&mut self, prefix: &str, net: &ConvNet, params: &[f32]) -> Result<(), String> {
+        if !net.blocks.is_empty() {
+            return Err("residual towers (AlphaZero's) are not exported yet".into());
+        }
+        let c = &net.stem;
+        let (k, cin, cout) = (c.k, c.cin, c.cout);
+        // [(ky, kx, cin), cout] -> [cout, cin, ky, kx].
+        let w = &params[c.w..c.w + k * k * cin * cout];
+        let mut wt = Vec::with_capacity(w.len());
+        for o in 0..cout {
+            for ci in 0..cin {
+                for ky in 0..k {
+                    for kx in 0..k {
+                        wt.push(w[((ky * k + kx) * cin + ci) * cout + o]);
+                    }
+                }
+            }
+        }
+        self.tensor(&format!("{prefix}.0.weight"), vec![cout, cin, k, k], wt);
+        self.vector(
+            &format!("{prefix}.0.bias"),
+            params[c.b..c.b + cout].to_vec(),
+        );
+        let mut modules = vec![
+            format!("Conv2d({cin}, {cout}, kernel_size={k}, padding={})", c.pad),
+            "ReLU()".to_string(),
+            "Flatten()".to_string(),
+        ];
+        // rlrig flattens features (row, column, channel); Flatten does (channel, row, column).
+        let (oh, ow) = (c.out_h(), c.out_w());
+        let order: Vec<usize> = (0..cout)
+            .flat_map(|ch| (0..oh * ow).map(move |pix| pix * cout + ch))
+            .collect();
+        self.linears(prefix, &net.head, params, &mut modules, Some(&order));
         self.note(&format!("{prefix}.layers"), modules.join(", "));
+        self.note(
+            "obs_layout",
+            if net.channels_last {
+                format!("obs arrive [n, {}, {}, {}] (HWC): x = obs.transpose(0, 3, 1, 2) for the NCHW network", net.h, net.w, net.planes)
+            } else {
+                format!("obs arrive [n, {}, {}, {}] (CHW), as the network reads them", net.planes, net.h, net.w)
+            },
+        );
+        Ok(())
     }
 
     /// Observation normalisation with running statistics, clipped to `±clip`.

@@ -2122,12 +2122,6 @@ impl crate::eval::Greedy for PpoGreedy {
 
     fn export(&self) -> Result<crate::export::PolicyExport, String> {
         let agent = &self.agent;
-        let (Net::Mlp(actor), Net::Mlp(critic)) = (&agent.actor, &agent.critic) else {
-            return Err(format!(
-                "{}: the convolutional networks of image-observation runs are not exported yet (MLP policies are)",
-                self.cfg.env
-            ));
-        };
         let mut e = match &agent.head {
             Head::Categorical { .. } => {
                 crate::export::PolicyExport::new("ppo", "argmax(actor(obs), -1)")
@@ -2153,8 +2147,14 @@ impl crate::eval::Greedy for PpoGreedy {
                 e
             }
         };
-        e.mlp("actor", actor, &agent.params);
-        e.mlp("critic", critic, &agent.params);
+        for (name, net) in [("actor", &agent.actor), ("critic", &agent.critic)] {
+            match net {
+                Net::Mlp(m) => e.mlp(name, m, &agent.params),
+                Net::Conv(c) => e
+                    .conv_net(name, c, &agent.params)
+                    .map_err(|why| format!("{}: {why}", self.cfg.env))?,
+            }
+        }
         if let Some(rms) = &self.obs_rms {
             e.obs_norm(&rms.mean, &rms.var, self.cfg.clip_obs);
         }
