@@ -251,6 +251,30 @@ pub(crate) fn render_frame<E: crate::Env>(s: &E::State) -> Vec<f64> {
     v
 }
 
+/// The MinAtar games' parameter keys (the `minatar` package's `Environment` arguments).
+pub(crate) const PARAMS: &[&str] = &["sticky_action_prob"];
+
+/// Sets a MinAtar game's parameter `key` (for [`crate::Env::set_param`]):
+/// `sticky_action_prob`, the chance that the previous action repeats (0.1 by default,
+/// 0 for the deterministic game).
+pub(crate) fn set_param(
+    sticky_action_prob: &mut f64,
+    key: &str,
+    value: &str,
+) -> Result<(), String> {
+    match key {
+        "sticky_action_prob" => {
+            let v = super::finite_param(value)?;
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("'{value}' is not a probability in [0, 1]"));
+            }
+            *sticky_action_prob = v;
+            Ok(())
+        }
+        _ => Err(super::unknown_param(PARAMS)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,29 +314,5 @@ mod tests {
                 .unwrap_err()
                 .contains("expected 0 numbers, got 2")
         );
-    }
-}
-
-/// The MinAtar games' parameter keys (the `minatar` package's `Environment` arguments).
-pub(crate) const PARAMS: &[&str] = &["sticky_action_prob"];
-
-/// Sets a MinAtar game's parameter `key` (for [`crate::Env::set_param`]):
-/// `sticky_action_prob`, the chance that the previous action repeats (0.1 by default,
-/// 0 for the deterministic game).
-pub(crate) fn set_param(
-    sticky_action_prob: &mut f64,
-    key: &str,
-    value: &str,
-) -> Result<(), String> {
-    match key {
-        "sticky_action_prob" => {
-            let v = super::finite_param(value)?;
-            if !(0.0..=1.0).contains(&v) {
-                return Err(format!("'{value}' is not a probability in [0, 1]"));
-            }
-            *sticky_action_prob = v;
-            Ok(())
-        }
-        _ => Err(super::unknown_param(PARAMS)),
     }
 }
