@@ -63,7 +63,7 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
     fi
   fi
   PIP=("$PYV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
-  "${PIP[@]}" "gymnasium>=1.4,<1.5" numpy pytest mypy
+  "${PIP[@]}" "gymnasium>=1.4,<1.5" numpy pytest hypothesis mypy
   "${PIP[@]}" --force-reinstall --no-deps ./python
   "$PYV/bin/python" -m pytest -q -p no:cacheprovider python/tests
   # The type stubs agree with the native module, and the package type-checks.

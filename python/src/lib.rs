@@ -169,7 +169,16 @@ impl Actions {
                 if !shape_ok(arr.shape()) {
                     return Err(bad_shape(arr.shape()));
                 }
-                self.floats.extend(arr.as_array().iter().map(|&v| v as f32));
+                // A finite float64 beyond float32's range stays finite (the envs clip
+                // Box actions to their bounds, as Gymnasium's do on float64 input).
+                let max = f64::from(f32::MAX);
+                self.floats.extend(arr.as_array().iter().map(|&v| {
+                    if v.is_finite() {
+                        v.clamp(-max, max) as f32
+                    } else {
+                        v as f32
+                    }
+                }));
             } else {
                 return Err(PyTypeError::new_err(format!(
                     "{id}: continuous actions must be a float numpy array (float32 or float64), got {}",
