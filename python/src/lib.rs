@@ -673,16 +673,22 @@ impl PyAsyncVecEnv {
 
 /// A trained policy loaded from a run directory: the greedy actions `rlrig eval`
 /// takes.
-#[pyclass(module = "rlrig._rlrig", name = "Policy", unsendable)]
+#[pyclass(module = "rlrig._rlrig", name = "Policy")]
 struct PyPolicy {
-    loaded: rlrig_learn::trainer::LoadedPolicy,
+    /// The mutex only makes the class `Sync` as pyo3 requires; methods that act hold
+    /// `&mut self` and reach the policy with `get_mut`, without locking.
+    loaded: Mutex<rlrig_learn::trainer::LoadedPolicy>,
+    env: String,
+    args: Vec<(String, String)>,
+    seed: u64,
     spec: EnvSpec,
 }
 
 impl PyPolicy {
     fn export_of(&self) -> PyResult<rlrig_learn::export::PolicyExport> {
-        let mut e = self.loaded.policy.export().map_err(PyValueError::new_err)?;
-        e.note("env", self.loaded.env.clone());
+        let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut e = loaded.policy.export().map_err(PyValueError::new_err)?;
+        e.note("env", self.env.clone());
         Ok(e)
     }
 }
@@ -696,22 +702,28 @@ impl PyPolicy {
         let spec = rlrig_env::make_sync(&loaded.env, rlrig_learn::env_config(1, &loaded.args))
             .map_err(env_error)?
             .spec();
-        Ok(PyPolicy { loaded, spec })
+        Ok(PyPolicy {
+            env: loaded.env.clone(),
+            args: loaded.args.clone().into_iter().collect(),
+            seed: loaded.seed,
+            loaded: Mutex::new(loaded),
+            spec,
+        })
     }
 
     #[getter]
     fn env_id(&self) -> &str {
-        &self.loaded.env
+        &self.env
     }
 
     #[getter]
     fn env_args(&self) -> Vec<(String, String)> {
-        self.loaded.args.clone().into_iter().collect()
+        self.args.clone()
     }
 
     #[getter]
     fn seed(&self) -> u64 {
-        self.loaded.seed
+        self.seed
     }
 
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
@@ -777,7 +789,8 @@ impl PyPolicy {
                 j % d
             )));
         }
-        Ok(match self.loaded.policy.act(flat, rows) {
+        let loaded = self.loaded.get_mut().unwrap_or_else(|e| e.into_inner());
+        Ok(match loaded.policy.act(flat, rows) {
             ActionBuf::Discrete(a) => {
                 let a: Vec<i64> = a.iter().map(|&v| i64::from(v)).collect();
                 PyArray1::from_vec(py, a).into_any().unbind()

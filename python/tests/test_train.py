@@ -43,6 +43,13 @@ def test_loaded_policy_acts_as_rlrig_eval(tmp_path, algo, env, budget):
     assert (returns.min(), returns.max()) == (ev["min_return"], ev["max_return"])
     one = policy.act(np.zeros(policy.observation_space.shape, np.float32))
     assert one in policy.action_space
+    # A policy loaded on one thread acts on another (data loaders, servers).
+    obs = np.random.default_rng(0).uniform(-1, 1, (8, *policy.observation_space.shape)).astype(np.float32)
+    got = {}
+    th = threading.Thread(target=lambda: got.setdefault("actions", policy.act(obs)))
+    th.start()
+    th.join()
+    np.testing.assert_array_equal(got["actions"], policy.act(obs))
 
 
 def test_bad_configs_and_observations_raise(tmp_path):
@@ -65,7 +72,12 @@ def test_bad_configs_and_observations_raise(tmp_path):
 
 
 def interrupted(after_s, **kwargs):
-    """`rlrig.train(**kwargs)` with a Ctrl-C (SIGINT to this process) after `after_s`."""
+    """`rlrig.train(**kwargs)` with a Ctrl-C (SIGINT to this process) after `after_s`.
+
+    Python's own SIGINT handler is installed for the call: a process started in the
+    background by a non-interactive shell (as CI may start the suite) inherits SIGINT
+    ignored, and Python then never installs its handler."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(after_s, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -73,6 +85,7 @@ def interrupted(after_s, **kwargs):
             rlrig.train(**kwargs)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 def last_step(run_dir):

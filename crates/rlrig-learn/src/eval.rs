@@ -6,7 +6,7 @@ use rlrig_env::{ActionBuf, AutoReset, make_sync};
 
 /// A policy that acts greedily (no exploration): arg-max of a categorical head or a
 /// Q-network, a deterministic actor, a Gaussian's mean.
-pub trait Greedy {
+pub trait Greedy: Send {
     /// Actions for `n` observations (`n x obs_dim`, row-major), valid for the env.
     fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_>;
     /// The acting network as named tensors (`rlrig.load(run).export(...)` in Python),
