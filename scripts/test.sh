@@ -68,7 +68,7 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   "$PYV/bin/python" -m pytest -q -p no:cacheprovider python/tests
   # The type stubs agree with the native module, and the package type-checks.
   "$PYV/bin/python" -m mypy.stubtest rlrig._rlrig
-  "$PYV/bin/python" -m mypy --no-error-summary python/rlrig
+  "$PYV/bin/python" -m mypy --config-file python/pyproject.toml python/rlrig
 fi
 
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then

@@ -67,7 +67,7 @@ class AsyncEnvPool:
 
     def recv(self):
         obs, rew, term, trunc, ids, final_obs = self._native.recv()
-        info = {"env_id": ids}
+        info: dict[str, np.ndarray] = {"env_id": ids}
         if final_obs is not None:
             info["final_obs"] = final_obs
         return obs, rew, term, trunc, info
