@@ -14,8 +14,10 @@ from rlrig._spaces import as_actions, space_of
 class RlrigEnv(gym.Env):
     """A single rlrig env. Its dynamics are the batched engine's with one env.
 
-    `gymnasium.make` wraps it in `TimeLimit` with the registered limit, which equals
-    the env's own: both truncate on the same step. `reset(seed=s)` starts the same
+    `gymnasium.make` wraps it in `TimeLimit` with the registered limit (or the
+    `max_episode_steps` given), which truncates, as for Gymnasium's own envs; envs whose
+    limit is not a parameter (the Box2D ones) also keep their own, the same as the
+    registered one. `reset(seed=s)` starts the same
     episode as env `k` of a vector env reset with `seed=[..., s (at k), ...]`.
     """
 
@@ -25,6 +27,10 @@ class RlrigEnv(gym.Env):
         from rlrig.vector import native_kwargs
 
         args, cap = native_kwargs(env_id, None, env_args)
+        if "max_episode_steps" in _rlrig.spec(env_id)["params"] and "max_episode_steps" not in args:
+            # Gymnasium's TimeLimit (added by gym.make with the registered or requested
+            # limit) truncates, as for Gymnasium's own envs; the env itself does not.
+            args["max_episode_steps"] = 2**32 - 1
         self._native = _rlrig.VecEnv(
             env_id, 1, num_threads=1, seed=0, autoreset="next_step", episode_cap=cap,
             env_args=args or None,

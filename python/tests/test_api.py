@@ -252,6 +252,23 @@ def test_time_limits_follow_gymnasium_make_vec():
     assert trunc.all()
 
 
+def test_gym_make_time_limits_are_gymnasiums():
+    def episode_length(env):
+        obs, _ = env.reset(seed=0)
+        for t in range(1, 2000):
+            x, x_dot, theta, theta_dot = obs
+            a = int(theta + 0.5 * theta_dot + 0.01 * x + 0.05 * x_dot > 0)  # balances
+            obs, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                return t, term
+        return None, False
+
+    assert episode_length(gym.make("rlrig/CartPole-v1")) == (500, False)
+    assert episode_length(gym.make("rlrig/CartPole-v1", max_episode_steps=40)) == (40, False)
+    t, term = episode_length(gym.make("rlrig/CartPole-v1", max_episode_steps=1000))
+    assert t != 500 and (term or t == 1000), (t, term)
+
+
 def test_closed_envs_raise():
     envs = rlrig.make_vec("CartPole-v1", 2)
     envs.close()
