@@ -47,3 +47,13 @@ def as_actions(actions: Any, discrete: bool, env_id: str) -> np.ndarray:
     raise TypeError(
         f"{env_id}: actions for a Box space must be real numbers, got an array of dtype {a.dtype}"
     )
+
+
+def check_seed(seed: Any, env_id: str) -> int:
+    """`seed` as a non-negative integer below 2**64, or a ValueError naming it."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{env_id}: a seed must be an integer, got {seed!r}")
+    if not 0 <= int(seed) < 2**64:
+        raise ValueError(f"{env_id}: a seed must be in [0, 2**64), got {seed}")
+    return int(seed)
+

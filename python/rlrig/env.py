@@ -8,7 +8,7 @@ import numpy as np
 import gymnasium as gym
 
 from rlrig import _rlrig
-from rlrig._spaces import as_actions, space_of
+from rlrig._spaces import as_actions, check_seed, space_of
 
 
 class RlrigEnv(gym.Env):
@@ -41,21 +41,29 @@ class RlrigEnv(gym.Env):
         self.action_space = space_of(spec["action_space"])
         self._discrete = spec["action_space"]["kind"] == "discrete"
         self._shape = (1,) if self._discrete else (1, *(self.action_space.shape or ()))
+        self._seeded = False
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         self.render_mode = render_mode
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            seed = check_seed(seed, self.env_id)
         super().reset(seed=seed)
+        if seed is None and not self._seeded:
+            # Unseeded, as Gymnasium's envs: the first episode comes from a random seed
+            # (drawn from np_random, itself seeded from the OS), so copies differ.
+            seed = int(self.np_random.integers(0, 2**63))
         if seed is None:
             obs = self._native.reset(mask=np.ones(1, dtype=bool))
         else:
-            obs = self._native.reset(seeds=[int(seed)])
+            obs = self._native.reset(seeds=[seed])
+        self._seeded = True
         return obs[0], {}
 
     def step(self, action: Any):
         a = as_actions(action, self._discrete, self.env_id)
-        if a.size != int(np.prod(self._shape)):
+        if a.shape != self.action_space.shape:
             raise ValueError(
                 f"{self.env_id}: an action must have shape {self.action_space.shape}, got {a.shape}"
             )

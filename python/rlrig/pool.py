@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from rlrig import _rlrig
-from rlrig._spaces import as_actions, space_of
+from rlrig._spaces import as_actions, check_seed, space_of
 
 
 class AsyncEnvPool:
@@ -45,7 +45,7 @@ class AsyncEnvPool:
             self.num_envs,
             self.batch_size,
             num_threads=default_threads() if num_threads is None else int(num_threads),
-            seed=int(seed),
+            seed=check_seed(seed, env_id),
             autoreset=str(getattr(autoreset_mode, "value", autoreset_mode)).lower().replace("-", "_"),
             episode_cap=cap,
             env_args=args or None,
@@ -74,6 +74,11 @@ class AsyncEnvPool:
 
     def reset(self, env_ids: Any = None):
         """Synchronous use (EnvPool's `reset`): resets every env and waits for all."""
+        if env_ids is not None:
+            raise ValueError(
+                f"{self.env_id}: reset(env_ids) of some envs is not supported; reset() resets all "
+                "(ended envs reset themselves on their next step)"
+            )
         if self.batch_size != self.num_envs:
             raise ValueError(
                 f"{self.env_id}: reset() waits for all envs; with batch_size "

@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from rlrig import _rlrig
-from rlrig._spaces import as_actions, space_of
+from rlrig._spaces import as_actions, check_seed, space_of
 
 _MODES = {
     AutoresetMode.NEXT_STEP: "next_step",
@@ -87,7 +87,7 @@ class RlrigVectorEnv(VectorEnv):
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"{env_id}: num_envs must be a positive integer, got {num_envs!r}")
         args, cap = native_kwargs(env_id, max_episode_steps, env_args)
-        self._seed = secrets.randbits(63) if seed is None else int(seed)
+        self._seed = secrets.randbits(63) if seed is None else check_seed(seed, env_id)
         self._native = _rlrig.VecEnv(
             env_id,
             int(num_envs),
@@ -149,7 +149,8 @@ class RlrigVectorEnv(VectorEnv):
             seed = self._seed
         self._started = True
         if seed is None or isinstance(seed, (int, np.integer)):
-            obs = self._native.reset(seed=None if seed is None else int(seed), mask=mask)
+            seed = None if seed is None else check_seed(seed, self.env_id)
+            obs = self._native.reset(seed=seed, mask=mask)
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
@@ -158,7 +159,7 @@ class RlrigVectorEnv(VectorEnv):
                     f"num_envs={self.num_envs} but got length={len(seeds)}."
                 )
             obs = self._native.reset(
-                seeds=[None if s is None else int(s) for s in seeds], mask=mask
+                seeds=[None if s is None else check_seed(s, self.env_id) for s in seeds], mask=mask
             )
         return obs, {}
 

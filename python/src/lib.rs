@@ -8,7 +8,7 @@
 
 use numpy::ndarray::IxDyn;
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rlrig_env::{
@@ -246,35 +246,50 @@ fn env_args(args: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>>
     Ok(out)
 }
 
+/// Refuses a batch that cannot fit in the memory this machine has (an allocation
+/// failure would abort the interpreter), before anything is allocated.
+fn check_batch_fits(id: &str, num_envs: usize) -> PyResult<()> {
+    let spec = rlrig_env::spec(id).map_err(env_error)?;
+    rlrig_learn::memory::Estimate::new()
+        .add(
+            format!("{num_envs} {id} envs"),
+            num_envs as f64 * spec.bytes_per_env as f64,
+        )
+        .check(id, "num_envs")
+        .map_err(|e| PyMemoryError::new_err(e.to_string()))
+}
+
 fn autoreset_of(mode: &str) -> PyResult<AutoReset> {
     mode.parse().map_err(PyValueError::new_err)
 }
 
-/// Rows of `out` (`rows x dim`) copied into the caller's array `dst`, whose shape
-/// and dtype must match.
-fn fill<T: numpy::Element + Copy>(name: &str, dst: &Bound<'_, PyAny>, src: &[T]) -> PyResult<()> {
+/// The caller's array `dst` for output `name`, checked to be a writable,
+/// C-contiguous numpy array of `T` holding `len` values.
+fn out_array<'py, T: numpy::Element>(
+    name: &str,
+    dst: &Bound<'py, PyAny>,
+    len: usize,
+    dtype: &str,
+) -> PyResult<numpy::PyReadwriteArrayDyn<'py, T>> {
     let arr = dst.cast::<PyArrayDyn<T>>().map_err(|_| {
         PyTypeError::new_err(format!(
-            "out[{name}] must be a numpy array of dtype {}, got {}",
-            std::any::type_name::<T>(),
+            "{name} must be a numpy array of dtype {dtype}, got {}",
             describe(dst)
         ))
     })?;
-    let mut w = arr
-        .try_readwrite()
-        .map_err(|e| PyValueError::new_err(format!("out[{name}] is not writable: {e}")))?;
-    let s = w
-        .as_slice_mut()
-        .map_err(|_| PyValueError::new_err(format!("out[{name}] must be C-contiguous")))?;
-    if s.len() != src.len() {
+    if !arr.is_c_contiguous() {
         return Err(PyValueError::new_err(format!(
-            "out[{name}] holds {} values, the batch {}",
-            s.len(),
-            src.len()
+            "{name} must be C-contiguous"
         )));
     }
-    s.copy_from_slice(src);
-    Ok(())
+    if arr.len() != len {
+        return Err(PyValueError::new_err(format!(
+            "{name} holds {} values, the batch {len}",
+            arr.len()
+        )));
+    }
+    arr.try_readwrite()
+        .map_err(|e| PyValueError::new_err(format!("{name} is not writable: {e}")))
 }
 
 /// Envs stepped together, every env on every call (rlrig-env's synchronous executor).
@@ -350,6 +365,7 @@ impl PyVecEnv {
         episode_cap: Option<u32>,
         env_args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        check_batch_fits(id, num_envs)?;
         let mut cfg = VecConfig::new(num_envs)
             .threads(num_threads)
             .seed(seed)
@@ -492,11 +508,27 @@ impl PyVecEnv {
         terminated: &Bound<'py, PyAny>,
         truncated: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
+        // Every output is checked before the envs move: on error nothing has stepped.
+        let n = self.n;
+        let mut o = out_array::<f32>("obs", obs, n * self.spec.obs_dim, "float32")?;
+        let mut r = out_array::<f64>("rewards", rewards, n, "float64")?;
+        let mut t = out_array::<bool>("terminated", terminated, n, "bool")?;
+        let mut u = out_array::<bool>("truncated", truncated, n, "bool")?;
         let env = self.stepped(py, actions)?;
-        fill("obs", obs, env.obs())?;
-        fill("rewards", rewards, env.rewards())?;
-        fill("terminated", terminated, env.terminated())?;
-        fill("truncated", truncated, env.truncated())
+        let copy = |name: &str, res: Result<&mut [f32], _>, src: &[f32]| -> PyResult<()> {
+            res.map(|d| d.copy_from_slice(src))
+                .map_err(|_| PyValueError::new_err(format!("{name} must be C-contiguous")))
+        };
+        copy("obs", o.as_slice_mut(), env.obs())?;
+        r.as_slice_mut()
+            .map(|d| d.copy_from_slice(env.rewards()))
+            .map_err(|_| PyValueError::new_err("rewards must be C-contiguous"))?;
+        t.as_slice_mut()
+            .map(|d| d.copy_from_slice(env.terminated()))
+            .map_err(|_| PyValueError::new_err("terminated must be C-contiguous"))?;
+        u.as_slice_mut()
+            .map(|d| d.copy_from_slice(env.truncated()))
+            .map_err(|_| PyValueError::new_err("truncated must be C-contiguous"))
     }
 
     /// Env `i`'s state as Gymnasium's `env.unwrapped.state`.
@@ -572,6 +604,7 @@ impl PyAsyncVecEnv {
         episode_cap: Option<u32>,
         env_args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        check_batch_fits(id, num_envs)?;
         let mut cfg = VecConfig::new(num_envs)
             .threads(num_threads)
             .seed(seed)
@@ -629,7 +662,21 @@ impl PyAsyncVecEnv {
                 ))
             })?
         };
+        if let Ok(a) = env_ids.cast::<numpy::PyUntypedArray>()
+            && a.ndim() != 1
+        {
+            return Err(PyValueError::new_err(format!(
+                "{id}: env_ids must be one-dimensional, got shape {}",
+                py_shape(a.shape())
+            )));
+        }
         let n = env.num_envs();
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        if let Some(&twice) = ids.iter().find(|&&i| !seen.insert(i)) {
+            return Err(PyValueError::new_err(format!(
+                "{id}: env_ids lists env {twice} more than once"
+            )));
+        }
         let mut idx = Vec::with_capacity(ids.len());
         for (position, &i) in ids.iter().enumerate() {
             if i < 0 || i as usize >= n {
@@ -840,10 +887,14 @@ fn train_cli(py: Python<'_>, args: Vec<String>) -> PyResult<Option<String>> {
         }
     };
     let _ = worker.join();
-    let trained = result.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
     if let Some(e) = interrupt {
+        // Ctrl-C wins; an error the stopped run ended with is still shown.
+        if let Err(run) = &result {
+            eprintln!("error: {run:#}");
+        }
         return Err(e);
     }
+    let trained = result.map_err(|e| PyValueError::new_err(format!("{e:#}")))?;
     Ok(trained.run_dir.map(|d| d.display().to_string()))
 }
 

@@ -131,7 +131,7 @@ def test_step_into_fills_caller_buffers_in_place():
         for mine, theirs in zip((obs, rew, term, trunc), (o, r, t, u)):
             np.testing.assert_array_equal(mine, theirs)
     assert ids == [id(x) for x in (obs, rew, term, trunc)]
-    with pytest.raises(TypeError, match="out\\[obs\\]"):
+    with pytest.raises(TypeError, match="obs must be a numpy array of dtype float32"):
         envs.step_into(a, np.zeros((8, 4)), rew, term, trunc)
     with pytest.raises(ValueError, match="holds 4 values"):
         envs.step_into(a, obs, np.zeros(4), term, trunc)
@@ -269,6 +269,61 @@ def test_gym_make_time_limits_are_gymnasiums():
     assert t != 500 and (term or t == 1000), (t, term)
 
 
+def test_unseeded_single_envs_differ_and_seeded_ones_agree():
+    a, b = gym.make("rlrig/CartPole-v1"), gym.make("rlrig/CartPole-v1")
+    assert not np.array_equal(a.reset()[0], b.reset()[0])
+    np.testing.assert_array_equal(a.reset(seed=3)[0], b.reset(seed=3)[0])
+    obs, _ = gym.make_vec("rlrig/CartPole-v1", num_envs=3, vectorization_mode="sync").reset()
+    assert not (obs == obs[0]).all(), "Gymnasium's SyncVectorEnv of unseeded copies"
+
+
+def test_bad_seeds_and_single_env_action_shapes():
+    with pytest.raises(ValueError, match=r"a seed must be in \[0, 2\*\*64\), got -1"):
+        rlrig.make_vec("CartPole-v1", 2, seed=-1)
+    envs = rlrig.make_vec("CartPole-v1", 2, seed=0)
+    with pytest.raises(ValueError, match="got 18446744073709551616"):
+        envs.reset(seed=2**64)
+    with pytest.raises(ValueError, match="got -5"):
+        envs.reset(seed=[1, -5])
+    with pytest.raises(TypeError, match="must be an integer"):
+        envs.reset(seed=[1, True])
+    with pytest.raises(ValueError, match="got -1"):
+        gym.make("rlrig/CartPole-v1").unwrapped.reset(seed=-1)
+    env = gym.make("rlrig/Pendulum-v1").unwrapped
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"an action must have shape \(1,\), got \(1, 1\)"):
+        env.step(np.zeros((1, 1), np.float32))
+    cp = gym.make("rlrig/CartPole-v1").unwrapped
+    cp.reset(seed=0)
+    with pytest.raises(ValueError, match=r"shape \(\), got \(1,\)"):
+        cp.step(np.array([1]))
+
+
+def test_impossible_batch_sizes_are_refused_before_allocating():
+    for n in (2**40, 2**62):
+        with pytest.raises(MemoryError, match="num_envs"):
+            rlrig.make_vec("CartPole-v1", n, seed=0)
+        with pytest.raises(MemoryError, match="num_envs"):
+            rlrig.make_async("CartPole-v1", n, 1)
+
+
+def test_step_into_checks_every_output_before_stepping():
+    envs = rlrig.make_vec("CartPole-v1", 2, seed=0)
+    envs.reset()
+    before = [envs.get_state(i) for i in range(2)]
+    good = (np.zeros((2, 4), np.float32), np.zeros(2), np.zeros(2, bool), np.zeros(2, bool))
+    a = np.ones(2, dtype=np.int64)
+    for k, bad in [(0, np.zeros((2, 4))), (1, np.zeros(3)), (2, np.zeros(2, np.int8)),
+                   (0, np.zeros((4, 2), np.float32).T)]:
+        outs = list(good)
+        outs[k] = bad
+        with pytest.raises((TypeError, ValueError)):
+            envs.step_into(a, *outs)
+        assert [envs.get_state(i) for i in range(2)] == before, "nothing stepped"
+    with pytest.raises(TypeError, match="dtype float32"):
+        envs.step_into(a, np.zeros((2, 4)), *good[1:])
+
+
 def test_closed_envs_raise():
     envs = rlrig.make_vec("CartPole-v1", 2)
     envs.close()
@@ -305,3 +360,9 @@ def test_envpool_errors():
         pool.send(np.zeros(1, dtype=np.int64), np.array([9]))
     with pytest.raises(ValueError, match="reset\\(\\) waits for all envs"):
         pool.reset()
+    with pytest.raises(ValueError, match="lists env 1 more than once"):
+        pool.send(np.zeros(2, dtype=np.int64), np.array([1, 1]))
+    with pytest.raises(ValueError, match=r"one-dimensional, got shape \(1, 1\)"):
+        pool.send(np.zeros(1, dtype=np.int64), np.array([[1]]))
+    with pytest.raises(ValueError, match="reset\\(env_ids\\)"):
+        rlrig.make_async("CartPole-v1", 2).reset(np.array([0]))

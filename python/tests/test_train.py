@@ -71,6 +71,27 @@ def test_bad_configs_and_observations_raise(tmp_path):
         policy.act(np.zeros((1, 4), np.float32), deterministic=False)
 
 
+def test_one_embedded_run_at_a_time(tmp_path):
+    first = tmp_path / "first"
+    done = {}
+    th = threading.Thread(target=lambda: done.setdefault("r", rlrig.train(
+        "ppo", "CartPole-v1", total_steps=1_000_000, run_dir=first, quiet=True, eval_episodes=1)))
+    th.start()
+    try:
+        # The first run has started once its config is written; it then trains for seconds.
+        while th.is_alive() and not (first / "config.toml").exists():
+            th.join(0.01)
+        if th.is_alive():
+            with pytest.raises(ValueError, match="another rlrig train is running in this process"):
+                rlrig.train("ppo", "CartPole-v1", total_steps=2048, run_dir=tmp_path / "second")
+    finally:
+        th.join()
+    assert done["r"]["run_dir"] == str(first)
+    # Afterwards a new run starts normally.
+    assert rlrig.train("ppo", "CartPole-v1", total_steps=2048, run_dir=tmp_path / "third",
+                       quiet=True, eval_episodes=1)["run_dir"] == str(tmp_path / "third")
+
+
 def interrupted(after_s, **kwargs):
     """`rlrig.train(**kwargs)` with a Ctrl-C (SIGINT to this process) after `after_s`.
 

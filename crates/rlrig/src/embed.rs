@@ -56,7 +56,15 @@ pub fn train(args: &[String], stop: StopFlag) -> Result<Trained> {
             "--seeds packs runs as processes of the rlrig binary: run `rlrig train ... --seeds LIST` from a shell, or one rlrig.train per seed"
         );
     }
-    *STOP.lock().unwrap_or_else(|e| e.into_inner()) = Some(stop);
+    {
+        let mut slot = STOP.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() {
+            anyhow::bail!(
+                "another rlrig train is running in this process: one at a time (the run directory and the stop request are per process)"
+            );
+        }
+        *slot = Some(stop);
+    }
     *RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let result = crate::train::train(parsed.cmd);
     *STOP.lock().unwrap_or_else(|e| e.into_inner()) = None;
