@@ -26,14 +26,11 @@ class RlrigEnv(gym.Env):
     def __init__(self, env_id: str, render_mode: str | None = None, **env_args: Any):
         from rlrig.vector import native_kwargs
 
-        args, cap = native_kwargs(env_id, None, env_args)
-        if "max_episode_steps" in _rlrig.spec(env_id)["params"] and "max_episode_steps" not in args:
-            # Gymnasium's TimeLimit (added by gym.make with the registered or requested
-            # limit) truncates, as for Gymnasium's own envs; the env itself does not.
-            args["max_episode_steps"] = 2**32 - 1
+        # Gymnasium's TimeLimit (added by gym.make with the registered or requested
+        # limit) truncates, as for Gymnasium's own envs.
         self._native = _rlrig.VecEnv(
-            env_id, 1, num_threads=1, seed=0, autoreset="next_step", episode_cap=cap,
-            env_args=args or None,
+            env_id, 1, seed=0, autoreset="next_step",
+            **native_kwargs(env_id, env_args, num_threads=1, own_limit=False),
         )
         spec = self._native.spec()
         self.env_id = env_id

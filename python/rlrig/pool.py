@@ -34,9 +34,8 @@ class AsyncEnvPool:
         max_episode_steps: int | None = None,
         **env_args: Any,
     ):
-        from rlrig.vector import default_threads, native_kwargs
+        from rlrig.vector import native_kwargs
 
-        args, cap = native_kwargs(env_id, max_episode_steps, env_args)
         self.env_id = env_id
         self.num_envs = int(num_envs)
         self.batch_size = self.num_envs if batch_size is None else int(batch_size)
@@ -44,11 +43,10 @@ class AsyncEnvPool:
             env_id,
             self.num_envs,
             self.batch_size,
-            num_threads=default_threads() if num_threads is None else int(num_threads),
             seed=check_seed(seed, env_id),
             autoreset=str(getattr(autoreset_mode, "value", autoreset_mode)).lower().replace("-", "_"),
-            episode_cap=cap,
-            env_args=args or None,
+            **native_kwargs(env_id, env_args, num_threads=num_threads,
+                            max_episode_steps=max_episode_steps),
         )
         spec = self._native.spec()
         # EnvPool's spaces are those of one env.

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rlrig import _rlrig, native_id
-from rlrig._spaces import as_actions, space_of
+from rlrig._spaces import as_actions, check_seed, space_of
 
 
 def make_sb3_vec_env(env_id: str, num_envs: int, *, seed: int = 0, num_threads: int | None = None,
@@ -28,17 +28,15 @@ def make_sb3_vec_env(env_id: str, num_envs: int, *, seed: int = 0, num_threads: 
     """An SB3 `VecEnv` of `num_envs` rlrig `env_id` envs (keyword args: env params)."""
     from stable_baselines3.common.vec_env.base_vec_env import VecEnv
 
-    from rlrig.vector import default_threads, native_kwargs
+    from rlrig.vector import native_kwargs
 
     class RlrigSB3VecEnv(VecEnv):
         def __init__(self) -> None:
             eid = native_id(env_id)
-            args, cap = native_kwargs(eid, None, env_args)
             self.env_id = eid
             self._native = _rlrig.VecEnv(
-                eid, int(num_envs),
-                num_threads=default_threads() if num_threads is None else int(num_threads),
-                seed=int(seed), autoreset="same_step", episode_cap=cap, env_args=args or None,
+                eid, int(num_envs), seed=check_seed(seed, eid), autoreset="same_step",
+                **native_kwargs(eid, env_args, num_threads=num_threads),
             )
             spec = self._native.spec()
             self._discrete = spec["action_space"]["kind"] == "discrete"

@@ -35,24 +35,41 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
-def native_kwargs(env_id: str, max_episode_steps: int | None, env_args: dict[str, Any]):
-    """`env_args` and the executor's episode cap for a requested time limit:
-    envs with a `max_episode_steps` parameter take it; envs without a limit (the
-    MinAtar games) get a cap; an env with a fixed limit takes only that limit."""
+def native_kwargs(
+    env_id: str,
+    env_args: dict[str, Any],
+    *,
+    num_threads: int | None = None,
+    max_episode_steps: int | None = None,
+    own_limit: bool = True,
+) -> dict[str, Any]:
+    """The keyword arguments every native executor takes (`num_threads`,
+    `episode_cap`, `env_args`), from the Python-side options. A requested time limit
+    goes to the env's `max_episode_steps` parameter where it has one, to the
+    executor's episode cap where it has no limit (the MinAtar games), and is an error
+    where the limit is fixed. `own_limit=False` turns the env's own limit off where it
+    is a parameter, for a wrapper (Gymnasium's `TimeLimit`) that truncates instead."""
     spec = _rlrig.spec(env_id, env_args or None)
     env_args = dict(env_args)
     cap = None
-    if max_episode_steps is not None and max_episode_steps != spec["max_episode_steps"]:
+    limit = spec["max_episode_steps"]
+    if not own_limit and "max_episode_steps" in spec["params"] and "max_episode_steps" not in env_args:
+        env_args["max_episode_steps"] = 2**32 - 1
+    elif max_episode_steps is not None and max_episode_steps != limit:
         if "max_episode_steps" in spec["params"]:
             env_args["max_episode_steps"] = int(max_episode_steps)
-        elif spec["max_episode_steps"] is None:
+        elif limit is None:
             cap = int(max_episode_steps)
         else:
             raise ValueError(
-                f"{env_id}: its time limit is {spec['max_episode_steps']} steps and cannot be "
+                f"{env_id}: its time limit is {limit} steps and cannot be "
                 f"changed, got max_episode_steps={max_episode_steps}"
             )
-    return env_args, cap
+    return {
+        "num_threads": default_threads() if num_threads is None else int(num_threads),
+        "episode_cap": cap,
+        "env_args": env_args or None,
+    }
 
 
 class RlrigVectorEnv(VectorEnv):
@@ -86,17 +103,15 @@ class RlrigVectorEnv(VectorEnv):
             raise ValueError(f"{env_id}: render_mode must be None or 'rgb_array', got {render_mode!r}")
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ValueError(f"{env_id}: num_envs must be a positive integer, got {num_envs!r}")
-        args, cap = native_kwargs(env_id, max_episode_steps, env_args)
         self._seed = secrets.randbits(63) if seed is None else check_seed(seed, env_id)
         self._native = _rlrig.VecEnv(
             env_id,
             int(num_envs),
-            num_threads=default_threads() if num_threads is None else int(num_threads),
             seed=self._seed,
             autoreset=_MODES[mode],
             strict=mode == AutoresetMode.DISABLED,
-            episode_cap=cap,
-            env_args=args or None,
+            **native_kwargs(env_id, env_args, num_threads=num_threads,
+                            max_episode_steps=max_episode_steps),
         )
         spec = self._native.spec()
         self.env_id = env_id

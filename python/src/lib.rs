@@ -12,8 +12,7 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError}
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rlrig_env::{
-    ActionBuf, AsyncVecEnvDyn, AutoReset, EnvError, EnvSpec, Purpose, Rng, Space, VecConfig,
-    VecEnvDyn,
+    ActionBuf, AsyncVecEnvDyn, EnvError, EnvSpec, Purpose, Rng, Space, VecConfig, VecEnvDyn,
 };
 use std::sync::Mutex;
 
@@ -103,26 +102,24 @@ impl Actions {
         }
     }
 
-    fn expected_shape(&self, n: usize) -> String {
-        match self.discrete {
-            Some(_) => py_shape(&[n]),
-            None => py_shape(&[n, self.dim]),
-        }
-    }
-
     /// Copies `a` (one action per env of `envs`, the env indices errors name) into
     /// the executor's type, checking shape, dtype and range.
     fn load(&mut self, a: &Bound<'_, PyAny>, envs: &[usize]) -> PyResult<ActionBuf<'_>> {
         let n = envs.len();
         let (id, discrete, dim) = (self.id, self.discrete, self.dim);
-        let expected = self.expected_shape(n);
+        // Built only when a shape is wrong: no allocation on the stepping path.
+        let expected = || match discrete {
+            Some(_) => py_shape(&[n]),
+            None => py_shape(&[n, dim]),
+        };
         let shape_ok = |shape: &[usize]| match discrete {
             Some(_) => shape == [n] || (n == 1 && shape.is_empty()),
             None => shape == [n, dim] || (n == 1 && shape == [dim]),
         };
         let bad_shape = |shape: &[usize]| {
             PyValueError::new_err(format!(
-                "{id}: actions must have shape {expected} (one per env), got {}",
+                "{id}: actions must have shape {} (one per env), got {}",
+                expected(),
                 py_shape(shape)
             ))
         };
@@ -259,8 +256,25 @@ fn check_batch_fits(id: &str, num_envs: usize) -> PyResult<()> {
         .map_err(|e| PyMemoryError::new_err(e.to_string()))
 }
 
-fn autoreset_of(mode: &str) -> PyResult<AutoReset> {
-    mode.parse().map_err(PyValueError::new_err)
+/// The executor config both env classes are built from, after refusing a batch that
+/// cannot fit in memory.
+fn vec_config(
+    id: &str,
+    num_envs: usize,
+    num_threads: usize,
+    seed: u64,
+    autoreset: &str,
+    episode_cap: Option<u32>,
+    env_args: Option<&Bound<'_, PyDict>>,
+) -> PyResult<VecConfig> {
+    check_batch_fits(id, num_envs)?;
+    let mut cfg = VecConfig::new(num_envs)
+        .threads(num_threads)
+        .seed(seed)
+        .autoreset(autoreset.parse().map_err(PyValueError::new_err)?)
+        .env_args(self::env_args(env_args)?);
+    cfg.episode_cap = episode_cap;
+    Ok(cfg)
 }
 
 /// The caller's array `dst` for output `name`, checked to be a writable,
@@ -365,13 +379,15 @@ impl PyVecEnv {
         episode_cap: Option<u32>,
         env_args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        check_batch_fits(id, num_envs)?;
-        let mut cfg = VecConfig::new(num_envs)
-            .threads(num_threads)
-            .seed(seed)
-            .autoreset(autoreset_of(autoreset)?)
-            .env_args(self::env_args(env_args)?);
-        cfg.episode_cap = episode_cap;
+        let cfg = vec_config(
+            id,
+            num_envs,
+            num_threads,
+            seed,
+            autoreset,
+            episode_cap,
+            env_args,
+        )?;
         let env = rlrig_env::make_sync(id, cfg).map_err(env_error)?;
         let spec = env.spec();
         Ok(PyVecEnv {
@@ -604,13 +620,15 @@ impl PyAsyncVecEnv {
         episode_cap: Option<u32>,
         env_args: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        check_batch_fits(id, num_envs)?;
-        let mut cfg = VecConfig::new(num_envs)
-            .threads(num_threads)
-            .seed(seed)
-            .autoreset(autoreset_of(autoreset)?)
-            .env_args(self::env_args(env_args)?);
-        cfg.episode_cap = episode_cap;
+        let cfg = vec_config(
+            id,
+            num_envs,
+            num_threads,
+            seed,
+            autoreset,
+            episode_cap,
+            env_args,
+        )?;
         let env = rlrig_env::make_async(id, cfg, batch_size).map_err(env_error)?;
         let spec = env.spec();
         Ok(PyAsyncVecEnv {

@@ -20,48 +20,39 @@ SETTINGS = settings(max_examples=300, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
-def valid_discrete(a, n):
+def valid_discrete(a):
+    """A Discrete(3) batch: N integers in 0..3."""
     return (a.dtype.kind in "iu" and a.shape == (N,)
-            and bool(np.all((a.astype(np.float64) >= 0) & (a.astype(np.float64) < n))))
+            and bool(np.all((a.astype(np.float64) >= 0) & (a.astype(np.float64) < 3))))
 
 
-def valid_box(a, dim):
-    return (a.dtype.kind in "fiu" and a.shape == (N, dim)
+def valid_box(a):
+    """A Box((1,)) batch: N x 1 finite reals (out-of-bounds values are clipped)."""
+    return (a.dtype.kind in "fiu" and a.shape == (N, 1)
             and bool(np.all(np.isfinite(a.astype(np.float64)))))
 
 
+CASES = {
+    "Acrobot-v1": (SHAPES, valid_discrete),
+    "Pendulum-v1": (st.sampled_from([(N, 1), (N,), (N, 2), (1, N), ()]), valid_box),
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(CASES))
 @SETTINGS
 @given(data=st.data())
-def test_discrete_step_accepts_exactly_the_valid_actions(data):
-    dtype = data.draw(DTYPES)
-    shape = data.draw(SHAPES)
-    a = data.draw(hnp.arrays(dtype, shape))
-    envs = rlrig.make_vec("Acrobot-v1", N, seed=0, num_threads=1)
+def test_step_accepts_exactly_the_valid_actions(env_id, data):
+    shapes, valid = CASES[env_id]
+    a = data.draw(hnp.arrays(data.draw(DTYPES), data.draw(shapes)))
+    envs = rlrig.make_vec(env_id, N, seed=0, num_threads=1)
     envs.reset()
     before = [envs.get_state(i) for i in range(N)]
-    if valid_discrete(a, 3):
+    if valid(a):
         envs.step(a)
     else:
         with pytest.raises((ValueError, TypeError)):
             envs.step(a)
         assert [envs.get_state(i) for i in range(N)] == before, "a failed step moved nothing"
-
-
-@SETTINGS
-@given(data=st.data())
-def test_box_step_accepts_exactly_the_valid_actions(data):
-    dtype = data.draw(DTYPES)
-    shape = data.draw(st.sampled_from([(N, 1), (N,), (N, 2), (1, N), ()]))
-    a = data.draw(hnp.arrays(dtype, shape))
-    envs = rlrig.make_vec("Pendulum-v1", N, seed=0, num_threads=1)
-    envs.reset()
-    before = [envs.get_state(i) for i in range(N)]
-    if valid_box(a, 1):
-        envs.step(a)
-    else:
-        with pytest.raises((ValueError, TypeError)):
-            envs.step(a)
-        assert [envs.get_state(i) for i in range(N)] == before
 
 
 @SETTINGS
