@@ -1,7 +1,10 @@
 //! The synchronous executor: every env steps on every call, split across threads.
 
+use std::sync::Arc;
+
 use crate::env::{Action, ActionBuf, Batch, Env};
 use crate::error::EnvError;
+use crate::pool::Pool;
 use crate::rng::Rng;
 use crate::space::Space;
 use crate::vector::{AutoReset, VecConfig, VecSnapshot, check_actions, env_args_map, finish_env};
@@ -25,7 +28,7 @@ pub struct SyncVecEnv<E: Env> {
     truncated: Vec<bool>,
     /// Envs per worker chunk: a multiple of the SIMD width so kernels see full lanes.
     chunk: usize,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<Arc<Pool>>,
 }
 
 /// Mutable views of one contiguous range of envs.
@@ -164,20 +167,15 @@ impl<E: Env> SyncVecEnv<E> {
             .map_or(usize::MAX, |t| t as usize);
         let threads = cfg.threads.min(n.div_ceil(LANES)).min(by_work).max(1);
         let chunk = n.div_ceil(threads).div_ceil(LANES) * LANES;
-        // The calling thread steps one chunk itself, so the pool holds one thread fewer.
-        let pool = if threads > 1 {
-            Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads - 1)
-                    .thread_name(|i| format!("rlrig-env-{i}"))
-                    .build()
-                    .map_err(|e| {
-                        EnvError::Config(format!("cannot start {threads} threads: {e}"))
-                    })?,
-            )
-        } else {
-            None
-        };
+        // The process's shared pool (the learner uses the same workers between steps).
+        let pool =
+            if threads > 1 {
+                Some(Pool::shared(threads).map_err(|e| {
+                    EnvError::Config(format!("cannot start {threads} threads: {e}"))
+                })?)
+            } else {
+                None
+            };
         let mut env = SyncVecEnv {
             max_steps: cfg.max_steps::<E>(&params),
             action_space: E::action_space(&params),
@@ -274,17 +272,21 @@ impl<E: Env> SyncVecEnv<E> {
             (&self.params, self.max_steps, self.cfg.autoreset, self.chunk);
         match &self.pool {
             None => part.run(p, max_steps, autoreset),
-            // `in_place_scope` runs on the calling thread, which takes the last chunk
-            // instead of sleeping while the pool works: one wake-up fewer per step.
-            Some(pool) => pool.in_place_scope(|s| {
+            Some(pool) => {
+                let mut parts = Vec::with_capacity(self.cfg.num_envs.div_ceil(chunk));
                 let mut rest = part;
                 while rest.len() > chunk {
                     let (head, tail) = rest.split_at(chunk);
-                    s.spawn(move |_| head.run(p, max_steps, autoreset));
+                    parts.push(Some(head));
                     rest = tail;
                 }
-                rest.run(p, max_steps, autoreset);
-            }),
+                parts.push(Some(rest));
+                pool.for_each_mut(&mut parts, |_, part| {
+                    if let Some(part) = part.take() {
+                        part.run(p, max_steps, autoreset);
+                    }
+                });
+            }
         }
         Ok(())
     }
@@ -370,7 +372,7 @@ impl<E: Env> SyncVecEnv<E> {
     pub fn threads_used(&self) -> usize {
         self.pool
             .as_ref()
-            .map_or(1, |p| p.current_num_threads() + 1)
+            .map_or(1, |_| self.cfg.num_envs.div_ceil(self.chunk))
     }
 
     pub fn params(&self) -> &E::Params {
