@@ -112,7 +112,7 @@ impl Shared {
                 }
                 std::hint::spin_loop();
                 rounds = rounds.wrapping_add(1);
-                if rounds % 64 == 0 && start.elapsed() >= spin {
+                if rounds.is_multiple_of(64) && start.elapsed() >= spin {
                     let mut guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
                     self.sleepers.fetch_add(1, Ordering::SeqCst);
                     loop {
