@@ -85,11 +85,11 @@ fn a_slow_env_is_env_bound() {
     );
     let next_step: Box<dyn VecEnvDyn> =
         Box::new(SyncVecEnv::<Slow>::new(VecConfig::new(4)).unwrap());
-    match Ppo::with_env(c.clone(), next_step) {
+    match Ppo::with_env(c.clone(), next_step, 1) {
         Err(e) => assert!(e.contains("SameStep"), "{e}"),
         Ok(_) => panic!("a NextStep executor must be rejected"),
     }
-    let (b, _) = run(Ppo::with_env(c, env).unwrap());
+    let (b, _) = run(Ppo::with_env(c, env, 1).unwrap());
     let v = verdict(&b, 4, 1);
     assert_eq!(v.bound, Bound::Env, "{b:?}: {}", v.message);
     assert!(v.message.contains("env.step"));

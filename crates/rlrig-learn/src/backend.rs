@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use crate::conv::{ConvCache, ConvNet};
 use crate::nn::{Mlp, MlpCache};
-use crate::optim::{Adam, clip_grad_norm};
+use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
+use rlrig_env::pool::Pool;
 
 /// One network of a learner: an MLP or a convolutional tower with an MLP head.
 #[derive(Clone, Debug, PartialEq)]
@@ -159,6 +160,21 @@ pub trait NetBackend: Send {
     /// of its parameters into the backend's gradient accumulator.
     fn backward(&mut self, net: usize, dout: &[f32]);
 
+    /// [`NetBackend::forward_train`] of each of `nets` on the same input, output `i`
+    /// copied into `outs[i]` (a backend may run them in one pass over the rows).
+    fn forward_train_into(&mut self, nets: &[usize], x: &[f32], rows: usize, outs: &mut [&mut [f32]]) {
+        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+            out.copy_from_slice(self.forward_train(net, x, rows));
+        }
+    }
+
+    /// [`NetBackend::backward`] of each `(net, dout)` (a backend may run them in one pass).
+    fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
+        for (net, dout) in passes {
+            self.backward(*net, dout);
+        }
+    }
+
     /// Adds `g` (one entry per free parameter) to the free parameters' gradient.
     fn add_free_grad(&mut self, g: &[f32]);
 
@@ -214,37 +230,262 @@ pub type BackendMaker = Arc<
     dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, String> + Send + Sync,
 >;
 
-/// The native CPU path: [`Mlp`] over a host parameter vector, [`Adam`] in place.
+/// Rows of a training pass are split into this many chunks: `rows / MIN_CHUNK_ROWS`,
+/// at least 1 and at most [`MAX_CHUNKS`]. The count depends on the rows only, never on
+/// the thread count, and chunk gradients are summed in chunk order, so any `--threads`
+/// gives the same bits (see [`Native`]).
+pub const MIN_CHUNK_ROWS: usize = 64;
+/// The most chunks a pass is split into: enough for 16 cores.
+pub const MAX_CHUNKS: usize = 16;
+
+/// Chunks of a pass over `rows` rows.
+pub fn chunk_count(rows: usize) -> usize {
+    (rows / MIN_CHUNK_ROWS).clamp(1, MAX_CHUNKS)
+}
+
+/// Rows of chunk `c` of `k` over `rows` rows: the first `rows % k` chunks take one more.
+pub fn chunk_rows(rows: usize, k: usize, c: usize) -> std::ops::Range<usize> {
+    let (base, extra) = (rows / k, rows % k);
+    let start = c * base + c.min(extra);
+    start..start + base + usize::from(c < extra)
+}
+
+/// One chunk's working memory: activations of each network and its gradient.
+#[derive(Clone, Default)]
+struct Chunk {
+    caches: Vec<NetCache>,
+    target_caches: Vec<NetCache>,
+    /// Each network's output of this chunk's last pass.
+    outs: Vec<Vec<f32>>,
+    grads: Vec<f32>,
+}
+
+/// The native CPU path: [`Mlp`] and [`ConvNet`] over a host parameter vector, [`Adam`] in
+/// place.
+///
+/// Data-parallel and deterministic: a pass over `rows` rows is split into
+/// [`chunk_count`]`(rows)` chunks of rows that the worker pool runs at once; each chunk
+/// keeps its own activations and computes its own gradient, and the chunk gradients are
+/// added to the accumulator in chunk order. How many threads run the chunks changes
+/// nothing in the result.
 pub struct Native {
     layout: NetLayout,
     params: Vec<f32>,
     grads: Vec<f32>,
     opt: Adam,
-    caches: Vec<NetCache>,
     target: Vec<f32>,
-    target_caches: Vec<NetCache>,
+    chunks: Vec<Chunk>,
+    /// Chunk count of each network's last pass (what its backward pass splits by).
+    pass_chunks: Vec<usize>,
+    /// Each network's output of its last pass, `rows x out`.
+    outs: Vec<Vec<f32>>,
+    target_outs: Vec<Vec<f32>>,
     dinput: Vec<f32>,
+    /// Networks whose chunk gradients wait to be added to `grads` (by the next `step`):
+    /// their parameter range and chunk count.
+    pending: Vec<(Range<usize>, usize)>,
+    /// Squared gradient norm of each [`NORM_SLICE`] slice, summed in order.
+    sumsq: Vec<f64>,
+    pool: Option<Arc<Pool>>,
+}
+
+/// Adds the pending chunk gradients that fall in `g` (the parameters from `at`).
+fn add_pending(g: &mut [f32], at: usize, pending: &[(Range<usize>, usize)], chunks: &[Chunk]) {
+    let end = at + g.len();
+    for (r, k) in pending {
+        let (a, b) = (r.start.max(at), r.end.min(end));
+        if a >= b {
+            continue;
+        }
+        let dst = &mut g[a - at..b - at];
+        for chunk in &chunks[..*k] {
+            for (x, y) in dst.iter_mut().zip(&chunk.grads[a..b]) {
+                *x += y;
+            }
+        }
+    }
+}
+
+/// Runs `f(c, &mut items[c])` for every item: on the pool when there is one.
+fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+    match pool {
+        Some(p) => p.for_each_mut(items, f),
+        None => items.iter_mut().enumerate().for_each(|(c, t)| f(c, t)),
+    }
+}
+
+/// The forward passes of networks `ids` over `rows` rows of `x`, split in chunks (one
+/// pool job for all of them); each chunk's activations stay in its caches (the target
+/// caches when `target`), the outputs are gathered into `outs[id]`.
+#[allow(clippy::too_many_arguments)]
+fn chunked_forward(
+    pool: Option<&Pool>,
+    chunks: &mut [Chunk],
+    target: bool,
+    ids: &[usize],
+    nets: &[Net],
+    params: &[f32],
+    x: &[f32],
+    rows: usize,
+    outs: &mut [Vec<f32>],
+) {
+    let k = chunk_count(rows);
+    for &i in ids {
+        assert_eq!(x.len(), rows * nets[i].input_dim(), "forward: input shape");
+        outs[i].resize(rows * nets[i].output_dim(), 0.0);
+    }
+    if k == 1 {
+        let chunk = &mut chunks[0];
+        for &i in ids {
+            let c = if target { &mut chunk.target_caches[i] } else { &mut chunk.caches[i] };
+            outs[i].copy_from_slice(nets[i].forward(params, x, rows, c));
+        }
+        return;
+    }
+    for_each(pool, &mut chunks[..k], |c, chunk| {
+        let r = chunk_rows(rows, k, c);
+        for &i in ids {
+            let din = nets[i].input_dim();
+            let xs = &x[r.start * din..r.end * din];
+            let c = if target { &mut chunk.target_caches[i] } else { &mut chunk.caches[i] };
+            let y = nets[i].forward(params, xs, r.len(), c);
+            chunk.outs[i].clear();
+            chunk.outs[i].extend_from_slice(y);
+        }
+    });
+    for &i in ids {
+        let od = nets[i].output_dim();
+        for (c, chunk) in chunks[..k].iter().enumerate() {
+            let r = chunk_rows(rows, k, c);
+            outs[i][r.start * od..r.end * od].copy_from_slice(&chunk.outs[i]);
+        }
+    }
 }
 
 impl Native {
     pub fn new(layout: &NetLayout, params: &[f32], opt: Adam) -> Native {
         assert_eq!(params.len(), layout.total, "Native::new: parameter count");
         assert_eq!(opt.m.len(), layout.total, "Native::new: optimiser size");
+        let nets = layout.nets.len();
         Native {
             layout: layout.clone(),
             params: params.to_vec(),
             grads: vec![0.0; layout.total],
             opt,
-            caches: vec![NetCache::default(); layout.nets.len()],
             target: Vec::new(),
-            target_caches: vec![NetCache::default(); layout.nets.len()],
+            chunks: Vec::new(),
+            pass_chunks: vec![0; nets],
+            outs: vec![Vec::new(); nets],
+            target_outs: vec![Vec::new(); nets],
             dinput: Vec::new(),
+            pending: Vec::new(),
+            sumsq: Vec::new(),
+            pool: None,
         }
+    }
+
+    /// Forward passes of `nets` on the same rows, outputs in `self.outs`.
+    fn forward_nets(&mut self, nets: &[usize], x: &[f32], rows: usize) {
+        let k = chunk_count(rows);
+        self.ensure_chunks(k);
+        for &n in nets {
+            self.pass_chunks[n] = k;
+        }
+        chunked_forward(
+            self.pool.as_deref(),
+            &mut self.chunks,
+            false,
+            nets,
+            &self.layout.nets,
+            &self.params,
+            x,
+            rows,
+            &mut self.outs,
+        );
+    }
+
+    /// The backward passes `(net, dout)` of passes split in `k > 1` chunks: one pool job
+    /// computes every chunk's gradients; the next step adds them up in chunk order.
+    fn chunked_backward(&mut self, passes: &[(usize, &[f32])], k: usize) {
+        let ranges: Vec<Range<usize>> = passes
+            .iter()
+            .map(|(n, _)| self.layout.nets[*n].start()..self.layout.nets[*n].end())
+            .collect();
+        let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+        if self
+            .pending
+            .iter()
+            .any(|(r, _)| ranges.iter().any(|q| overlaps(r, q)))
+        {
+            // A second pass of the same parameters before the step: add the first one's.
+            self.flush();
+        }
+        let (nets, params) = (&self.layout.nets, &self.params);
+        let rows = self.outs[passes[0].0].len() / nets[passes[0].0].output_dim();
+        for_each(self.pool.as_deref(), &mut self.chunks[..k], |c, chunk| {
+            let r = chunk_rows(rows, k, c);
+            for ((net, dout), range) in passes.iter().zip(&ranges) {
+                let od = nets[*net].output_dim();
+                chunk.grads[range.clone()].fill(0.0);
+                nets[*net].backward(
+                    params,
+                    &mut chunk.grads,
+                    &dout[r.start * od..r.end * od],
+                    &mut chunk.caches[*net],
+                );
+            }
+        });
+        // Added to the accumulator, in chunk order, by the next step (or `grads`).
+        self.pending.extend(ranges.into_iter().map(|r| (r, k)));
+    }
+
+    /// Adds every pending chunk gradient to the accumulator.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let (pending, chunks) = (&self.pending, &self.chunks);
+        let mut slices: Vec<&mut [f32]> = self.grads.chunks_mut(NORM_SLICE).collect();
+        for_each(self.pool.as_deref(), &mut slices, |s, g| {
+            add_pending(g, s * NORM_SLICE, pending, chunks);
+        });
+        self.pending.clear();
+    }
+
+    /// Runs the chunks of each pass on the process's shared pool of `threads` threads
+    /// (1: on the calling thread). The results do not depend on it.
+    pub fn threads(mut self, threads: usize) -> Result<Native, String> {
+        self.pool = if threads > 1 {
+            Some(Pool::shared(threads).map_err(|e| format!("cannot start {threads} threads: {e}"))?)
+        } else {
+            None
+        };
+        Ok(self)
     }
 
     /// The [`BackendMaker`] for the native path.
     pub fn maker() -> BackendMaker {
-        Arc::new(|layout, params, opt| Ok(Box::new(Native::new(layout, params, opt))))
+        Native::maker_with_threads(1)
+    }
+
+    /// As [`Native::maker`], the passes split over `threads` threads.
+    pub fn maker_with_threads(threads: usize) -> BackendMaker {
+        Arc::new(move |layout, params, opt| {
+            Ok(Box::new(Native::new(layout, params, opt).threads(threads)?))
+        })
+    }
+
+    /// Makes sure `k` chunks exist with room for every network.
+    fn ensure_chunks(&mut self, k: usize) {
+        let nets = self.layout.nets.len();
+        while self.chunks.len() < k {
+            self.chunks.push(Chunk {
+                caches: vec![NetCache::default(); nets],
+                target_caches: vec![NetCache::default(); nets],
+                outs: vec![Vec::new(); nets],
+                grads: vec![0.0; self.layout.total],
+            });
+        }
     }
 }
 
@@ -254,7 +495,8 @@ impl NetBackend for Native {
     }
 
     fn forward(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        self.layout.nets[net].forward(&self.params, x, rows, &mut self.caches[net])
+        self.forward_nets(&[net], x, rows);
+        &self.outs[net]
     }
 
     fn forward_train(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
@@ -262,8 +504,35 @@ impl NetBackend for Native {
         self.forward(net, x, rows)
     }
 
+    fn forward_train_into(&mut self, nets: &[usize], x: &[f32], rows: usize, outs: &mut [&mut [f32]]) {
+        self.forward_nets(nets, x, rows);
+        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+            out.copy_from_slice(&self.outs[net]);
+        }
+    }
+
+    fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
+        let k = passes.first().map_or(0, |(n, _)| self.pass_chunks[*n]);
+        if k <= 1 || passes.iter().any(|(n, _)| self.pass_chunks[*n] != k) {
+            for (net, dout) in passes {
+                self.backward(*net, dout);
+            }
+            return;
+        }
+        self.chunked_backward(passes, k);
+    }
+
     fn backward(&mut self, net: usize, dout: &[f32]) {
-        self.layout.nets[net].backward(&self.params, &mut self.grads, dout, &mut self.caches[net]);
+        let k = self.pass_chunks[net];
+        assert!(k > 0, "backward of network {net} before its forward pass");
+        assert_eq!(dout.len(), self.outs[net].len(), "backward: gradient shape");
+        if k == 1 {
+            // One chunk: straight into the accumulator.
+            let n = &self.layout.nets[net];
+            n.backward(&self.params, &mut self.grads, dout, &mut self.chunks[0].caches[net]);
+            return;
+        }
+        self.chunked_backward(&[(net, dout)], k);
     }
 
     fn add_free_grad(&mut self, g: &[f32]) {
@@ -277,13 +546,48 @@ impl NetBackend for Native {
     }
 
     fn grads(&self) -> Vec<f32> {
-        self.grads.clone()
+        let mut g = self.grads.clone();
+        add_pending(&mut g, 0, &self.pending, &self.chunks);
+        g
     }
 
     fn step(&mut self, lr: f64, max_grad_norm: f64) -> f64 {
-        let norm = clip_grad_norm(&mut self.grads, max_grad_norm);
-        self.opt.step(&mut self.params, &self.grads, lr);
-        self.grads.fill(0.0);
+        // Pass 1, per slice of parameters: the pending chunk gradients, then the slice's
+        // squared norm. Pass 2: clip and the optimiser update. Slices are fixed, so the
+        // norm and every parameter come out the same on any number of threads.
+        let pool = self.pool.as_deref();
+        let slices = self.grads.len().div_ceil(NORM_SLICE);
+        self.sumsq.resize(slices, 0.0);
+        {
+            let (pending, chunks) = (&self.pending, &self.chunks);
+            let mut work: Vec<(&mut [f32], &mut f64)> = self
+                .grads
+                .chunks_mut(NORM_SLICE)
+                .zip(self.sumsq.iter_mut())
+                .collect();
+            for_each(pool, &mut work, |s, (g, sq)| {
+                add_pending(g, s * NORM_SLICE, pending, chunks);
+                **sq = sum_squares(g);
+            });
+        }
+        self.pending.clear();
+        let norm = self.sumsq.iter().sum::<f64>().sqrt();
+        let clip = clip_factor(norm, max_grad_norm);
+        let rule = self.opt.begin(lr);
+        let Adam { m, v, .. } = &mut self.opt;
+        let mut work: Vec<_> = self
+            .params
+            .chunks_mut(NORM_SLICE)
+            .zip(self.grads.chunks_mut(NORM_SLICE))
+            .zip(m.chunks_mut(NORM_SLICE).zip(v.chunks_mut(NORM_SLICE)))
+            .collect();
+        for_each(pool, &mut work, |_, ((p, g), (m, v))| {
+            if let Some(c) = clip {
+                g.iter_mut().for_each(|x| *x *= c);
+            }
+            rule.apply(p, g, m, v);
+            g.fill(0.0);
+        });
         norm
     }
 
@@ -313,9 +617,25 @@ impl NetBackend for Native {
         let Net::Mlp(m) = &self.layout.nets[net] else {
             panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
         };
-        let cache = &mut self.caches[net].mlp;
-        self.dinput.resize(cache.batch * m.input_dim(), 0.0);
-        m.backward_full(&self.params, None, dout, cache, Some(&mut self.dinput));
+        let k = self.pass_chunks[net];
+        assert!(k > 0, "input_grad of network {net} before its forward pass");
+        let (id, od) = (m.input_dim(), m.output_dim());
+        let rows = self.outs[net].len() / od;
+        assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
+        self.dinput.resize(rows * id, 0.0);
+        let mut work: Vec<(&mut Chunk, &mut [f32])> = Vec::with_capacity(k);
+        let mut rest = self.dinput.as_mut_slice();
+        for (c, chunk) in self.chunks[..k].iter_mut().enumerate() {
+            let (head, tail) = rest.split_at_mut(chunk_rows(rows, k, c).len() * id);
+            work.push((chunk, head));
+            rest = tail;
+        }
+        let params = &self.params;
+        for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
+            let r = chunk_rows(rows, k, c);
+            let cache = &mut chunk.caches[net].mlp;
+            m.backward_full(params, None, &dout[r.start * od..r.end * od], cache, Some(dx));
+        });
         &self.dinput
     }
 
@@ -329,7 +649,19 @@ impl NetBackend for Native {
             self.params.len(),
             "forward_target before init_target"
         );
-        self.layout.nets[net].forward(&self.target, x, rows, &mut self.target_caches[net])
+        self.ensure_chunks(chunk_count(rows));
+        chunked_forward(
+            self.pool.as_deref(),
+            &mut self.chunks,
+            true,
+            &[net],
+            &self.layout.nets,
+            &self.target,
+            x,
+            rows,
+            &mut self.target_outs,
+        );
+        &self.target_outs[net]
     }
 
     fn soft_update(&mut self, tau: f32) {

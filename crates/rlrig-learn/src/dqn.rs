@@ -432,7 +432,8 @@ impl Dqn {
             &net.layout(),
             &net.params,
             Adam::new(net.params.len(), cfg.adam_eps),
-        );
+        )
+        .threads(threads)?;
         q.init_target();
         net.params = Vec::new();
         let e = cfg.num_envs;

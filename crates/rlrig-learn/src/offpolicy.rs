@@ -619,12 +619,14 @@ impl OffPolicy {
             &actor_layout(&nets),
             &nets.actor_params,
             Adam::new(na, cfg.adam_eps),
-        );
+        )
+        .threads(threads)?;
         let mut critic = Native::new(
             &critic_layout(&nets),
             &nets.critic_params,
             Adam::new(nc, cfg.adam_eps),
-        );
+        )
+        .threads(threads)?;
         if cfg.algo != Algo::Sac {
             actor.init_target();
         }

@@ -49,36 +49,93 @@ impl Adam {
     pub fn step(&mut self, params: &mut [f32], grads: &[f32], lr: f64) {
         assert_eq!(params.len(), self.m.len());
         assert_eq!(grads.len(), self.m.len());
+        let rule = self.begin(lr);
+        rule.apply(params, grads, &mut self.m, &mut self.v);
+    }
+
+    /// Counts one update and returns its per-parameter rule, to be applied to every
+    /// slice of the parameters (in any order, on any thread: each element's update
+    /// depends on that element alone).
+    pub fn begin(&mut self, lr: f64) -> StepRule {
         self.t += 1;
-        let wd = self.weight_decay as f32;
-        if let Some(alpha) = self.rmsprop_alpha {
-            let (a, lr, eps) = (alpha as f32, lr as f32, self.eps as f32);
-            for ((p, g), v) in params.iter_mut().zip(grads).zip(&mut self.v) {
+        let bc1 = 1.0 - self.beta1.powi(self.t as i32);
+        let bc2 = 1.0 - self.beta2.powi(self.t as i32);
+        StepRule {
+            rmsprop_alpha: self.rmsprop_alpha.map(|a| a as f32),
+            lr: lr as f32,
+            b1: self.beta1 as f32,
+            b2: self.beta2 as f32,
+            // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
+            step: (lr / bc1) as f32,
+            sqrt_bc2: bc2.sqrt() as f32,
+            eps: self.eps as f32,
+            wd: self.weight_decay as f32,
+        }
+    }
+}
+
+/// One optimiser update for every parameter (see [`Adam::begin`]).
+#[derive(Clone, Copy, Debug)]
+pub struct StepRule {
+    rmsprop_alpha: Option<f32>,
+    lr: f32,
+    b1: f32,
+    b2: f32,
+    step: f32,
+    sqrt_bc2: f32,
+    eps: f32,
+    wd: f32,
+}
+
+impl StepRule {
+    /// Updates `params` (and the moments `m`, `v` of the same elements) along `grads`.
+    pub fn apply(&self, params: &mut [f32], grads: &[f32], m: &mut [f32], v: &mut [f32]) {
+        let (wd, eps) = (self.wd, self.eps);
+        if let Some(a) = self.rmsprop_alpha {
+            let lr = self.lr;
+            for ((p, g), v) in params.iter_mut().zip(grads).zip(v) {
                 let g = *g + wd * *p;
                 *v = a * *v + (1.0 - a) * g * g;
                 *p -= lr * g / (v.sqrt() + eps);
             }
             return;
         }
-        let (b1, b2) = (self.beta1 as f32, self.beta2 as f32);
-        let bc1 = 1.0 - self.beta1.powi(self.t as i32);
-        let bc2 = 1.0 - self.beta2.powi(self.t as i32);
-        // PyTorch's form: p -= lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps).
-        let step = (lr / bc1) as f32;
-        let sqrt_bc2 = bc2.sqrt() as f32;
-        let eps = self.eps as f32;
-        for (((p, g), m), v) in params
-            .iter_mut()
-            .zip(grads)
-            .zip(&mut self.m)
-            .zip(&mut self.v)
-        {
+        let (b1, b2, step, sqrt_bc2) = (self.b1, self.b2, self.step, self.sqrt_bc2);
+        for (((p, g), m), v) in params.iter_mut().zip(grads).zip(m).zip(v) {
             let g = *g + wd * *p;
             *m = b1 * *m + (1.0 - b1) * g;
             *v = b2 * *v + (1.0 - b2) * g * g;
             *p -= step * *m / (v.sqrt() / sqrt_bc2 + eps);
         }
     }
+}
+
+/// Gradients are reduced in slices of this many elements (the squared norm is summed per
+/// slice, then over slices in order), so a pool can take the slices apart and the result
+/// stays the same.
+pub const NORM_SLICE: usize = 4096;
+
+/// The sum of squares of `g` in f64, with eight running sums (a fixed order, so every
+/// machine gets the same bits; one long add chain would serialise on its latency).
+pub fn sum_squares(g: &[f32]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let mut it = g.chunks_exact(8);
+    for c in &mut it {
+        for (a, x) in acc.iter_mut().zip(c) {
+            *a += f64::from(*x) * f64::from(*x);
+        }
+    }
+    for (a, x) in acc.iter_mut().zip(it.remainder()) {
+        *a += f64::from(*x) * f64::from(*x);
+    }
+    ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]))
+}
+
+/// The factor `torch.nn.utils.clip_grad_norm_` scales by for global norm `norm`, or
+/// `None` when the gradient is short enough.
+pub fn clip_factor(norm: f64, max_norm: f64) -> Option<f32> {
+    let coef = max_norm / (norm + 1e-6);
+    (coef < 1.0).then_some(coef as f32)
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -89,14 +146,13 @@ fn is_zero(x: &f64) -> bool {
 /// before clipping (as `torch.nn.utils.clip_grad_norm_`).
 pub fn clip_grad_norm(grads: &mut [f32], max_norm: f64) -> f64 {
     let norm = grads
-        .iter()
-        .map(|g| f64::from(*g) * f64::from(*g))
+        .chunks(NORM_SLICE)
+        .map(sum_squares)
         .sum::<f64>()
         .sqrt();
-    let coef = max_norm / (norm + 1e-6);
-    if coef < 1.0 {
+    if let Some(coef) = clip_factor(norm, max_norm) {
         for g in grads.iter_mut() {
-            *g *= coef as f32;
+            *g *= coef;
         }
     }
     norm

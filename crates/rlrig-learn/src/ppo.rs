@@ -1211,7 +1211,7 @@ impl Ppo {
                 .autoreset(AutoReset::SameStep),
         )
         .map_err(|e| e.to_string())?;
-        Self::with_env(cfg, env)
+        Self::with_env(cfg, env, threads)
     }
 
     /// The envs of asynchronous actor `j >= 1`: `cfg.env` on its own seed, one thread
@@ -1242,7 +1242,13 @@ impl Ppo {
 
     /// PPO on an executor built by the caller (any env type, e.g. a test env); it must
     /// have `cfg.num_envs` envs and SameStep auto-reset.
-    pub fn with_env(cfg: PpoConfig, env: Box<dyn VecEnvDyn>) -> Result<Ppo, String> {
+    /// PPO on `env`, its updates split over `threads` threads (the results do not depend
+    /// on it).
+    pub fn with_env(
+        cfg: PpoConfig,
+        env: Box<dyn VecEnvDyn>,
+        threads: usize,
+    ) -> Result<Ppo, String> {
         if env.num_envs() != cfg.num_envs {
             return Err(format!(
                 "executor has {} envs, config says {}",
@@ -1272,7 +1278,7 @@ impl Ppo {
             Adam::new(n, cfg.adam_eps)
         };
         Ok(Ppo {
-            backend: Box::new(Native::new(&agent.layout(), &agent.params, opt)),
+            backend: Box::new(Native::new(&agent.layout(), &agent.params, opt).threads(threads)?),
             actor: Some(ActorSide {
                 env,
                 obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
@@ -1914,8 +1920,12 @@ impl Ppo {
                 }
                 // Copies of a few floats per row: the loss head runs on the host,
                 // wherever the networks do.
-                out.copy_from_slice(self.backend.forward_train(ACTOR, &mb_obs, mb));
-                newv.copy_from_slice(self.backend.forward_train(CRITIC, &mb_obs, mb));
+                self.backend.forward_train_into(
+                    &[ACTOR, CRITIC],
+                    &mb_obs,
+                    mb,
+                    &mut [&mut out, &mut newv],
+                );
                 ls.copy_from_slice(self.backend.free_params());
                 let inv = 1.0 / mb as f32;
                 let (mut pg, mut ent, mut kl, mut cf, mut vl) =
@@ -2004,8 +2014,8 @@ impl Ppo {
                         d_val[r] = vf * (v - ret) * inv;
                     }
                 }
-                self.backend.backward(ACTOR, &d_out);
-                self.backend.backward(CRITIC, &d_val);
+                self.backend
+                    .backward_many(&[(ACTOR, &d_out), (CRITIC, &d_val)]);
                 if !d_logstd.is_empty() {
                     self.backend.add_free_grad(&d_logstd);
                 }
