@@ -205,6 +205,7 @@ fn the_trace_is_chrome_json_with_the_stage_spans() {
         resume: false,
         eval_episodes: 1,
         trace: Some(trace.clone()),
+        trace_iterations: rlrig_learn::trace::DEFAULT_KEEP,
         device: None,
         stop: Default::default(),
     };
@@ -212,6 +213,7 @@ fn the_trace_is_chrome_json_with_the_stage_spans() {
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let mut sums = std::collections::HashMap::new();
+    assert_eq!(v["otherData"]["rlrig_omitted_iterations"], 0);
     for e in events {
         assert_eq!(e["ph"], "X");
         assert!(e["ts"].as_f64().unwrap() >= 0.0 && e["dur"].as_f64().unwrap() >= 0.0);

@@ -162,7 +162,13 @@ pub trait NetBackend: Send {
 
     /// [`NetBackend::forward_train`] of each of `nets` on the same input, output `i`
     /// copied into `outs[i]` (a backend may run them in one pass over the rows).
-    fn forward_train_into(&mut self, nets: &[usize], x: &[f32], rows: usize, outs: &mut [&mut [f32]]) {
+    fn forward_train_into(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        outs: &mut [&mut [f32]],
+    ) {
         for (&net, out) in nets.iter().zip(outs.iter_mut()) {
             out.copy_from_slice(self.forward_train(net, x, rows));
         }
@@ -337,7 +343,11 @@ fn chunked_forward(
     if k == 1 {
         let chunk = &mut chunks[0];
         for &i in ids {
-            let c = if target { &mut chunk.target_caches[i] } else { &mut chunk.caches[i] };
+            let c = if target {
+                &mut chunk.target_caches[i]
+            } else {
+                &mut chunk.caches[i]
+            };
             outs[i].copy_from_slice(nets[i].forward(params, x, rows, c));
         }
         return;
@@ -347,7 +357,11 @@ fn chunked_forward(
         for &i in ids {
             let din = nets[i].input_dim();
             let xs = &x[r.start * din..r.end * din];
-            let c = if target { &mut chunk.target_caches[i] } else { &mut chunk.caches[i] };
+            let c = if target {
+                &mut chunk.target_caches[i]
+            } else {
+                &mut chunk.caches[i]
+            };
             let y = nets[i].forward(params, xs, r.len(), c);
             chunk.outs[i].clear();
             chunk.outs[i].extend_from_slice(y);
@@ -456,7 +470,10 @@ impl Native {
     /// (1: on the calling thread). The results do not depend on it.
     pub fn threads(mut self, threads: usize) -> Result<Native, String> {
         self.pool = if threads > 1 {
-            Some(Pool::shared(threads).map_err(|e| format!("cannot start {threads} threads: {e}"))?)
+            Some(
+                Pool::shared(threads)
+                    .map_err(|e| format!("cannot start {threads} threads: {e}"))?,
+            )
         } else {
             None
         };
@@ -504,7 +521,13 @@ impl NetBackend for Native {
         self.forward(net, x, rows)
     }
 
-    fn forward_train_into(&mut self, nets: &[usize], x: &[f32], rows: usize, outs: &mut [&mut [f32]]) {
+    fn forward_train_into(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        outs: &mut [&mut [f32]],
+    ) {
         self.forward_nets(nets, x, rows);
         for (&net, out) in nets.iter().zip(outs.iter_mut()) {
             out.copy_from_slice(&self.outs[net]);
@@ -529,7 +552,12 @@ impl NetBackend for Native {
         if k == 1 {
             // One chunk: straight into the accumulator.
             let n = &self.layout.nets[net];
-            n.backward(&self.params, &mut self.grads, dout, &mut self.chunks[0].caches[net]);
+            n.backward(
+                &self.params,
+                &mut self.grads,
+                dout,
+                &mut self.chunks[0].caches[net],
+            );
             return;
         }
         self.chunked_backward(&[(net, dout)], k);
@@ -634,7 +662,13 @@ impl NetBackend for Native {
         for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
             let r = chunk_rows(rows, k, c);
             let cache = &mut chunk.caches[net].mlp;
-            m.backward_full(params, None, &dout[r.start * od..r.end * od], cache, Some(dx));
+            m.backward_full(
+                params,
+                None,
+                &dout[r.start * od..r.end * od],
+                cache,
+                Some(dx),
+            );
         });
         &self.dinput
     }
@@ -686,5 +720,114 @@ impl NetBackend for Native {
             "set_target_params: parameter count"
         );
         self.target = target.to_vec();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nn::Activation;
+    use rlrig_env::Rng;
+    use rlrig_env::rng::Purpose;
+
+    /// Two MLPs on the same 6-wide input plus two free parameters.
+    fn layout() -> NetLayout {
+        let a = Mlp::new(&[6, 64, 64, 3], 0);
+        let c = Mlp::with_activation(&[6, 40, 1], a.end(), Activation::Relu);
+        let end = c.end();
+        NetLayout {
+            nets: vec![a.into(), c.into()],
+            free: end..end + 2,
+            total: end + 2,
+        }
+    }
+
+    fn noise(n: usize, stream: u64) -> Vec<f32> {
+        let mut r = Rng::stream(7, Purpose::Init, stream);
+        (0..n).map(|_| r.uniform(-1.0, 1.0) as f32).collect()
+    }
+
+    /// A few training steps on `rows`-row batches (uneven chunks for 200), with target
+    /// passes and input gradients: everything a learner asks of the backend.
+    fn train(threads: usize, rows: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let lay = layout();
+        let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+            .threads(threads)
+            .unwrap();
+        b.init_target();
+        let mut seen = Vec::new();
+        for it in 0..4u64 {
+            let x = noise(rows * 6, 10 + it);
+            let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
+            let [o0, o1] = &mut outs;
+            b.forward_train_into(&[0, 1], &x, rows, &mut [o0, o1]);
+            seen.extend_from_slice(b.forward_target(1, &x, rows));
+            let (d0, d1) = (noise(rows * 3, 20 + it), noise(rows, 30 + it));
+            b.backward_many(&[(0, &d0), (1, &d1)]);
+            b.add_free_grad(&[0.5, -0.25]);
+            seen.extend(b.grads());
+            b.step(1e-3, 0.5);
+            b.forward_train(1, &x, rows);
+            seen.extend_from_slice(b.input_grad(1, &d1));
+            b.soft_update(0.1);
+        }
+        (b.params(), b.optimizer().v, seen)
+    }
+
+    #[test]
+    fn any_thread_count_gives_the_same_bits() {
+        for rows in [5, 64, 200, 1100] {
+            let one = train(1, rows);
+            for threads in [2, 3, 7] {
+                assert!(
+                    one == train(threads, rows),
+                    "rows {rows}, {threads} threads"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn chunked_gradients_equal_one_pass_within_rounding() {
+        // The sum over chunks is the same gradient as one pass over all rows.
+        let lay = layout();
+        let p = noise(lay.total, 3);
+        let rows = 333;
+        assert!(chunk_count(rows) > 1);
+        let x = noise(rows * 6, 4);
+        let (d0, d1) = (noise(rows * 3, 5), noise(rows, 6));
+        let mut b = Native::new(&lay, &p, Adam::new(lay.total, 1e-8))
+            .threads(2)
+            .unwrap();
+        b.forward_train(0, &x, rows);
+        b.forward_train(1, &x, rows);
+        b.backward_many(&[(0, &d0), (1, &d1)]);
+        let chunked = b.grads();
+        let mut whole = vec![0.0f32; lay.total];
+        for (i, d) in [(0, &d0), (1, &d1)] {
+            let mut cache = NetCache::default();
+            lay.nets[i].forward(&p, &x, rows, &mut cache);
+            lay.nets[i].backward(&p, &mut whole, d, &mut cache);
+        }
+        let scale = whole.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+        for (j, (a, b)) in chunked.iter().zip(&whole).enumerate() {
+            assert!((a - b).abs() <= 1e-5 * scale, "parameter {j}: {a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn chunks_cover_the_rows_in_order() {
+        for rows in 0..2000 {
+            let k = chunk_count(rows);
+            assert!((1..=MAX_CHUNKS).contains(&k));
+            let mut at = 0;
+            for c in 0..k {
+                let r = chunk_rows(rows, k, c);
+                assert_eq!(r.start, at);
+                assert!(rows < MIN_CHUNK_ROWS || r.len() >= MIN_CHUNK_ROWS);
+                at = r.end;
+            }
+            assert_eq!(at, rows);
+        }
     }
 }

@@ -89,5 +89,6 @@ pub mod replay_run;
 pub mod run;
 pub mod serve;
 pub mod stop;
+pub mod trace;
 pub mod trainer;
 pub mod vtrace;

@@ -1148,7 +1148,7 @@ pub struct Ppo {
     pub iteration: u64,
     pub global_step: u64,
     pub times: StageTimes,
-    trace: Option<(std::time::Instant, Vec<Span>)>,
+    trace: Option<SpanLog>,
     /// With `policy_lag`: earlier parameters, oldest first (see [`PpoState::behaviour`]).
     behaviour: std::collections::VecDeque<Vec<f32>>,
     behaviour_cache: NetCache,
@@ -1191,14 +1191,8 @@ fn log_softmax(logits: &[f32], out: &mut [f32]) {
 
 const LOG_SQRT_2PI: f32 = 0.918_938_5;
 
-/// One timed stage of a run, for Chrome/Perfetto traces.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Span {
-    pub name: &'static str,
-    /// Seconds since tracing started.
-    pub start: f64,
-    pub dur: f64,
-}
+pub use crate::trace::Span;
+use crate::trace::SpanLog;
 
 impl Ppo {
     pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, String> {
@@ -1323,26 +1317,20 @@ impl Ppo {
             .expect("the actor side is home between calls")
     }
 
-    /// Starts recording a span per stage and step (see [`Ppo::take_trace`]).
-    pub fn enable_trace(&mut self) {
-        self.trace = Some((std::time::Instant::now(), Vec::new()));
+    /// Starts recording a span per stage and step, keeping the first and the last
+    /// `keep` iterations (see [`SpanLog`]).
+    pub fn enable_trace(&mut self, keep: u64) {
+        self.trace = Some(SpanLog::new(keep));
     }
 
     /// The spans recorded so far.
-    pub fn take_trace(&mut self) -> Vec<Span> {
-        self.trace
-            .as_mut()
-            .map(|(_, v)| std::mem::take(v))
-            .unwrap_or_default()
+    pub fn trace(&self) -> Option<&SpanLog> {
+        self.trace.as_ref()
     }
 
     fn span(&mut self, name: &'static str, from: std::time::Instant, to: std::time::Instant) {
-        if let Some((origin, spans)) = &mut self.trace {
-            spans.push(Span {
-                name,
-                start: from.duration_since(*origin).as_secs_f64(),
-                dur: to.duration_since(from).as_secs_f64(),
-            });
+        if let Some(log) = &mut self.trace {
+            log.span(name, from, to);
         }
     }
 
@@ -1478,9 +1466,18 @@ impl Ppo {
     /// running after this update"; without it they are stopped and their envs come home,
     /// as [`Ppo::state`] needs.
     pub fn iterate_prefetching(&mut self, prefetch: bool) -> IterationStats {
-        if self.cfg.actors > 0 {
-            return self.iterate_async(prefetch);
+        let stats = if self.cfg.actors > 0 {
+            self.iterate_async(prefetch)
+        } else {
+            self.iterate_sync(prefetch)
+        };
+        if let Some(log) = &mut self.trace {
+            log.end_iteration();
         }
+        stats
+    }
+
+    fn iterate_sync(&mut self, prefetch: bool) -> IterationStats {
         let cfg = self.cfg.clone();
         let (e, d) = (cfg.num_envs, self.agent.obs_dim);
         let (it, lr, mut stats) = self.begin_iteration();
@@ -1490,7 +1487,7 @@ impl Ppo {
                 r
             }
             None => {
-                let origin = self.trace.as_ref().map(|(o, _)| *o);
+                let origin = self.trace.as_ref().map(SpanLog::origin);
                 let act = self
                     .actor
                     .as_mut()
@@ -1550,7 +1547,7 @@ impl Ppo {
             let mut cache = std::mem::take(&mut self.behaviour_cache);
             let params = self.behaviour.front().expect("just pushed").clone();
             let agent = self.agent.shapes();
-            let origin = self.trace.as_ref().map(|(o, _)| *o);
+            let origin = self.trace.as_ref().map(SpanLog::origin);
             let worker = std::thread::spawn(move || {
                 let policy = Policy::Host {
                     params: &params,
@@ -1594,7 +1591,7 @@ impl Ppo {
         // it, so rollouts are about `actors` updates stale; a buffer would only add to that.
         let (tx, rx) = std::sync::mpsc::sync_channel(0);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let origin = self.trace.as_ref().map(|(o, _)| *o);
+        let origin = self.trace.as_ref().map(SpanLog::origin);
         let server = cfg.inference_server.then(|| {
             let policy = PublishedPolicy {
                 agent: self.agent.shapes(),
@@ -1731,8 +1728,8 @@ impl Ppo {
         self.global_step += r.steps;
         self.times.env += r.env;
         self.times.inference += r.inference;
-        if let Some((_, spans)) = &mut self.trace {
-            spans.extend_from_slice(&r.spans);
+        if let Some(log) = &mut self.trace {
+            log.extend(&r.spans);
         }
     }
 

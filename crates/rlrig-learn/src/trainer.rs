@@ -23,32 +23,14 @@ pub struct TrainOptions {
     pub eval_episodes: usize,
     /// Write a Chrome/Perfetto trace of every stage here.
     pub trace: Option<PathBuf>,
+    /// Iterations the trace keeps at each end (the rest are counted, not kept).
+    pub trace_iterations: u64,
     /// Where the networks run (`--device`); `None` is the native CPU path. PPO, A2C,
     /// DDPG/TD3/SAC and AlphaZero take another device; evolution not yet.
     pub device: Option<BackendMaker>,
     /// Raised to stop early (Ctrl-C, SIGTERM): the driver finishes the iteration in
     /// progress, writes a checkpoint and returns with `interrupted` set.
     pub stop: StopFlag,
-}
-
-/// Writes `spans` as a Chrome trace (`chrome://tracing`, ui.perfetto.dev), atomically.
-pub fn write_chrome_trace(path: &Path, spans: &[crate::ppo::Span]) -> Result<(), RunError> {
-    let mut out = String::with_capacity(spans.len() * 96 + 64);
-    out.push_str("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[");
-    for (i, s) in spans.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        let cat = s.name.split('.').next().unwrap_or(s.name);
-        out.push_str(&format!(
-            "{{\"name\":\"{}\",\"cat\":\"{cat}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":1,\"tid\":1}}",
-            s.name,
-            s.start * 1e6,
-            s.dur * 1e6
-        ));
-    }
-    out.push_str("]}\n");
-    write_atomic(path, out.as_bytes())
 }
 
 /// What kind of run a directory holds, from its newest checkpoint's `algo`: the one
@@ -302,7 +284,7 @@ pub fn train_ppo(
         ppo.set_backend(maker).map_err(RunError::Mismatch)?;
     }
     if opts.trace.is_some() {
-        ppo.enable_trace();
+        ppo.enable_trace(opts.trace_iterations);
     }
     dir.write_config(&ppo.cfg)?;
     let mut csv = MetricsCsv::open(&dir.path, ppo.iteration)?;
@@ -372,8 +354,10 @@ pub fn train_ppo(
     dir.save_checkpoint(&ppo.cfg, ppo.state(), &ppo.agent.params, (&m, &v))?;
     let seed = ppo.cfg.seed + EVAL_SEED_OFFSET;
     let wall = start.elapsed().as_secs_f64();
-    if let Some(path) = &opts.trace {
-        write_chrome_trace(path, &ppo.take_trace())?;
+    if let Some(path) = &opts.trace
+        && let Some(log) = ppo.trace()
+    {
+        log.write_chrome(path)?;
     }
     let eval = match interrupted {
         Some(_) => None,

@@ -254,6 +254,7 @@ fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<Stop>> {
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: None,
+        trace_iterations: rlrig_learn::trace::DEFAULT_KEEP,
         device: None,
         stop: stop_on_signals()?,
     };
@@ -429,6 +430,10 @@ pub struct PpoArgs {
     /// ppo only for now).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
+    /// With --trace: keep the first N and the last N iterations' spans (the file counts
+    /// the iterations in between), so a long run's trace stays small enough to open.
+    #[arg(long, value_name = "N", default_value_t = rlrig_learn::trace::DEFAULT_KEEP, value_parser = clap::value_parser!(u64).range(1..))]
+    trace_iterations: u64,
 }
 
 fn parse_value(raw: &str) -> toml::Value {
@@ -682,6 +687,7 @@ fn train_alphazero_cli(a: AzArgs) -> Result<Option<Stop>> {
         resume: a.resume,
         eval_episodes: 0,
         trace: None,
+        trace_iterations: rlrig_learn::trace::DEFAULT_KEEP,
         device,
         stop: stop_on_signals()?,
     };
@@ -901,6 +907,7 @@ fn train_replay_cli<R: ReplayRun>(a: PpoArgs, cfg: R::Config) -> Result<Option<S
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: None,
+        trace_iterations: rlrig_learn::trace::DEFAULT_KEEP,
         device: device_maker(&a.device)?,
         stop: stop_on_signals()?,
     };
@@ -1060,6 +1067,7 @@ fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
         resume: a.resume,
         eval_episodes: a.eval_episodes,
         trace: a.trace.clone(),
+        trace_iterations: a.trace_iterations,
         device: device_maker(&a.device)?,
         stop: stop_on_signals()?,
     };

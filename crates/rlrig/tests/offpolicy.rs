@@ -25,7 +25,7 @@ fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
         "--set",
         "hidden=[32, 32]",
         "--set",
-        "batch_size=64",
+        "batch_size=128",
         "--set",
         "log_every=500",
         "--set",
@@ -40,18 +40,26 @@ fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
     ]
 }
 
+/// Replay batches of 128 rows: two chunks for the data-parallel learner.
 #[test]
-fn same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
+fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
     for algo in ["sac", "td3", "ddpg"] {
-        let (a, b) = (tmp(&format!("{algo}-t1")), tmp(&format!("{algo}-t2")));
-        for (d, t) in [(&a, "1"), (&b, "2")] {
+        let (a, b, c) = (
+            tmp(&format!("{algo}-t1")),
+            tmp(&format!("{algo}-t2")),
+            tmp(&format!("{algo}-t7")),
+        );
+        for (d, t) in [(&a, "1"), (&b, "2"), (&c, "7")] {
             let o = rlrig(&args(algo, d.to_str().unwrap(), t));
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         }
         let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
         assert_eq!(ma.len(), 7, "{algo}: header + 6 rows");
         assert_eq!(ma, mb, "{algo}");
+        assert_eq!(ma, learning_columns(&c, COLS), "{algo}");
         assert_eq!(final_weights(&a), final_weights(&b), "{algo}");
+        assert_eq!(final_weights(&a), final_weights(&c), "{algo}");
+        std::fs::remove_dir_all(c).ok();
         // 3000 steps, one update per transition after step 500.
         assert!(ma[6].starts_with("3000,"), "{}", ma[6]);
         assert_eq!(ma[6].split(',').nth(4), Some("2500"), "{algo} updates");
@@ -208,7 +216,7 @@ fn dqn_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
         "--set",
         "hidden=[32, 32]",
         "--set",
-        "batch_size=64",
+        "batch_size=128",
         "--set",
         "train_frequency=4",
         "--set",

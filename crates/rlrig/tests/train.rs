@@ -32,17 +32,22 @@ fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
     ]
 }
 
+/// Minibatches of 128 rows: the learner splits them in two chunks of rows, run by as
+/// many threads as there are; 7 threads on this 2-core box also oversubscribe the pool.
 #[test]
-fn same_seed_gives_identical_metrics_and_weights_with_1_and_2_threads() {
-    let (a, b) = (tmp("det1"), tmp("det2"));
-    for (d, t) in [(&a, "1"), (&b, "2")] {
+fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
+    let (a, b, c) = (tmp("det1"), tmp("det2"), tmp("det7"));
+    for (d, t) in [(&a, "1"), (&b, "2"), (&c, "7")] {
         let o = rlrig(&train_args(d.to_str().unwrap(), t));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
     assert_eq!(ma.len(), 41, "header + 40 iterations");
     assert_eq!(ma, mb);
+    assert_eq!(ma, learning_columns(&c, COLS));
     assert_eq!(final_weights(&a), final_weights(&b));
+    assert_eq!(final_weights(&a), final_weights(&c));
+    std::fs::remove_dir_all(c).ok();
     for f in ["config.toml", "eval.json"] {
         assert!(a.join(f).exists(), "{f} missing");
     }
@@ -68,6 +73,92 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_and_2_threads() {
     for d in [a, b] {
         std::fs::remove_dir_all(d).ok();
     }
+}
+
+/// A2C's single gradient step per iteration on 5 x 32 = 160 rows (two chunks).
+#[test]
+fn a2c_is_identical_with_1_2_and_7_threads() {
+    let dirs = [tmp("a2c1"), tmp("a2c2"), tmp("a2c7")];
+    for (d, t) in dirs.iter().zip(["1", "2", "7"]) {
+        let o = rlrig(&[
+            "train",
+            "a2c",
+            "--env",
+            "CartPole-v1",
+            "--num-envs",
+            "32",
+            "--total-steps",
+            "16000",
+            "--threads",
+            t,
+            "--run-dir",
+            d.to_str().unwrap(),
+            "--quiet",
+            "--eval-episodes",
+            "1",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let w = final_weights(&dirs[0]);
+    let m = learning_columns(&dirs[0], COLS);
+    assert!(m.len() > 90, "one row per iteration: {}", m.len());
+    for d in &dirs[1..] {
+        assert_eq!(final_weights(d), w, "{d:?}");
+        assert_eq!(learning_columns(d, COLS), m, "{d:?}");
+    }
+    for d in dirs {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// `--trace` keeps the first and last `--trace-iterations` iterations and says in the
+/// file how many it left out.
+#[test]
+fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
+    let d = tmp("trace");
+    let trace = d.join("t.json");
+    let o = rlrig(&[
+        "train",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--total-steps",
+        "10240",
+        "--run-dir",
+        d.join("run").to_str().unwrap(),
+        "--quiet",
+        "--eval-episodes",
+        "1",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--trace-iterations",
+        "3",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert_eq!(v["otherData"]["rlrig_iterations"], 20);
+    assert_eq!(v["otherData"]["rlrig_omitted_iterations"], 14);
+    let events = v["traceEvents"].as_array().unwrap();
+    let learner = events.iter().filter(|e| e["name"] == "learner").count();
+    assert_eq!(learner, 6, "one learner span per kept iteration");
+    assert!(events.iter().any(|e| {
+        e["ph"] == "i"
+            && e["name"]
+                .as_str()
+                .unwrap()
+                .contains("14 iterations omitted")
+    }));
+    let o = rlrig(&[
+        "train",
+        "ppo",
+        "--trace",
+        "x.json",
+        "--trace-iterations",
+        "0",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace-iterations"));
+    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
