@@ -58,7 +58,12 @@ fn gemm_shapes(c: &mut Criterion) {
     use rlrig_learn::nn::gemm;
     let mut rng = Rng::stream(1, Purpose::Bench, 0);
     let mut g = c.benchmark_group("gemm");
-    for (m, k, n) in [(128usize, 64usize, 64usize), (512, 64, 64), (4, 64, 64)] {
+    for (m, k, n) in [
+        (64usize, 64usize, 64usize),
+        (128, 64, 64),
+        (512, 64, 64),
+        (4, 64, 64),
+    ] {
         let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
         let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();
         let mut cbuf = vec![0.0f32; m * n];

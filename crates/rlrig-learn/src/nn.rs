@@ -221,21 +221,49 @@ fn small_gemm_tn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
             i += 4;
         }
     }
-    for t in 0..k {
-        let arow = &a[t * m..(t + 1) * m];
-        // Rows of c inner, so a narrow c (n = 1 or 2) still vectorises over them.
-        if n == 1 {
-            let bv = b[t];
-            for (cv, av) in c[i..m].iter_mut().zip(&arow[i..]) {
-                *cv = av.mul_add(bv, *cv);
+    if n >= 16 {
+        // Wide rows of c (the input layer's dW: m = obs dim): c's row ii gets
+        // a[t][ii] times b's row t, contiguous over n.
+        for t in 0..k {
+            let brow = &b[t * n..(t + 1) * n];
+            for ii in i..m {
+                let av = a[t * m + ii];
+                for (cv, bv) in c[ii * n..(ii + 1) * n].iter_mut().zip(brow) {
+                    *cv = av.mul_add(*bv, *cv);
+                }
             }
-            continue;
         }
+        return;
+    }
+    // Narrow c (value and logit heads, n < 16): one column of c at a time, kept
+    // contiguous in a scratch buffer so the loop over rows vectorises. Each element
+    // still sums over t in order, as above.
+    let rows = m - i;
+    let mut stack = [0.0f32; 4096];
+    let mut heap = Vec::new();
+    let ct: &mut [f32] = if rows * n <= stack.len() {
+        &mut stack[..rows * n]
+    } else {
+        heap.resize(rows * n, 0.0);
+        &mut heap
+    };
+    for j in 0..n {
+        for (r, v) in ct[j * rows..(j + 1) * rows].iter_mut().enumerate() {
+            *v = c[(i + r) * n + j];
+        }
+    }
+    for t in 0..k {
+        let arow = &a[t * m + i..(t + 1) * m];
         for j in 0..n {
             let bv = b[t * n + j];
-            for ii in i..m {
-                c[ii * n + j] = arow[ii].mul_add(bv, c[ii * n + j]);
+            for (cv, av) in ct[j * rows..(j + 1) * rows].iter_mut().zip(arow) {
+                *cv = av.mul_add(bv, *cv);
             }
+        }
+    }
+    for j in 0..n {
+        for (r, v) in ct[j * rows..(j + 1) * rows].iter().enumerate() {
+            c[(i + r) * n + j] = *v;
         }
     }
 }
@@ -570,12 +598,20 @@ impl Mlp {
             // d_prev = (d W^T) * act'(h_in). W^T is materialised (out x in, row-major)
             // so the product takes gemm's row-major path.
             let w = &params[l.w..l.w + l.fan_in * l.fan_out];
-            cache.wt.resize(l.fan_in * l.fan_out, 0.0);
-            for r in 0..l.fan_in {
-                for c in 0..l.fan_out {
-                    cache.wt[c * l.fan_in + r] = w[r * l.fan_out + c];
-                }
-            }
+            // gemm's plain-loop path wants W^T row-major; matrixmultiply (larger
+            // products) packs W^T from W's strides itself.
+            let (wt, wt_strides): (&[f32], (usize, usize)) =
+                if batch * l.fan_in * l.fan_out <= SMALL_WORK {
+                    cache.wt.resize(l.fan_in * l.fan_out, 0.0);
+                    for r in 0..l.fan_in {
+                        for c in 0..l.fan_out {
+                            cache.wt[c * l.fan_in + r] = w[r * l.fan_out + c];
+                        }
+                    }
+                    (&cache.wt, (l.fan_in, 1))
+                } else {
+                    (w, (1, l.fan_out))
+                };
             if i == 0 {
                 // The input has no activation: d input = d W^T.
                 let dx = dinput.take().expect("checked above");
@@ -586,8 +622,8 @@ impl Mlp {
                     1.0,
                     d,
                     (l.fan_out, 1),
-                    &cache.wt,
-                    (l.fan_in, 1),
+                    wt,
+                    wt_strides,
                     0.0,
                     dx,
                     (l.fan_in, 1),
@@ -604,8 +640,8 @@ impl Mlp {
                 1.0,
                 d,
                 (l.fan_out, 1),
-                &cache.wt,
-                (l.fan_in, 1),
+                wt,
+                wt_strides,
                 0.0,
                 dp,
                 (l.fan_in, 1),
