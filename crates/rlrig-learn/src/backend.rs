@@ -174,6 +174,20 @@ pub trait NetBackend: Send {
         }
     }
 
+    /// [`NetBackend::forward_target`] of each of `nets` on the same input, output `i`
+    /// copied into `outs[i]`.
+    fn forward_target_into(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+            out.copy_from_slice(self.forward_target(net, x, rows));
+        }
+    }
+
     /// [`NetBackend::backward`] of each `(net, dout)` (a backend may run them in one pass).
     fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
         for (net, dout) in passes {
@@ -415,6 +429,28 @@ impl Native {
             x,
             rows,
             &mut self.outs,
+        );
+    }
+
+    /// Forward passes of `nets` on the same rows with the target parameters, outputs in
+    /// `self.target_outs`.
+    fn forward_targets(&mut self, nets: &[usize], x: &[f32], rows: usize) {
+        assert_eq!(
+            self.target.len(),
+            self.params.len(),
+            "forward_target before init_target"
+        );
+        self.ensure_chunks(chunk_count(rows));
+        chunked_forward(
+            self.pool.as_deref(),
+            &mut self.chunks,
+            true,
+            nets,
+            &self.layout.nets,
+            &self.target,
+            x,
+            rows,
+            &mut self.target_outs,
         );
     }
 
@@ -678,24 +714,21 @@ impl NetBackend for Native {
     }
 
     fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        assert_eq!(
-            self.target.len(),
-            self.params.len(),
-            "forward_target before init_target"
-        );
-        self.ensure_chunks(chunk_count(rows));
-        chunked_forward(
-            self.pool.as_deref(),
-            &mut self.chunks,
-            true,
-            &[net],
-            &self.layout.nets,
-            &self.target,
-            x,
-            rows,
-            &mut self.target_outs,
-        );
+        self.forward_targets(&[net], x, rows);
         &self.target_outs[net]
+    }
+
+    fn forward_target_into(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        self.forward_targets(nets, x, rows);
+        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+            out.copy_from_slice(&self.target_outs[net]);
+        }
     }
 
     fn soft_update(&mut self, tau: f32) {

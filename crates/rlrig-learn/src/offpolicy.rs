@@ -476,6 +476,7 @@ struct Scratch {
     obs: Vec<f32>,
     actions: Vec<f32>,
     q1v: Vec<f32>,
+    q2v: Vec<f32>,
 }
 
 /// A DDPG/TD3/SAC run in progress.
@@ -848,13 +849,16 @@ impl OffPolicy {
             }
         }
         concat(&batch.next_obs, d, &s.actions, a, bsz, &mut s.x);
-        s.y.clear();
-        s.y.extend_from_slice(self.critic.forward_target(0, &s.x, bsz));
+        s.y.resize(bsz, 0.0);
         if nets.algo.twin_critics() {
-            let q2 = self.critic.forward_target(1, &s.x, bsz);
-            for (y, q) in s.y.iter_mut().zip(q2) {
+            s.q1v.resize(bsz, 0.0);
+            self.critic
+                .forward_target_into(&[0, 1], &s.x, bsz, &mut [&mut s.y, &mut s.q1v]);
+            for (y, q) in s.y.iter_mut().zip(&s.q1v) {
                 *y = y.min(*q);
             }
+        } else {
+            s.y.copy_from_slice(self.critic.forward_target(0, &s.x, bsz));
         }
         let gamma = cfg.gamma as f32;
         for b in 0..bsz {
@@ -870,20 +874,37 @@ impl OffPolicy {
         let inv = 1.0 / bsz as f32;
         let mut loss = 0.0f64;
         let mut qmean = 0.0f64;
-        let critics = if nets.algo.twin_critics() { 2 } else { 1 };
-        for i in 0..critics {
-            let out = self.critic.forward_train(i, &s.x, bsz);
-            s.dq1.resize(bsz, 0.0);
+        let critics: &[usize] = if nets.algo.twin_critics() {
+            &[0, 1]
+        } else {
+            &[0]
+        };
+        // Both critics' passes at once (one pool job each way).
+        s.q1v.resize(bsz, 0.0);
+        s.q2v.resize(bsz, 0.0);
+        {
+            let outs: &mut [&mut [f32]] = &mut [&mut s.q1v, &mut s.q2v];
+            self.critic
+                .forward_train_into(critics, &s.x, bsz, &mut outs[..critics.len()]);
+        }
+        s.dq1.resize(bsz, 0.0);
+        s.dq2.resize(bsz, 0.0);
+        for (i, (out, dq)) in [(&s.q1v, &mut s.dq1), (&s.q2v, &mut s.dq2)]
+            .into_iter()
+            .take(critics.len())
+            .enumerate()
+        {
             for b in 0..bsz {
                 let e = out[b] - s.y[b];
                 loss += f64::from(e * e * inv);
                 if i == 0 {
                     qmean += f64::from(out[b] * inv);
                 }
-                s.dq1[b] = 2.0 * e * inv;
+                dq[b] = 2.0 * e * inv;
             }
-            self.critic.backward(i, &s.dq1);
         }
+        let passes: &[(usize, &[f32])] = &[(0, &s.dq1), (1, &s.dq2)];
+        self.critic.backward_many(&passes[..critics.len()]);
         self.critic.step(cfg.q_lr, NO_CLIP);
         self.chunk.q_loss += loss;
         self.chunk.q_value += qmean;
