@@ -58,7 +58,9 @@ rlrig_run() {  # seed hidden steps
     local seed=$1 hidden=$2 steps=$3 dir="$TMP/rlrig-$1-$2"
     local T0 T1
     T0=$(date +%s.%N)
-    "$RLRIG" train sac --env Pendulum-v1 --quiet --threads 1 --seed "$seed" --total-steps "$steps" \
+    # Every core, as XLA's and torch's own thread pools use them (rlrig's learner splits each
+    # batch over the pool since issue 21; RLRIG_THREADS overrides).
+    "$RLRIG" train sac --env Pendulum-v1 --quiet --threads "${RLRIG_THREADS:-$(nproc)}" --seed "$seed" --total-steps "$steps" \
         --set "hidden=[$hidden, $hidden]" --run-dir "$dir" >"$dir.out" 2>&1 || { cat "$dir.out" >&2; return 1; }
     T1=$(date +%s.%N)
     python3 - "$dir" "$dir.out" "$(echo "$T1 - $T0" | bc -l)" "$seed" "$hidden" "$steps" <<'EOF'

@@ -34,6 +34,20 @@ const NUMBER_SHIFT: u32 = 2 * INDEX_BITS;
 /// The most tasks one job may have.
 pub const MAX_TASKS: usize = INDEX_MASK as usize;
 
+/// Time spent inside tasks, per thread slot (0: the threads that call [`Pool::run`],
+/// `i`: worker `i - 1` of any pool), in nanoseconds, for the profile's "busy" figures:
+/// a spinning worker is busy to the OS but not working.
+static TASK_NS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+const SLOTS: usize = 257;
+
+/// Seconds spent in tasks so far by the calling threads (first) and each worker, up to
+/// the last worker that ran one.
+pub fn task_seconds() -> Vec<f64> {
+    let v: Vec<u64> = TASK_NS.iter().map(|t| t.load(Ordering::Relaxed)).collect();
+    let used = v.iter().rposition(|&t| t > 0).map_or(0, |i| i + 1);
+    v[..used].iter().map(|&t| t as f64 * 1e-9).collect()
+}
+
 /// A job as the workers see it: the task function. It lives on the stack of
 /// [`Pool::run`], which returns only after every task has finished.
 struct Job<'a> {
@@ -64,7 +78,7 @@ impl Shared {
 
     /// Claims and runs tasks of job `number` until none is left. Returns when the job
     /// has no unclaimed task (or a newer job is announced).
-    fn work(&self, number: u64) {
+    fn work(&self, number: u64, slot: usize) {
         loop {
             let word = self.word.load(Ordering::Acquire);
             if Self::job_number(word) != number {
@@ -89,17 +103,20 @@ impl Shared {
             // that announcement or a claim after it, so this load sees the job's pointer.
             let job = self.job.load(Ordering::Acquire);
             let f = unsafe { (*job).f };
+            let t0 = Instant::now();
             if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(i as usize))) {
                 self.panic
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .get_or_insert(p);
             }
+            TASK_NS[slot.min(SLOTS - 1)]
+                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
             self.done.fetch_add(1, Ordering::AcqRel);
         }
     }
 
-    fn worker(&self, spin: Duration) {
+    fn worker(&self, slot: usize, spin: Duration) {
         let mut seen = Self::job_number(self.word.load(Ordering::Acquire));
         loop {
             // Spin on the job word for `spin`, then park.
@@ -130,7 +147,7 @@ impl Shared {
                 return;
             }
             seen = number;
-            self.work(number);
+            self.work(number, slot);
         }
     }
 }
@@ -166,7 +183,7 @@ impl Pool {
             handles.push(
                 std::thread::Builder::new()
                     .name(format!("rlrig-worker-{i}"))
-                    .spawn(move || s.worker(spin))?,
+                    .spawn(move || s.worker(i + 1, spin))?,
             );
         }
         Ok(Pool {
@@ -218,7 +235,9 @@ impl Pool {
         };
         let Some(_guard) = guard else {
             // One thread, one task, or the pool is busy: run here, in index order.
+            let t0 = Instant::now();
             (0..n).for_each(f);
+            TASK_NS[0].fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
             return;
         };
         let s = &*self.shared;
@@ -241,7 +260,7 @@ impl Pool {
             let _l = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.wake.notify_all();
         }
-        s.work(number);
+        s.work(number, 0);
         let mut rounds = 0u32;
         while s.done.load(Ordering::Acquire) < n {
             // A worker holding a task may have lost its core: after a while, let it run.

@@ -1013,6 +1013,18 @@ fn report_times(
     if !busy.is_empty() {
         outln!("cpu busy per core: {}", busy.join(" "));
     }
+    let tasks = rlrig_env::pool::task_seconds();
+    if threads > 1 && tasks.len() > 1 && wall > 0.0 {
+        // The OS counts a spinning worker as busy; this counts only work in the pool.
+        let shares: Vec<String> = tasks
+            .iter()
+            .map(|t| format!("{:.0}%", 100.0 * t / wall))
+            .collect();
+        outln!(
+            "pool tasks (caller, then each worker) in % of wall time: {}",
+            shares.join(" ")
+        );
+    }
     // The sampler reads NVIDIA/AMD counters; say which path ran the networks so a
     // burn-cpu or lavapipe run is not reported as the native path.
     let none = if device == "cpu" {
