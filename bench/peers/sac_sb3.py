@@ -11,6 +11,7 @@ the same 500-step rule.
 """
 import argparse
 import json
+import os
 import time
 
 import gymnasium as gym
@@ -47,7 +48,8 @@ def main():
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--threshold", type=float, default=-250.0)
     a = ap.parse_args()
-    torch.set_num_threads(1)  # rlrig's learner runs on one thread too
+    # Every core, as rlrig's learner (issue 21) and XLA use them.
+    torch.set_num_threads(os.cpu_count() or 1)
     env = gym.make("Pendulum-v1")
     model = SAC("MlpPolicy", env, learning_rate=1e-3, buffer_size=a.total_steps, learning_starts=1000,
                 batch_size=256, tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
