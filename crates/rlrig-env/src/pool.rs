@@ -324,7 +324,7 @@ impl Drop for Pool {
 /// How long idle workers spin before parking: 20 times one measured wake-up of a parked
 /// thread, at least 50 us and at most 2 ms. `RLRIG_SPIN_US` overrides it (0: park at
 /// once, for machines shared with other work).
-fn spin_time() -> Duration {
+pub fn spin_time() -> Duration {
     static SPIN: OnceLock<Duration> = OnceLock::new();
     *SPIN.get_or_init(|| {
         if let Some(us) = std::env::var("RLRIG_SPIN_US")

@@ -25,10 +25,23 @@ pub fn run(a: ProbeArgs) -> Result<()> {
             rlrig_lab::probe::Found::Present { devices: names }
         };
     }
+    // Measured here, not read: what the worker pool's waiting strategy is based on.
+    let wake = rlrig_env::pool::wake_up_cost();
+    let spin = rlrig_env::pool::spin_time();
     if a.json {
-        outln!("{}", serde_json::to_string_pretty(&p)?);
+        let mut v = serde_json::to_value(&p)?;
+        v["threads"] = serde_json::json!({
+            "wake_up_us": wake.as_secs_f64() * 1e6,
+            "pool_spin_us": spin.as_secs_f64() * 1e6,
+        });
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         outln!("{}", p.report().trim_end());
+        outln!(
+            "threads  a parked thread wakes in {:.0} us here; idle pool workers spin {:.0} us before they park (RLRIG_SPIN_US overrides)",
+            wake.as_secs_f64() * 1e6,
+            spin.as_secs_f64() * 1e6
+        );
     }
     Ok(())
 }

@@ -114,12 +114,22 @@ fn probe_prints_a_report_and_json() {
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
-        text.starts_with("CPU ") && text.contains("NVIDIA") && text.contains("AMD"),
+        text.starts_with("CPU ")
+            && text.contains("NVIDIA")
+            && text.contains("AMD")
+            && text.contains("a parked thread wakes in"),
         "{text}"
     );
     let o = rlrig(&["probe", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
+    // Measured wake-up cost and the pool's spin, within the pool's clamp (50 us..2 ms).
+    assert!(v["threads"]["wake_up_us"].as_f64().unwrap() > 0.0);
+    let spin = v["threads"]["pool_spin_us"].as_f64().unwrap();
+    assert!(
+        (50.0..=2000.0).contains(&spin) || std::env::var_os("RLRIG_SPIN_US").is_some(),
+        "{spin}"
+    );
 }
 
 #[test]
