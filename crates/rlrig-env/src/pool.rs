@@ -48,6 +48,39 @@ pub fn task_seconds() -> Vec<f64> {
     v[..used].iter().map(|&t| t as f64 * 1e-9).collect()
 }
 
+/// How many traces want tasks recorded ([`record_tasks`]).
+static RECORDERS: AtomicUsize = AtomicUsize::new(0);
+/// Recorded tasks: (thread slot, start, end).
+static RECORDED: Mutex<Vec<(usize, Instant, Instant)>> = Mutex::new(Vec::new());
+
+/// A trace starts (`true`) or stops (`false`) wanting every task's thread slot and
+/// interval recorded, for one track per worker; tasks are recorded while any trace
+/// wants them. Off by default: recording takes a lock per task.
+pub fn record_tasks(on: bool) {
+    if on {
+        RECORDERS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        let _ = RECORDERS.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+}
+
+/// The tasks recorded since the last call: `(slot, start, end)`, slot as in
+/// [`task_seconds`] (0: a calling thread, `i`: worker `i - 1`).
+pub fn take_recorded_tasks() -> Vec<(usize, Instant, Instant)> {
+    std::mem::take(&mut *RECORDED.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn account(slot: usize, t0: Instant) {
+    let t1 = Instant::now();
+    TASK_NS[slot.min(SLOTS - 1)].fetch_add((t1 - t0).as_nanos() as u64, Ordering::Relaxed);
+    if RECORDERS.load(Ordering::Relaxed) > 0 {
+        RECORDED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((slot, t0, t1));
+    }
+}
+
 /// A job as the workers see it: the task function. It lives on the stack of
 /// [`Pool::run`], which returns only after every task has finished.
 struct Job<'a> {
@@ -110,8 +143,7 @@ impl Shared {
                     .unwrap_or_else(|e| e.into_inner())
                     .get_or_insert(p);
             }
-            TASK_NS[slot.min(SLOTS - 1)]
-                .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            account(slot, t0);
             self.done.fetch_add(1, Ordering::AcqRel);
         }
     }
@@ -237,7 +269,7 @@ impl Pool {
             // One thread, one task, or the pool is busy: run here, in index order.
             let t0 = Instant::now();
             (0..n).for_each(f);
-            TASK_NS[0].fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            account(0, t0);
             return;
         };
         let s = &*self.shared;

@@ -842,6 +842,7 @@ impl RolloutStats {
                 name,
                 start: from.duration_since(origin).as_secs_f64(),
                 dur: to.duration_since(from).as_secs_f64(),
+                tid: crate::trace::MAIN_TRACK,
             });
         }
     }

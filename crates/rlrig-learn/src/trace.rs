@@ -15,7 +15,13 @@ pub struct Span {
     /// Seconds since tracing started.
     pub start: f64,
     pub dur: f64,
+    /// The trace's track: 1 for the stages on the run's thread (and pool tasks that
+    /// thread ran itself), `1 + i` for pool worker `i`'s tasks.
+    pub tid: u32,
 }
+
+/// The track of the run's own thread.
+pub const MAIN_TRACK: u32 = 1;
 
 /// Iterations a trace keeps at each end by default (`--trace-iterations`): 2M CartPole
 /// steps wrote 136 MB when every iteration was kept; 100 + 100 iterations are ~14 MB.
@@ -34,7 +40,10 @@ pub struct SpanLog {
 }
 
 impl SpanLog {
+    /// Also records the worker pool's tasks (one track per worker) until dropped.
     pub fn new(keep: u64) -> SpanLog {
+        rlrig_env::pool::record_tasks(true);
+        rlrig_env::pool::take_recorded_tasks();
         SpanLog {
             origin: Instant::now(),
             keep: keep.max(1),
@@ -56,6 +65,7 @@ impl SpanLog {
             name,
             start: from.duration_since(self.origin).as_secs_f64(),
             dur: to.duration_since(from).as_secs_f64(),
+            tid: MAIN_TRACK,
         });
     }
 
@@ -64,8 +74,16 @@ impl SpanLog {
         self.current.extend_from_slice(spans);
     }
 
-    /// Closes the iteration in progress.
+    /// Closes the iteration in progress (with the pool tasks it ran).
     pub fn end_iteration(&mut self) {
+        for (slot, t0, t1) in rlrig_env::pool::take_recorded_tasks() {
+            self.current.push(Span {
+                name: "pool.task",
+                start: t0.saturating_duration_since(self.origin).as_secs_f64(),
+                dur: t1.duration_since(t0).as_secs_f64(),
+                tid: MAIN_TRACK + slot as u32,
+            });
+        }
         let spans = std::mem::take(&mut self.current);
         self.iterations += 1;
         if self.iterations <= self.keep {
@@ -112,6 +130,20 @@ impl SpanLog {
             first = false;
             out.push_str(&e);
         };
+        let tracks = self.spans().map(|s| s.tid).max().unwrap_or(MAIN_TRACK);
+        for tid in MAIN_TRACK..=tracks {
+            let name = if tid == MAIN_TRACK {
+                "run (stages; pool tasks it ran itself)".to_string()
+            } else {
+                format!("pool worker {}", tid - MAIN_TRACK - 1)
+            };
+            event(
+                &mut out,
+                format!(
+                    "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":{tid},\"args\":{{\"name\":\"{name}\"}}}}"
+                ),
+            );
+        }
         for s in &self.head {
             event(&mut out, span_json(s));
         }
@@ -137,11 +169,18 @@ impl SpanLog {
 fn span_json(s: &Span) -> String {
     let cat = s.name.split('.').next().unwrap_or(s.name);
     format!(
-        "{{\"name\":\"{}\",\"cat\":\"{cat}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":1,\"tid\":1}}",
+        "{{\"name\":\"{}\",\"cat\":\"{cat}\",\"ph\":\"X\",\"ts\":{:.3},\"dur\":{:.3},\"pid\":1,\"tid\":{}}}",
         s.name,
         s.start * 1e6,
-        s.dur * 1e6
+        s.dur * 1e6,
+        s.tid
     )
+}
+
+impl Drop for SpanLog {
+    fn drop(&mut self) {
+        rlrig_env::pool::record_tasks(false);
+    }
 }
 
 #[cfg(test)]
@@ -159,13 +198,18 @@ mod tests {
         log
     }
 
+    /// Stage spans (tests running beside these may add pool tasks to any trace).
+    fn stages(log: &SpanLog) -> usize {
+        log.spans().filter(|s| s.name != "pool.task").count()
+    }
+
     #[test]
     fn keeps_the_first_and_last_iterations_and_counts_the_rest() {
         let log = run(1000, 10);
-        assert_eq!(log.spans().count(), 2 * 20);
+        assert_eq!(stages(&log), 2 * 20);
         assert_eq!(log.omitted(), 980);
         let short = run(15, 10);
-        assert_eq!(short.spans().count(), 30);
+        assert_eq!(stages(&short), 30);
         assert_eq!(short.omitted(), 0);
     }
 
@@ -174,8 +218,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("rlrig-trace-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (small, big) = (dir.join("a.json"), dir.join("b.json"));
-        run(300, 5).write_chrome(&small).unwrap();
-        run(30_000, 5).write_chrome(&big).unwrap();
+        // Without pool tasks of other tests in them: stage spans only.
+        let strip = |mut log: SpanLog| {
+            log.head.retain(|s| s.name != "pool.task");
+            log.tail
+                .iter_mut()
+                .for_each(|v| v.retain(|s| s.name != "pool.task"));
+            log
+        };
+        strip(run(300, 5)).write_chrome(&small).unwrap();
+        strip(run(30_000, 5)).write_chrome(&big).unwrap();
         let (a, b) = (
             std::fs::metadata(&small).unwrap().len(),
             std::fs::metadata(&big).unwrap().len(),
@@ -185,9 +237,11 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&big).unwrap()).unwrap();
         assert_eq!(v["otherData"]["rlrig_omitted_iterations"], 29_990);
         let events = v["traceEvents"].as_array().unwrap();
-        assert_eq!(events.len(), 2 * 10 + 1);
+        // One track name, 10 kept iterations of 2 spans, the note of what was left out.
+        assert_eq!(events.len(), 1 + 2 * 10 + 1);
+        assert_eq!(events[0]["ph"], "M");
         assert!(
-            events[10]["name"]
+            events[11]["name"]
                 .as_str()
                 .unwrap()
                 .contains("29990 iterations omitted")

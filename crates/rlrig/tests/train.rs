@@ -111,8 +111,8 @@ fn a2c_is_identical_with_1_2_and_7_threads() {
     }
 }
 
-/// `--trace` keeps the first and last `--trace-iterations` iterations and says in the
-/// file how many it left out.
+/// `--trace` keeps the first and last `--trace-iterations` iterations, says in the file
+/// how many it left out, and gives each pool worker its track.
 #[test]
 fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
     let d = tmp("trace");
@@ -133,6 +133,8 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
         trace.to_str().unwrap(),
         "--trace-iterations",
         "3",
+        "--threads",
+        "2",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
@@ -141,6 +143,17 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
     let events = v["traceEvents"].as_array().unwrap();
     let learner = events.iter().filter(|e| e["name"] == "learner").count();
     assert_eq!(learner, 6, "one learner span per kept iteration");
+    // Minibatches of 128 rows run as two chunks on the pool: the worker has its track.
+    assert!(
+        events
+            .iter()
+            .any(|e| e["name"] == "pool.task" && e["tid"] == 2)
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["ph"] == "M" && e["tid"] == 2 && e["args"]["name"] == "pool worker 0")
+    );
     assert!(events.iter().any(|e| {
         e["ph"] == "i"
             && e["name"]
