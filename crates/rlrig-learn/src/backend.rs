@@ -326,6 +326,13 @@ fn add_pending(g: &mut [f32], at: usize, pending: &[(Range<usize>, usize)], chun
     }
 }
 
+/// Copies the stored outputs of `nets` into `outs`, in order.
+fn copy_outs(stored: &[Vec<f32>], nets: &[usize], outs: &mut [&mut [f32]]) {
+    for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+        out.copy_from_slice(&stored[net]);
+    }
+}
+
 /// Runs `f(c, &mut items[c])` for every item: on the pool when there is one.
 fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
     match pool {
@@ -412,45 +419,35 @@ impl Native {
         }
     }
 
-    /// Forward passes of `nets` on the same rows, outputs in `self.outs`.
-    fn forward_nets(&mut self, nets: &[usize], x: &[f32], rows: usize) {
+    /// Forward passes of `nets` on the same rows, with the parameters (outputs in
+    /// `self.outs`; the backward pass splits by this pass's chunks) or the target
+    /// parameters (outputs in `self.target_outs`).
+    fn pass(&mut self, target: bool, nets: &[usize], x: &[f32], rows: usize) {
         let k = chunk_count(rows);
         self.ensure_chunks(k);
-        for &n in nets {
-            self.pass_chunks[n] = k;
-        }
+        let (params, outs) = if target {
+            assert_eq!(
+                self.target.len(),
+                self.params.len(),
+                "forward_target before init_target"
+            );
+            (&self.target, &mut self.target_outs)
+        } else {
+            for &n in nets {
+                self.pass_chunks[n] = k;
+            }
+            (&self.params, &mut self.outs)
+        };
         chunked_forward(
             self.pool.as_deref(),
             &mut self.chunks,
-            false,
+            target,
             nets,
             &self.layout.nets,
-            &self.params,
+            params,
             x,
             rows,
-            &mut self.outs,
-        );
-    }
-
-    /// Forward passes of `nets` on the same rows with the target parameters, outputs in
-    /// `self.target_outs`.
-    fn forward_targets(&mut self, nets: &[usize], x: &[f32], rows: usize) {
-        assert_eq!(
-            self.target.len(),
-            self.params.len(),
-            "forward_target before init_target"
-        );
-        self.ensure_chunks(chunk_count(rows));
-        chunked_forward(
-            self.pool.as_deref(),
-            &mut self.chunks,
-            true,
-            nets,
-            &self.layout.nets,
-            &self.target,
-            x,
-            rows,
-            &mut self.target_outs,
+            outs,
         );
     }
 
@@ -548,7 +545,7 @@ impl NetBackend for Native {
     }
 
     fn forward(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        self.forward_nets(&[net], x, rows);
+        self.pass(false, &[net], x, rows);
         &self.outs[net]
     }
 
@@ -564,10 +561,8 @@ impl NetBackend for Native {
         rows: usize,
         outs: &mut [&mut [f32]],
     ) {
-        self.forward_nets(nets, x, rows);
-        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
-            out.copy_from_slice(&self.outs[net]);
-        }
+        self.pass(false, nets, x, rows);
+        copy_outs(&self.outs, nets, outs);
     }
 
     fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
@@ -714,7 +709,7 @@ impl NetBackend for Native {
     }
 
     fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        self.forward_targets(&[net], x, rows);
+        self.pass(true, &[net], x, rows);
         &self.target_outs[net]
     }
 
@@ -725,10 +720,8 @@ impl NetBackend for Native {
         rows: usize,
         outs: &mut [&mut [f32]],
     ) {
-        self.forward_targets(nets, x, rows);
-        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
-            out.copy_from_slice(&self.target_outs[net]);
-        }
+        self.pass(true, nets, x, rows);
+        copy_outs(&self.target_outs, nets, outs);
     }
 
     fn soft_update(&mut self, tau: f32) {

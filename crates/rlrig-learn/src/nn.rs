@@ -115,14 +115,8 @@ fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
         // Narrow outputs (value heads, logits): dot products of a's rows with b's
         // columns, with 16 partial sums so neither a memory nor an add chain serialises.
         // b^T, on the stack for the shapes that come here (n < 16, k <= 4096 / n).
-        let mut stack = [0.0f32; 4096];
-        let mut heap = Vec::new();
-        let bt: &mut [f32] = if n * k <= stack.len() {
-            &mut stack[..n * k]
-        } else {
-            heap.resize(n * k, 0.0);
-            &mut heap
-        };
+        let (mut stack, mut heap) = ([0.0f32; SCRATCH], Vec::new());
+        let bt = scratch(&mut stack, &mut heap, n * k);
         for t in 0..k {
             for j in 0..n {
                 bt[j * k + t] = b[t * n + j];
@@ -143,6 +137,20 @@ fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
                 *cv = av.mul_add(*bv, *cv);
             }
         }
+    }
+}
+
+/// Floats of scratch the small products keep on the stack.
+const SCRATCH: usize = 4096;
+
+/// `len` floats of scratch: the stack buffer when it is large enough, else the heap.
+#[inline(always)]
+fn scratch<'a>(stack: &'a mut [f32; SCRATCH], heap: &'a mut Vec<f32>, len: usize) -> &'a mut [f32] {
+    if len <= SCRATCH {
+        &mut stack[..len]
+    } else {
+        heap.resize(len, 0.0);
+        heap
     }
 }
 
@@ -239,14 +247,8 @@ fn small_gemm_tn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
     // contiguous in a scratch buffer so the loop over rows vectorises. Each element
     // still sums over t in order, as above.
     let rows = m - i;
-    let mut stack = [0.0f32; 4096];
-    let mut heap = Vec::new();
-    let ct: &mut [f32] = if rows * n <= stack.len() {
-        &mut stack[..rows * n]
-    } else {
-        heap.resize(rows * n, 0.0);
-        &mut heap
-    };
+    let (mut stack, mut heap) = ([0.0f32; SCRATCH], Vec::new());
+    let ct = scratch(&mut stack, &mut heap, rows * n);
     for j in 0..n {
         for (r, v) in ct[j * rows..(j + 1) * rows].iter_mut().enumerate() {
             *v = c[(i + r) * n + j];
