@@ -380,7 +380,10 @@ pub struct PpoArgs {
     /// Environments stepped together (a hyperparameter: it changes the results).
     #[arg(long)]
     num_envs: Option<usize>,
-    /// Worker threads for env stepping (results do not depend on it).
+    /// Worker threads for env stepping and the learner's updates, one pool shared by
+    /// both (results do not depend on it: batches are split into chunks whose count
+    /// depends on the rows only, and summed in order). Idle workers spin briefly
+    /// before sleeping; set RLRIG_SPIN_US=0 on a machine shared with other work.
     #[arg(long, default_value_t = default_threads())]
     threads: usize,
     /// Where the networks run: `cpu` (the native path, fastest for small networks),
