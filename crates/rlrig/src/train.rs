@@ -1234,6 +1234,22 @@ fn exposition(
         "Busy fraction of each core since the run started.",
         &samples,
     );
+    // Work done in the worker pool (a spinning worker is busy to the OS, not here).
+    let mut tasks = rlrig_env::pool::task_seconds();
+    tasks.resize(tasks.len().max(1), 0.0);
+    let threads: Vec<String> = (0..tasks.len())
+        .map(|i| match i {
+            0 => format!("{labels},thread=\"caller\""),
+            i => format!("{labels},thread=\"worker{}\"", i - 1),
+        })
+        .collect();
+    let samples: Vec<(&str, f64)> = threads.iter().map(String::as_str).zip(tasks).collect();
+    e.metric(
+        "rlrig_pool_task_seconds_total",
+        "counter",
+        "Seconds spent in worker-pool tasks per thread (env stepping and learner chunks).",
+        &samples,
+    );
     if !gpus.is_empty() {
         let names: Vec<String> = gpus
             .iter()

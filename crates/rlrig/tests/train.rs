@@ -396,6 +396,8 @@ fn prometheus_metrics_are_served_on_loopback_during_a_run() {
         "rlrig_steps_per_second",
         "rlrig_stage_seconds_total",
         "rlrig_cpu_busy_ratio",
+        "rlrig_pool_task_seconds_total{env=\"CartPole-v1\",algo=\"ppo\",thread=\"caller\"}",
+        "# TYPE rlrig_pool_task_seconds_total counter",
         "# TYPE rlrig_steps_total counter",
     ] {
         assert!(body.contains(m), "missing {m} in\n{body}");
