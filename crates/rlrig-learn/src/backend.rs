@@ -295,8 +295,8 @@ pub struct Native {
     opt: Adam,
     target: Vec<f32>,
     chunks: Vec<Chunk>,
-    /// Chunk count of each network's last pass (what its backward pass splits by).
-    pass_chunks: Vec<usize>,
+    /// Rows of each network's last pass (its backward pass splits them the same way).
+    pass_rows: Vec<Option<usize>>,
     /// Each network's output of its last pass, `rows x out`.
     outs: Vec<Vec<f32>>,
     target_outs: Vec<Vec<f32>>,
@@ -409,7 +409,7 @@ impl Native {
             opt,
             target: Vec::new(),
             chunks: Vec::new(),
-            pass_chunks: vec![0; nets],
+            pass_rows: vec![None; nets],
             outs: vec![Vec::new(); nets],
             target_outs: vec![Vec::new(); nets],
             dinput: Vec::new(),
@@ -434,7 +434,7 @@ impl Native {
             (&self.target, &mut self.target_outs)
         } else {
             for &n in nets {
-                self.pass_chunks[n] = k;
+                self.pass_rows[n] = Some(rows);
             }
             (&self.params, &mut self.outs)
         };
@@ -451,9 +451,10 @@ impl Native {
         );
     }
 
-    /// The backward passes `(net, dout)` of passes split in `k > 1` chunks: one pool job
-    /// computes every chunk's gradients; the next step adds them up in chunk order.
-    fn chunked_backward(&mut self, passes: &[(usize, &[f32])], k: usize) {
+    /// The backward passes `(net, dout)` of forward passes over `rows` rows split in
+    /// `k > 1` chunks: one pool job computes every chunk's gradients; the next step adds
+    /// them up in chunk order.
+    fn chunked_backward(&mut self, passes: &[(usize, &[f32])], rows: usize, k: usize) {
         let ranges: Vec<Range<usize>> = passes
             .iter()
             .map(|(n, _)| self.layout.nets[*n].start()..self.layout.nets[*n].end())
@@ -468,7 +469,6 @@ impl Native {
             self.flush();
         }
         let (nets, params) = (&self.layout.nets, &self.params);
-        let rows = self.outs[passes[0].0].len() / nets[passes[0].0].output_dim();
         for_each(self.pool.as_deref(), &mut self.chunks[..k], |c, chunk| {
             let r = chunk_rows(rows, k, c);
             for ((net, dout), range) in passes.iter().zip(&ranges) {
@@ -515,14 +515,7 @@ impl Native {
 
     /// The [`BackendMaker`] for the native path.
     pub fn maker() -> BackendMaker {
-        Native::maker_with_threads(1)
-    }
-
-    /// As [`Native::maker`], the passes split over `threads` threads.
-    pub fn maker_with_threads(threads: usize) -> BackendMaker {
-        Arc::new(move |layout, params, opt| {
-            Ok(Box::new(Native::new(layout, params, opt).threads(threads)?))
-        })
+        Arc::new(|layout, params, opt| Ok(Box::new(Native::new(layout, params, opt))))
     }
 
     /// Makes sure `k` chunks exist with room for every network.
@@ -566,32 +559,42 @@ impl NetBackend for Native {
     }
 
     fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
-        let k = passes.first().map_or(0, |(n, _)| self.pass_chunks[*n]);
-        if k <= 1 || passes.iter().any(|(n, _)| self.pass_chunks[*n] != k) {
-            for (net, dout) in passes {
-                self.backward(*net, dout);
+        let rows_of = |n: usize| {
+            self.pass_rows[n]
+                .unwrap_or_else(|| panic!("backward of network {n} before its forward pass"))
+        };
+        let Some(rows) = passes.first().map(|(n, _)| rows_of(*n)) else {
+            return;
+        };
+        if passes.iter().any(|(n, _)| rows_of(*n) != rows) {
+            // Passes over different rows split differently: one at a time.
+            for pass in passes {
+                self.backward_many(std::slice::from_ref(pass));
             }
             return;
         }
-        self.chunked_backward(passes, k);
-    }
-
-    fn backward(&mut self, net: usize, dout: &[f32]) {
-        let k = self.pass_chunks[net];
-        assert!(k > 0, "backward of network {net} before its forward pass");
-        assert_eq!(dout.len(), self.outs[net].len(), "backward: gradient shape");
-        if k == 1 {
-            // One chunk: straight into the accumulator.
-            let n = &self.layout.nets[net];
-            n.backward(
+        for (n, dout) in passes {
+            let od = self.layout.nets[*n].output_dim();
+            assert_eq!(dout.len(), rows * od, "backward: gradient shape");
+        }
+        let k = chunk_count(rows);
+        if k > 1 {
+            self.chunked_backward(passes, rows, k);
+            return;
+        }
+        // One chunk: straight into the accumulator.
+        for (n, dout) in passes {
+            self.layout.nets[*n].backward(
                 &self.params,
                 &mut self.grads,
                 dout,
-                &mut self.chunks[0].caches[net],
+                &mut self.chunks[0].caches[*n],
             );
-            return;
         }
-        self.chunked_backward(&[(net, dout)], k);
+    }
+
+    fn backward(&mut self, net: usize, dout: &[f32]) {
+        self.backward_many(&[(net, dout)]);
     }
 
     fn add_free_grad(&mut self, g: &[f32]) {
@@ -676,10 +679,10 @@ impl NetBackend for Native {
         let Net::Mlp(m) = &self.layout.nets[net] else {
             panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
         };
-        let k = self.pass_chunks[net];
-        assert!(k > 0, "input_grad of network {net} before its forward pass");
+        let rows = self.pass_rows[net]
+            .unwrap_or_else(|| panic!("input_grad of network {net} before its forward pass"));
+        let k = chunk_count(rows);
         let (id, od) = (m.input_dim(), m.output_dim());
-        let rows = self.outs[net].len() / od;
         assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
         self.dinput.resize(rows * id, 0.0);
         let mut work: Vec<(&mut Chunk, &mut [f32])> = Vec::with_capacity(k);
