@@ -107,6 +107,8 @@ pub fn verdict(b: &Breakdown, batch: usize, threads: usize) -> Verdict {
 /// Per-core CPU busy fractions between two readings of `/proc/stat`.
 pub struct CpuSampler {
     start: Vec<(u64, u64)>,
+    /// Seconds in worker-pool tasks per thread when sampling started.
+    pool_start: Vec<f64>,
 }
 
 fn read_stat() -> Vec<(u64, u64)> {
@@ -130,7 +132,22 @@ fn read_stat() -> Vec<(u64, u64)> {
 
 impl CpuSampler {
     pub fn start() -> CpuSampler {
-        CpuSampler { start: read_stat() }
+        CpuSampler {
+            start: read_stat(),
+            pool_start: rlrig_env::pool::task_seconds(),
+        }
+    }
+
+    /// Seconds each thread of the worker pool spent in tasks since `start` (the caller
+    /// first, then each worker): work only, where `busy` also counts a worker spinning
+    /// for its next task. At least one entry.
+    pub fn pool_tasks(&self) -> Vec<f64> {
+        let mut now = rlrig_env::pool::task_seconds();
+        now.resize(now.len().max(self.pool_start.len()).max(1), 0.0);
+        for (t, t0) in now.iter_mut().zip(&self.pool_start) {
+            *t -= t0;
+        }
+        now
     }
 
     /// Busy fraction of each core since `start` (empty where /proc/stat is missing).
@@ -199,5 +216,18 @@ mod tests {
         assert!(!busy.is_empty());
         assert!(busy.iter().all(|b| (0.0..=1.0).contains(b)));
         assert!(busy.iter().sum::<f64>() > 0.3, "{busy:?}");
+    }
+
+    #[test]
+    fn pool_work_after_the_start_is_counted() {
+        let s = CpuSampler::start();
+        let pool = rlrig_env::pool::Pool::new(2).unwrap();
+        // Every task sleeps 2 ms, so 4 tasks are at least 8 ms of work in all.
+        pool.run(4, &|_| {
+            std::thread::sleep(std::time::Duration::from_millis(2))
+        });
+        let t = s.pool_tasks();
+        assert!(t.iter().all(|x| *x >= 0.0), "{t:?}");
+        assert!(t.iter().sum::<f64>() >= 0.008, "{t:?}");
     }
 }

@@ -1016,7 +1016,7 @@ fn report_times(
     if !busy.is_empty() {
         outln!("cpu busy per core: {}", busy.join(" "));
     }
-    let tasks = rlrig_env::pool::task_seconds();
+    let tasks = cpu.pool_tasks();
     if threads > 1 && tasks.len() > 1 && wall > 0.0 {
         // The OS counts a spinning worker as busy; this counts only work in the pool.
         let shares: Vec<String> = tasks
@@ -1235,8 +1235,7 @@ fn exposition(
         &samples,
     );
     // Work done in the worker pool (a spinning worker is busy to the OS, not here).
-    let mut tasks = rlrig_env::pool::task_seconds();
-    tasks.resize(tasks.len().max(1), 0.0);
+    let tasks = cpu.pool_tasks();
     let threads: Vec<String> = (0..tasks.len())
         .map(|i| match i {
             0 => format!("{labels},thread=\"caller\""),
