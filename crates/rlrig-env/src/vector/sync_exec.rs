@@ -95,7 +95,7 @@ impl<'a, E: Env> Part<'a, E> {
     }
 
     /// Steps this range: the env's batch kernel, then per-env bookkeeping.
-    fn run(self, p: &E::Params, max_steps: u32, autoreset: AutoReset) {
+    fn run(&mut self, p: &E::Params, max_steps: u32, autoreset: AutoReset) {
         for (a, r) in self.active.iter_mut().zip(self.needs_reset.iter()) {
             *a = !*r;
         }
@@ -255,7 +255,7 @@ impl<E: Env> SyncVecEnv<E> {
     /// Steps every env with `actions` (`num_envs x DIM`, flat). On error nothing has moved.
     pub fn step(&mut self, actions: &[<E::Action as Action>::Elem]) -> Result<(), EnvError> {
         let actions = check_actions::<E>(&self.action_space, actions, self.cfg.num_envs, |i| i)?;
-        let part = Part::<E> {
+        let mut part = Part::<E> {
             states: &mut self.states,
             rngs: &mut self.rngs,
             elapsed: &mut self.elapsed,
@@ -277,15 +277,12 @@ impl<E: Env> SyncVecEnv<E> {
                 let mut rest = part;
                 while rest.len() > chunk {
                     let (head, tail) = rest.split_at(chunk);
-                    parts.push(Some(head));
+                    parts.push(head);
                     rest = tail;
                 }
-                parts.push(Some(rest));
-                pool.for_each_mut(&mut parts, |_, part| {
-                    if let Some(part) = part.take() {
-                        part.run(p, max_steps, autoreset);
-                    }
-                });
+                parts.push(rest);
+                // A few entries (one per thread) per batch step, not per env.
+                pool.for_each_mut(&mut parts, |_, part| part.run(p, max_steps, autoreset));
             }
         }
         Ok(())
