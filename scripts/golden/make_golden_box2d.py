@@ -2,24 +2,21 @@
 """Reference data for rlrig's Box2D envs (LunarLander-v3, LunarLanderContinuous-v3,
 BipedalWalker-v3, BipedalWalkerHardcore-v3).
 
-Usage:  python3 scripts/golden/make_golden_box2d.py [--walker | --walker-pose] [OUT_DIR]
-Needs:  pip install gymnasium numpy box2d pygame   (not needed by CI: the output is committed)
+Usage:  python3 scripts/golden/make_golden_box2d.py [--walker] [OUT_DIR]
+Needs:  pip install "gymnasium>=1.4,<1.5" numpy box2d pygame   (not needed by CI: the output is committed)
 
-rlrig runs these envs on Box2D v3 (box2d-rust) while Gymnasium runs Box2D 2.3, so two kinds
-of data are recorded:
+rlrig runs these envs on Box2D 2.3, Gymnasium's engine, so it is compared step by step:
 
-1. trajectories: every random number the reference draws (terrain heights and initial force at
-   reset, the two engine dispersions per step) is captured by wrapping `np_random`, together
-   with the actions, observations, rewards and flags. For the walker, whose first steps are
-   dominated by 2.3's position solver assembling the legs (see bipedal_walker.rs), the reset's
-   draws and the terrain built from them (exact on both sides) instead. rlrig replays the same draws and actions and
-   compares (`crates/rlrig-env/tests/box2d_golden.rs`), with tolerances that the solver
-   difference justifies.
-2. statistics: mean and standard deviation of return and episode length, and the share of
-   episodes above 200 (the "solved" line), over 200 episodes of the uniform random policy and of
-   Gymnasium's own `heuristic`, for both action spaces; for the walker, 100 episodes of the
-   random policy and of an open-loop gait (`gait` below, the same on both sides). rlrig's runs of the same policies must
-   agree within sampling error.
+1. trajectories: whole episodes from the first reset after `gym.make` (a fresh Box2D world on
+   both sides), with every random number the reference draws captured by wrapping `np_random`
+   (terrain and initial force at reset, the lander's two engine dispersions per step), the
+   actions (random, Gymnasium's heuristics, and for the walker an open-loop gait), and every
+   step's observation (float32), reward and termination flag. The walker's episodes are cut
+   at WALKER_STEPS steps and its observations at WALKER_OBS steps to keep the file small.
+   rlrig replays the same draws and actions (`crates/rlrig-env/tests/box2d_golden.rs`).
+2. statistics: mean and standard deviation of return and episode length over 1,000 episodes
+   of the uniform random policy and 200 of Gymnasium's heuristics (and the gait for the
+   walker); rlrig's runs of the same policies must agree within sampling error.
 """
 
 import json
@@ -67,32 +64,41 @@ def f32(x):
     return float(str(np.float32(x)))
 
 
-def trajectory(env_id, seed, policy, max_steps):
+def recorded_env(env_id, seed):
+    """A fresh env whose first reset draws from a recording generator seeded with `seed`."""
     env = gym.make(env_id)
-    env.reset(seed=seed)
-    rec = Recorder(env.unwrapped.np_random)
+    rec = Recorder(np.random.default_rng(seed))
     env.unwrapped._np_random = rec
+    return env, rec
+
+
+def f32s(xs):
+    return [f32(x) for x in xs]
+
+
+def trajectory(env_id, seed, policy):
+    """A whole episode: the reset's draws and observation, then per step the action, the two
+    dispersion draws, the observation and the reward (to 1e-6), and the last flag."""
+    env, rec = recorded_env(env_id, seed)
     obs, _ = env.reset()
     # 12 heights, 2 force components, then the reset's no-op step's two dispersions.
     draws = rec.log[:14]
     rec.log.clear()
     act_rng = np.random.default_rng(seed)
-    steps = []
-    for _ in range(max_steps):
+    out = {"seed": seed, "draws": draws, "obs0": f32s(obs), "actions": [], "dispersions": [],
+           "obs": [], "rewards": []}
+    while True:
         a = policy(env, obs, act_rng)
         obs, r, term, trunc, _ = env.step(a)
-        disp = rec.log[-2:]
+        out["actions"].append(a if isinstance(a, int) else [f32(x) for x in a])
+        out["dispersions"].append(rec.log[-2:])
         rec.log.clear()
-        steps.append({
-            "action": a if isinstance(a, int) else [f32(x) for x in a],
-            "dispersion": disp,
-            "obs": [float(x) for x in obs],
-            "reward": float(r),
-            "terminated": bool(term),
-        })
+        out["obs"].append(f32s(obs))
+        out["rewards"].append(round(float(r), 6))
         if term or trunc:
+            out["terminated"] = bool(term)
             break
-    return {"seed": seed, "draws": draws, "steps": steps}
+    return out
 
 
 def heuristic_policy(env, obs, rng):
@@ -141,19 +147,36 @@ def gait(t):
 CLOUD_DRAWS = 10 * (1 + 5 * 2)  # _generate_clouds: rlrig draws no clouds
 
 
-def walker_terrain(env_id, seed):
-    """The reset's draws and the terrain the reference builds from them."""
-    env = gym.make(env_id)
-    env.reset(seed=seed)
-    rec = Recorder(env.unwrapped.np_random)
-    env.unwrapped._np_random = rec
-    env.reset()
+WALKER_STEPS = 300
+WALKER_OBS = 100
+
+
+def walker_trajectory(env_id, seed, policy):
+    """One episode from the first reset (cut at WALKER_STEPS): the reset's draws, the terrain,
+    and per step the action, reward and flag, with observations for the first WALKER_OBS."""
+    env, rec = recorded_env(env_id, seed)
+    obs, _ = env.reset()
     # terrain draws, the clouds' draws, then the push: rlrig takes terrain + push.
     draws = rec.log[:-(CLOUD_DRAWS + 1)] + rec.log[-1:]
     u = env.unwrapped
     obstacles = [b for b in u.terrain if isinstance(b.fixtures[0].shape, Box2D.b2PolygonShape)]
-    return {"seed": seed, "draws": draws, "terrain_y": [float(y) for y in u.terrain_y],
-            "obstacles": len(obstacles)}
+    act_rng = np.random.default_rng(seed)
+    h = BipedalWalkerHeuristics()
+    out = {"seed": seed, "draws": draws, "terrain_y": [float(y) for y in u.terrain_y],
+           "obstacles": len(obstacles), "obs0": f32s(obs), "actions": [], "obs": [],
+           "rewards": [], "terminated": False}
+    for t in range(WALKER_STEPS):
+        a = h.step_heuristic(obs) if policy == "heuristic" else policy(t, act_rng)
+        a = np.asarray(a, dtype=np.float32)
+        obs, r, term, trunc, _ = env.step(a)
+        out["actions"].append(f32s(a))
+        out["rewards"].append(round(float(r), 6))
+        if t < WALKER_OBS:
+            out["obs"].append(f32s(obs))
+        if term or trunc:
+            out["terminated"] = bool(term)
+            break
+    return out
 
 
 def walker_random(t, rng):
@@ -167,10 +190,13 @@ def walker_gait(t, rng):
 def walker_statistics(env_id, policy, episodes):
     """`policy(t, rng)`, or with `policy == "heuristic"` Gymnasium's stateful
     BipedalWalkerHeuristics, fresh per episode and fed every observation from the reset's on."""
-    env = gym.make(env_id)
     rets, lens = [], []
     act_rng = np.random.default_rng(12345)
     for ep in range(episodes):
+        # A fresh env per episode: Gymnasium's walker keeps its Box2D world across resets,
+        # and a reused world orders its contacts differently (see rlrig's envs/b2.rs); rlrig
+        # builds a new world per episode, so the first episode after `make` is compared.
+        env = gym.make(env_id)
         obs, _ = env.reset(seed=20_000 + ep)
         h = BipedalWalkerHeuristics()
         total, n = 0.0, 0
@@ -189,65 +215,18 @@ def walker_statistics(env_id, policy, episodes):
             "terminated_early_share": float((lens < (1600 if "Hardcore" not in env_id else 2000)).mean())}
 
 
-def walker_pose():
-    """Prints the walker's pose after Gymnasium's reset and one step with zero action (by then
-    Box2D 2.3's position solver has pulled the legs onto their joints), for pushes of 0 and
-    +5 N: `REF_POSE` and `REF_POSE_PUSH` in crates/rlrig-env/src/envs/bipedal_walker.rs."""
-
-    class Fixed:
-        def __init__(self, gen, push):
-            self.gen, self.push = gen, push
-
-        def uniform(self, lo, hi, size=None):
-            return self.push if lo == -5 else 0.0
-
-        def integers(self, lo, hi, size=None):
-            return lo
-
-        def random(self, size=None):
-            return 0.0
-
-        def __getattr__(self, name):
-            return getattr(self.gen, name)
-
-    env = gym.make("BipedalWalker-v3").unwrapped
-    init_x = 14 / 30 * 20 / 2
-    for name, push in [("REF_POSE", 0.0), ("REF_POSE_PUSH", 5.0)]:
-        env.reset(seed=0)
-        env._np_random = Fixed(env.np_random, push)
-        env.reset()
-        env.step(np.zeros(4))
-        print(f"const {name}: [[f64; 6]; 5] = [")
-        for b in [env.hull] + env.legs:
-            v = [b.position.x - init_x, b.position.y, b.angle, b.linearVelocity.x,
-                 b.linearVelocity.y, b.angularVelocity]
-            print("    [" + ", ".join(f"{x:.9}" for x in v) + "],")
-        print("];")
-
-
 def walker_main():
-    data = {"gymnasium": gym.__version__, "terrains": {}, "statistics": {}}
+    data = {"gymnasium": gym.__version__, "trajectories": {}, "statistics": {}}
     for env_id in ["BipedalWalker-v3", "BipedalWalkerHardcore-v3"]:
-        data["terrains"][env_id] = [walker_terrain(env_id, s) for s in range(1, 7)]
+        episodes = [(1, walker_random), (3, walker_gait), (4, "heuristic")]
+        if "Hardcore" in env_id:
+            episodes = [(1, walker_random), (4, "heuristic"), (5, "heuristic")]
+        data["trajectories"][env_id] = [walker_trajectory(env_id, s, pol) for s, pol in episodes]
         data["statistics"][env_id] = {
-            "random": walker_statistics(env_id, walker_random, 100),
+            "random": walker_statistics(env_id, walker_random, 1000),
             "gait": walker_statistics(env_id, walker_gait, 100),
             "heuristic": walker_statistics(env_id, "heuristic", 100),
         }
-    # Gymnasium's walker heuristic on one episode: its observations and actions, to check the
-    # port action for action.
-    env = gym.make("BipedalWalker-v3")
-    obs, _ = env.reset(seed=20_000)
-    h = BipedalWalkerHeuristics()
-    rec = {"obs": [], "act": []}
-    for _ in range(250):
-        a = h.step_heuristic(obs)
-        rec["obs"].append([f32(x) for x in obs])
-        rec["act"].append([float(x) for x in a])
-        obs, _, term, trunc, _ = env.step(a)
-        if term or trunc:
-            break
-    data["heuristic_actions"] = rec
     path = os.path.join(OUT, "BipedalWalker-v3.json")
     with open(path, "w") as f:
         json.dump(data, f, separators=(",", ":"))
@@ -262,12 +241,12 @@ def main():
     data = {"gymnasium": gym.__version__, "trajectories": {}, "statistics": {}}
     for env_id in ["LunarLander-v3", "LunarLanderContinuous-v3"]:
         data["trajectories"][env_id] = [
-            trajectory(env_id, s, pol, 60)
+            trajectory(env_id, s, pol)
             for s, pol in [(1, random_policy), (2, random_policy), (3, heuristic_policy),
                            (4, heuristic_policy)]
         ]
         data["statistics"][env_id] = {
-            "random": statistics(env_id, random_policy, 200),
+            "random": statistics(env_id, random_policy, 1000),
             "heuristic": statistics(env_id, heuristic_policy, 200),
         }
     path = os.path.join(OUT, "LunarLander-v3.json")
@@ -280,9 +259,7 @@ def main():
 
 
 if __name__ == "__main__":
-    if "--walker-pose" in sys.argv:
-        walker_pose()
-    elif "--walker" in sys.argv:
+    if "--walker" in sys.argv:
         sys.argv.remove("--walker")
         walker_main()
     else:

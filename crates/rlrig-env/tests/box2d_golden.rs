@@ -1,15 +1,16 @@
-//! LunarLander against Gymnasium (data: scripts/golden/make_golden_box2d.py).
+//! LunarLander and BipedalWalker against Gymnasium, step by step (data:
+//! scripts/golden/make_golden_box2d.py, Gymnasium 1.4 with pybox2d 2.3.10).
 //!
-//! Gymnasium runs Box2D 2.3's iterative solver, rlrig Box2D v3's soft-step solver, so
-//! trajectories agree closely but not bit for bit (see `envs/lunar_lander.rs`). Two checks:
-//! 1. the recorded random draws and actions, replayed: observations follow the reference
-//!    within tolerances that grow with time, the return within 3 points, until the lander
-//!    first touches the ground (contacts are where the solvers differ most);
-//! 2. return and length statistics of the random and the heuristic policy over 200 episodes
-//!    each agree with the reference's within sampling error.
-//!
-//! BipedalWalker: the terrain built from recorded draws is the reference's exactly, and
-//! return and length statistics of the random policy and an open-loop gait agree.
+//! Both sides run Box2D 2.3 (rlrig 2.3.1 through `wrapped2d`, pybox2d 2.3.0; see
+//! `src/envs/b2.rs`). Three checks:
+//! 1. recorded episodes (the first after `gym.make`, random draws and actions replayed):
+//!    observations within 1e-4 and rewards and termination flags equal, for the first 100
+//!    steps of every lander episode and the first 9 of every walker episode (see
+//!    `walker_episodes_follow_gymnasium_step_by_step` for why), and over whole episodes for
+//!    most landers; where an episode diverges, the report says at which step;
+//! 2. return and length statistics of the random policy (1,000 episodes) and of Gymnasium's
+//!    heuristics (200; the walker also an open-loop gait) within two standard errors;
+//! 3. the walker terrain and the walker heuristic's port, exactly.
 
 use rlrig_env::envs::bipedal_walker::{self as walker, WalkerParams};
 use rlrig_env::envs::lunar_lander::{
@@ -36,95 +37,127 @@ fn floats(v: &Value) -> Vec<f64> {
         .collect()
 }
 
-/// Replays one recorded trajectory; returns the number of steps compared before touchdown.
-fn replay(env: &str, traj: &Value) -> usize {
+/// Observations are compared this closely.
+const OBS_TOL: f64 = 1e-4;
+
+/// How one replayed episode compared.
+#[derive(Default)]
+struct Replay {
+    steps: usize,
+    /// The first step whose observation is more than `OBS_TOL` from the reference's.
+    obs_diverged: Option<usize>,
+    /// The first step whose reward (1e-3) or termination flag differs.
+    outcome_diverged: Option<usize>,
+}
+
+impl Replay {
+    fn obs(&mut self, t: usize, got: &[f32], want: &[f64]) {
+        let far = got
+            .iter()
+            .zip(want)
+            .any(|(&a, &b)| (f64::from(a) - b).abs() > OBS_TOL);
+        if far && self.obs_diverged.is_none() {
+            self.obs_diverged = Some(t);
+        }
+    }
+
+    fn outcome(&mut self, t: usize, reward: (f64, f64), terminated: (bool, bool)) {
+        let differs = (reward.0 - reward.1).abs() > 1e-3 || terminated.0 != terminated.1;
+        if differs && self.outcome_diverged.is_none() {
+            self.outcome_diverged = Some(t);
+        }
+    }
+
+    fn line(&self, what: &str) -> String {
+        let at = |x: Option<usize>| x.map_or("never".to_string(), |t| format!("at step {t}"));
+        format!(
+            "{what}: {} steps, observations diverge {}, rewards/flags {}\n",
+            self.steps,
+            at(self.obs_diverged),
+            at(self.outcome_diverged)
+        )
+    }
+}
+
+/// Checks a set of replays: every episode within `OBS_TOL` for its first `exact` steps (or
+/// whole, if shorter), and at least `whole` of them with equal rewards and flags throughout.
+fn judge(name: &str, replays: &[(String, Replay)], exact: usize, whole: usize) {
+    let mut report = String::new();
+    let mut failures = Vec::new();
+    for (what, r) in replays {
+        report += &r.line(what);
+        if let Some(t) = r.obs_diverged.filter(|&t| t < exact) {
+            failures.push(format!("{what}: observation off at step {t}"));
+        }
+        if let Some(t) = r.outcome_diverged.filter(|&t| t < exact) {
+            failures.push(format!("{what}: reward or flag off at step {t}"));
+        }
+    }
+    let same = replays
+        .iter()
+        .filter(|(_, r)| r.outcome_diverged.is_none())
+        .count();
+    if same < whole {
+        failures.push(format!(
+            "only {same} of {} episodes keep the reference's rewards and flags throughout (want {whole})",
+            replays.len()
+        ));
+    }
+    eprintln!("{name}:\n{report}");
+    assert!(failures.is_empty(), "{name}: {failures:?}\n{report}");
+}
+
+/// Replays one recorded lander episode (draws, actions, dispersions).
+fn replay_lander(traj: &Value) -> Replay {
     let p = LunarLanderParams::default();
     let draws: [f64; DRAWS] = floats(&traj["draws"]).try_into().unwrap();
     let mut s = reset_from_draws(&p, draws);
     let mut obs = [0f32; 8];
-    let mut compared = 0;
-    let (mut ret, mut want_ret) = (0.0, 0.0);
-    let (mut last, mut want_last) = ([0.0; 8], [0.0; 8]);
-    for (t, step) in traj["steps"].as_array().unwrap().iter().enumerate() {
-        let e = match &step["action"] {
+    let mut r = Replay::default();
+    LunarLander::observe(&p, &s, &mut obs);
+    r.obs(0, &obs, &floats(&traj["obs0"]));
+    let actions = traj["actions"].as_array().unwrap();
+    let n = actions.len();
+    for (t, a) in actions.iter().enumerate() {
+        let e = match a {
             Value::Array(a) => {
                 Engines::continuous(&[a[0].as_f64().unwrap() as f32, a[1].as_f64().unwrap() as f32])
             }
             a => Engines::discrete(a.as_i64().unwrap() as i32),
         };
-        let d = floats(&step["dispersion"]);
+        let d = floats(&traj["dispersions"][t]);
         let tr = step_with(&p, &mut s, e, [d[0], d[1]]);
         LunarLander::observe(&p, &s, &mut obs);
-        let want = floats(&step["obs"]);
-        if want[6] != 0.0 || want[7] != 0.0 || obs[6] != 0.0 || obs[7] != 0.0 {
+        r.steps = t + 1;
+        r.obs(t + 1, &obs, &floats(&traj["obs"][t]));
+        let want_term = t + 1 == n && traj["terminated"].as_bool().unwrap();
+        let want_reward = traj["rewards"][t].as_f64().unwrap();
+        r.outcome(t + 1, (tr.reward, want_reward), (tr.terminated, want_term));
+        if tr.terminated || want_term {
             break;
         }
-        let what = format!("{env} seed {} step {t}", traj["seed"]);
-        // The solvers differ most in the first step, where the reference's legs start 0.6 m
-        // from their joint anchors and outside their limits and each engine snaps them in
-        // its own way; the lander leaves it up to 0.03 m and 0.01 rad/s apart, and the
-        // difference integrates: positions and the angle may drift by 0.002 per step. The
-        // angular velocity (obs[5], scaled by 0.4) does not integrate: 0.04 throughout.
-        for k in 0..6 {
-            let tol = if k == 5 {
-                0.04
-            } else {
-                0.01 + 0.002 * t as f64
-            };
-            let (a, b) = (f64::from(obs[k]), want[k]);
-            assert!(
-                (a - b).abs() <= tol,
-                "{what}: obs[{k}] rlrig {a} vs reference {b} (tol {tol})"
-            );
-        }
-        ret += tr.reward;
-        want_ret += step["reward"].as_f64().unwrap();
-        last = obs.map(f64::from);
-        want_last.copy_from_slice(&want);
-        assert_eq!(
-            tr.terminated,
-            step["terminated"].as_bool().unwrap(),
-            "{what}"
-        );
-        compared += 1;
     }
-    // Shaping rewards telescope: the return is the last state's shaping minus the reset
-    // state's, minus fuel (equal here). So the returns may differ by what the last states'
-    // shapings differ by, plus 3 for the reset states (not recorded).
-    let explained = shaping(&last) - shaping(&want_last);
-    assert!(
-        (ret - want_ret - explained).abs() <= 3.0,
-        "{env} seed {}: return over {compared} steps {ret} vs reference {want_ret}, of which the states explain {explained}",
-        traj["seed"]
-    );
-    compared
-}
-
-/// The reference's reward shaping of an observation.
-fn shaping(s: &[f64; 8]) -> f64 {
-    -100.0 * (s[0] * s[0] + s[1] * s[1]).sqrt()
-        - 100.0 * (s[2] * s[2] + s[3] * s[3]).sqrt()
-        - 100.0 * s[4].abs()
-        + 10.0 * s[6]
-        + 10.0 * s[7]
+    r
 }
 
 #[test]
-fn trajectories_follow_the_reference_until_touchdown() {
+fn lander_episodes_follow_gymnasium_step_by_step() {
     let g = golden();
     for env in ["LunarLander-v3", "LunarLanderContinuous-v3"] {
-        let mut total = 0;
-        for traj in g["trajectories"][env].as_array().unwrap() {
-            total += replay(env, traj);
-        }
-        // Most of the 4 x 60 recorded steps are in free flight.
-        assert!(total >= 150, "{env}: only {total} steps compared");
+        let replays: Vec<(String, Replay)> = g["trajectories"][env]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|traj| (format!("{env} seed {}", traj["seed"]), replay_lander(traj)))
+            .collect();
+        assert_eq!(replays.len(), 4);
+        judge(env, &replays, 100, 3);
     }
 }
 
 /// Mean/std of return and length, and the share of returns above 200, over `n` episodes.
 fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 5] {
-    let mut venv = make_sync(env, VecConfig::new(n).seed(77)).unwrap();
+    let mut venv = make_sync(env, VecConfig::new(n).seed(77).threads(2)).unwrap();
     let spec = rlrig_env::spec(env).unwrap();
     let d = spec.obs_dim;
     let mut rngs: Vec<Rng> = (0..n)
@@ -179,49 +212,54 @@ fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 5] {
     [mr, sr, ml, sl, solved]
 }
 
+/// `got` (mean, sd over `n`) against the reference's (mean, sd over `wn`): the difference in
+/// standard errors of the difference.
+fn z(got: (f64, f64, usize), want: (f64, f64, usize)) -> f64 {
+    let se = (got.1 * got.1 / got.2 as f64 + want.1 * want.1 / want.2 as f64).sqrt();
+    (got.0 - want.0) / se.max(1e-9)
+}
+
+/// Compares rlrig's mean return and length with the reference's statistics `want`: both
+/// within two standard errors; returns the report line and the failures.
+fn compare(what: &str, got: [f64; 4], n: usize, want: &Value) -> (String, Vec<String>) {
+    let w = |k: &str| want[k].as_f64().unwrap();
+    let wn = want["episodes"].as_u64().unwrap() as usize;
+    let [mr, sr, ml, sl] = got;
+    let zr = z((mr, sr, n), (w("mean_return"), w("std_return"), wn));
+    let zl = z((ml, sl, n), (w("mean_length"), w("std_length"), wn));
+    let line = format!(
+        "{what}: return {mr:.1} ± {sr:.1} (ref {:.1} ± {:.1}, z {zr:.2}), length {ml:.1} ± {sl:.1} (ref {:.1} ± {:.1}, z {zl:.2}), {n} vs {wn} episodes\n",
+        w("mean_return"),
+        w("std_return"),
+        w("mean_length"),
+        w("std_length"),
+    );
+    let mut failures = Vec::new();
+    if zr.abs() > 2.0 {
+        failures.push(format!("{what}: mean return z = {zr:.2}"));
+    }
+    if zl.abs() > 2.0 {
+        failures.push(format!("{what}: mean length z = {zl:.2}"));
+    }
+    (line, failures)
+}
+
 #[test]
 fn statistics_match_the_reference() {
     let g = golden();
-    let n = 200;
     let mut report = String::new();
     let mut failures = Vec::new();
     for env in [LunarLander::ID, LunarLanderContinuous::ID] {
-        for (policy, heuristic) in [("random", false), ("heuristic", true)] {
-            let want = &g["statistics"][env][policy];
-            let w = |k: &str| want[k].as_f64().unwrap();
-            let [mr, sr, ml, sl, solved] = stats(env, heuristic, n);
-            report += &format!(
-                "{env} {policy}: return {mr:.1} ± {sr:.1} (ref {:.1} ± {:.1}), length {ml:.1} ± {sl:.1} (ref {:.1} ± {:.1}), solved {solved:.2} (ref {:.2})\n",
-                w("mean_return"),
-                w("std_return"),
-                w("mean_length"),
-                w("std_length"),
-                w("solved_share")
+        for (policy, heuristic, n) in [("random", false, 1000), ("heuristic", true, 200)] {
+            let [mr, sr, ml, sl, _] = stats(env, heuristic, n);
+            let (line, f) = compare(
+                &format!("{env} {policy}"),
+                [mr, sr, ml, sl],
+                n,
+                &g["statistics"][env][policy],
             );
-            // Means: within 4 standard errors of the difference, or 20 % (the solvers'
-            // sleep detection differs: v3 counts position correction as motion, so a landed
-            // lander falls asleep, which ends the episode, up to 20 % later).
-            let close = |got: f64, want: f64, sd: f64, wsd: f64| {
-                (got - want).abs() <= 4.0 * ((sd * sd + wsd * wsd) / n as f64).sqrt()
-                    || (got - want).abs() <= 0.2 * want.abs()
-            };
-            if !close(mr, w("mean_return"), sr, w("std_return")) {
-                failures.push(format!("{env} {policy}: mean return"));
-            }
-            if !close(ml, w("mean_length"), sl, w("std_length")) {
-                failures.push(format!("{env} {policy}: mean length"));
-            }
-            // Spreads within a factor 2.25: under the random policy, a leg striking the ground
-            // at a steep angle sometimes spins the lander up in v3 where 2.3 crashes it (v3's
-            // soft joint limits, pressed by the leg motors, feed position corrections into the
-            // assembly), a heavier tail of low returns: std 217 against 108 (discrete), 154
-            // against 123 (continuous); under the heuristic 127 against 92 and 16 against 18.
-            if sr > 2.25 * w("std_return") + 5.0 || sr < w("std_return") / 2.25 - 5.0 {
-                failures.push(format!("{env} {policy}: std of return"));
-            }
-            if heuristic && solved < w("solved_share") - 0.1 {
-                failures.push(format!("{env} {policy}: lands less often"));
-            }
+            report += &line;
+            failures.extend(f);
         }
     }
     eprintln!("{report}");
@@ -254,35 +292,73 @@ fn walker_params(env: &str) -> WalkerParams {
     }
 }
 
-/// The terrain generator is the reference's, draw for draw: the same draws give the same
-/// heights (to float rounding) and the same obstacles.
+/// Replays one recorded walker episode: the terrain built from its draws is the reference's
+/// (heights to float rounding, the same obstacles), the state vector is the draws, and the
+/// recorded actions give the reference's observations, rewards and flags.
+fn replay_walker(env: &str, traj: &Value) -> Replay {
+    let p = walker_params(env);
+    let what = format!("{env} seed {}", traj["seed"]);
+    let draws = floats(&traj["draws"]);
+    let mut s = walker::reset_from_draws(&p, &draws).unwrap();
+    let want = floats(&traj["terrain_y"]);
+    let got = &s.sim().terrain_y;
+    assert_eq!(got.len(), want.len());
+    for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+        assert!((a - b).abs() < 1e-9, "{what}: terrain_y[{i}] {a} vs {b}");
+    }
+    assert_eq!(
+        s.sim().obstacles.len() as u64,
+        traj["obstacles"].as_u64().unwrap(),
+        "{what}"
+    );
+    assert_eq!(BipedalWalker::state_to_vec(&s), draws);
+    let mut obs = [0f32; 24];
+    let mut r = Replay::default();
+    BipedalWalker::observe(&p, &s, &mut obs);
+    r.obs(0, &obs, &floats(&traj["obs0"]));
+    let actions = traj["actions"].as_array().unwrap();
+    let n = actions.len();
+    for (t, a) in actions.iter().enumerate() {
+        let a: [f32; 4] = std::array::from_fn(|k| a[k].as_f64().unwrap() as f32);
+        let tr = walker::step(&p, &mut s, &a);
+        r.steps = t + 1;
+        if let Some(want) = traj["obs"].get(t) {
+            BipedalWalker::observe(&p, &s, &mut obs);
+            r.obs(t + 1, &obs, &floats(want));
+        }
+        let want_term = t + 1 == n && traj["terminated"].as_bool().unwrap();
+        let want_reward = traj["rewards"][t].as_f64().unwrap();
+        r.outcome(t + 1, (tr.reward, want_reward), (tr.terminated, want_term));
+        if tr.terminated || want_term {
+            break;
+        }
+    }
+    r
+}
+
 #[test]
-fn walker_terrain_is_the_references() {
+fn walker_episodes_follow_gymnasium_step_by_step() {
     let g = walker_golden();
     for env in ["BipedalWalker-v3", "BipedalWalkerHardcore-v3"] {
-        let p = walker_params(env);
-        for t in g["terrains"][env].as_array().unwrap() {
-            let draws = floats(&t["draws"]);
-            let s = walker::reset_from_draws(&p, &draws).unwrap();
-            let want = floats(&t["terrain_y"]);
-            let got = &s.sim().terrain_y;
-            assert_eq!(got.len(), want.len());
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert!(
-                    (a - b).abs() < 1e-9,
-                    "{env} seed {}: terrain_y[{i}] {a} vs {b}",
-                    t["seed"]
-                );
-            }
-            assert_eq!(
-                s.sim().obstacles.len() as u64,
-                t["obstacles"].as_u64().unwrap(),
-                "{env} seed {}",
-                t["seed"]
-            );
-            // The state vector is the draws, and gives back the same world.
-            assert_eq!(BipedalWalker::state_to_vec(&s), draws);
-        }
+        let replays: Vec<(String, Replay)> = g["trajectories"][env]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|traj| {
+                (
+                    format!("{env} seed {}", traj["seed"]),
+                    replay_walker(env, traj),
+                )
+            })
+            .collect();
+        assert_eq!(replays.len(), 3);
+        // Not yet the lander's 100 steps: wrapped2d's Box2D 2.3.1 rounds `b2Sweep::Advance`
+        // (continuous collision's sub-steps) differently from pybox2d's 2.3.0, and the legs'
+        // first ground contacts take such sub-steps; the chaotic walker amplifies the last-bit
+        // difference past 1e-4 within 9 to 54 steps (measured: linked against the same Box2D
+        // with 2.3.0's two lines, all six episodes follow the reference exactly for their
+        // 300 recorded steps). Issue 25 stays open on this.
+        judge(env, &replays, 9, 1);
     }
 }
 
@@ -290,7 +366,7 @@ fn walker_terrain_is_the_references() {
 /// Gymnasium's walker heuristic (one controller per env, fed every observation).
 fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
     let mut heuristics = vec![walker::WalkerHeuristic::default(); n];
-    let mut venv = make_sync(env, VecConfig::new(n).seed(78)).unwrap();
+    let mut venv = make_sync(env, VecConfig::new(n).seed(78).threads(2)).unwrap();
     let mut rngs: Vec<Rng> = (0..n)
         .map(|k| Rng::stream(78, Purpose::Policy, k as u64))
         .collect();
@@ -330,68 +406,58 @@ fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
 #[test]
 fn walker_statistics_match_the_reference() {
     let g = walker_golden();
-    let n = 100;
     let mut report = String::new();
     let mut failures = Vec::new();
     for env in [BipedalWalker::ID, BipedalWalkerHardcore::ID] {
-        // Gymnasium's heuristic is not compared: it walks there and falls here (see
-        // `WalkerHeuristic`); the port itself is checked below.
-        for policy in ["random", "gait"] {
-            let want = &g["statistics"][env][policy];
-            let w = |k: &str| want[k].as_f64().unwrap();
-            let [mr, sr, ml, sl] = walker_stats(env, policy, n);
-            report += &format!(
-                "{env} {policy}: return {mr:.1} ± {sr:.1} (ref {:.1} ± {:.1}), length {ml:.1} ± {sl:.1} (ref {:.1} ± {:.1})\n",
-                w("mean_return"),
-                w("std_return"),
-                w("mean_length"),
-                w("std_length")
+        for (policy, n) in [("random", 1000), ("gait", 100), ("heuristic", 100)] {
+            let got = walker_stats(env, policy, n);
+            let (line, f) = compare(
+                &format!("{env} {policy}"),
+                got,
+                n,
+                &g["statistics"][env][policy],
             );
-            // Means within 4 standard errors of the difference or 20 %, as for the lander.
-            // Spreads are not compared: random flailing on hardcore terrain has a heavier tail
-            // of low returns on v3 (std 31 against 7), the gait's episode length a wider spread
-            // (8 steps against 1: 2.3 ends it at the same step every time).
-            let close = |got: f64, want: f64, sd: f64, wsd: f64| {
-                (got - want).abs() <= 4.0 * ((sd * sd + wsd * wsd) / n as f64).sqrt()
-                    || (got - want).abs() <= 0.2 * want.abs()
-            };
-            if !close(mr, w("mean_return"), sr, w("std_return")) {
-                failures.push(format!("{env} {policy}: mean return"));
-            }
-            if !close(ml, w("mean_length"), sl, w("std_length")) {
-                failures.push(format!("{env} {policy}: mean length"));
-            }
+            report += &line;
+            failures.extend(f);
         }
     }
     eprintln!("{report}");
     assert!(failures.is_empty(), "{failures:?}\n{report}");
 }
 
-/// The walker heuristic is Gymnasium's, action for action: fed the observations of a
-/// Gymnasium episode, it returns the actions Gymnasium's controller returned.
+/// The walker heuristic is Gymnasium's, action for action: fed the observations of the
+/// recorded heuristic episodes, it returns the actions Gymnasium's controller returned.
 #[test]
 fn walker_heuristic_is_gymnasiums() {
     let g = walker_golden();
-    let rec = &g["heuristic_actions"];
-    let mut h = walker::WalkerHeuristic::default();
-    let pairs = rec["obs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .zip(rec["act"].as_array().unwrap());
     let mut n = 0;
-    for (t, (o, a)) in pairs.enumerate() {
-        let o: Vec<f32> = floats(o).iter().map(|&x| x as f32).collect();
-        let got = h.act(&o);
-        let want = floats(a);
-        for k in 0..4 {
-            // Gymnasium computes in float32 (NEP 50), rlrig in f64.
-            assert!(
-                (f64::from(got[k]) - want[k]).abs() < 1e-4,
-                "step {t} action[{k}]: {got:?} vs {want:?}"
-            );
+    for env in ["BipedalWalker-v3", "BipedalWalkerHardcore-v3"] {
+        for traj in g["trajectories"][env].as_array().unwrap() {
+            let actions = traj["actions"].as_array().unwrap();
+            let obs = traj["obs"].as_array().unwrap();
+            // Only the heuristic's episodes: its first action from the reset's observation.
+            let mut h = walker::WalkerHeuristic::default();
+            let o0: Vec<f32> = floats(&traj["obs0"]).iter().map(|&x| x as f32).collect();
+            let first = h.act(&o0);
+            if (f64::from(first[0]) - actions[0][0].as_f64().unwrap()).abs() > 1e-4 {
+                continue;
+            }
+            for (t, o) in obs.iter().enumerate().take(actions.len() - 1) {
+                let o: Vec<f32> = floats(o).iter().map(|&x| x as f32).collect();
+                let got = h.act(&o);
+                let want = floats(&actions[t + 1]);
+                for k in 0..4 {
+                    // Gymnasium computes in float32 (NEP 50), rlrig in f64.
+                    assert!(
+                        (f64::from(got[k]) - want[k]).abs() < 1e-4,
+                        "{env} seed {} step {}: {got:?} vs {want:?}",
+                        traj["seed"],
+                        t + 1
+                    );
+                }
+                n += 1;
+            }
         }
-        n += 1;
     }
-    assert!(n >= 200, "{n} steps recorded");
+    assert!(n >= 250, "{n} heuristic steps compared");
 }

@@ -1,35 +1,17 @@
 //! BipedalWalker-v3 and BipedalWalkerHardcore-v3: Gymnasium's `box2d/bipedal_walker.py`.
 //!
-//! Same physics engine choice and parity notion as LunarLander (see `lunar_lander.rs`):
-//! Box2D v3 (`box2d-rust`) where the reference runs Box2D 2.3, so the tests compare
-//! trajectories from the same random draws within tolerances, and statistics under fixed
-//! policies. Ported line by line: the terrain generator (grass with its random walk; in
-//! hardcore mode stumps, stairs and pits), hull and legs with their joint limits and motors,
-//! torque control (speed = sign(a), torque = 80 |a|), the 10 lidar rays that see only the
-//! ground, the 24 observations, the shaping reward (130 x / SCALE - 5 |angle| - 0.028 |a|)
-//! and the endings (hull touches the ground or leaves to the left: -100; reaching the end).
-//! The decorative clouds (random draws the reference makes after the terrain) are left out.
+//! Box2D 2.3 as in the reference (see `b2.rs` and `lunar_lander.rs`), bodies, fixtures and
+//! joints created in the reference's order. Ported line by line: the terrain generator
+//! (grass with its random walk; in hardcore mode stumps, stairs and pits, each piece its own
+//! static body as in the reference), hull and legs (created 0.53 m above their hip anchors,
+//! as the reference's LEG_DOWN sign puts them, and pulled in by the position solver in the
+//! reset's step), torque control (speed = sign(a), torque = 80 |a|), the 10 lidar rays that
+//! see only the ground, the 24 observations, the shaping reward
+//! (130 x / SCALE - 5 |angle| - 0.028 |a|) and the endings (hull touches the ground or leaves
+//! to the left: -100; reaching the end). The decorative clouds (random draws the reference
+//! makes after the terrain) are left out.
 
-use box2d_rust::body::{
-    body_get_angular_velocity, body_get_linear_velocity, body_get_position, body_is_awake,
-    body_set_angular_velocity, body_set_awake, body_set_linear_velocity, body_set_transform,
-    create_body,
-};
-use box2d_rust::geometry::make_box;
-use box2d_rust::id::{BodyId, JointId, ShapeId};
-use box2d_rust::joint::create_revolute_joint;
-use box2d_rust::math_functions::make_rot;
-use box2d_rust::revolute_joint::{
-    revolute_joint_get_angle, revolute_joint_set_max_motor_torque, revolute_joint_set_motor_speed,
-};
-use box2d_rust::shape::create_polygon_shape;
-use box2d_rust::types::{QueryFilter, ShapeDef, default_revolute_joint_def, default_world_def};
-use box2d_rust::world::{World, world_cast_ray_closest, world_step};
-
-use super::b2::{
-    CATEGORY_GROUND, DEFAULT_FRICTION, angle_of, dynamic_body, polygon, push_world, restore_world,
-    segment, shape_def, static_body, unwrap_angle, v2,
-};
+use super::b2::{BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, Tag};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -59,114 +41,10 @@ const TERRAIN_HEIGHT: f64 = VIEWPORT_H / SCALE / 4.0;
 const TERRAIN_GRASS: i64 = 10;
 const TERRAIN_STARTPAD: i64 = 20;
 const FRICTION: f32 = 2.5;
-/// As for the lander: v3's joint springs at damping ratio 10 (see `lunar_lander.rs`).
-const JOINT_DAMPING_RATIO: f32 = 10.0;
-
-/// The reference creates the legs 0.53 m above their hip anchors (its LEG_DOWN has the wrong
-/// sign) with the knees far from their joints. Box2D 2.3's position solver (which moves
-/// bodies without giving them velocity) needs the reset's step and the next one to pull the
-/// assembly together: in that second step the legs swing by 0.34 rad with no speed to show
-/// for it. v3's soft joints would turn the same error into velocities and leave the walker
-/// in another pose. So the walker starts assembled, in the pose 2.3 reaches after the reset
-/// and one zero-action step: hull, upper left, lower left, upper right, lower right as
-/// (x - init_x, y, angle, vx, vy, omega), for a push of 0 N and of +5 N (the only random
-/// input; poses in between are linear in it). The reset's observation then shows the
-/// assembled pose (the reference's shows the half-assembled one, hips 0.34 rad apart);
-/// every later step follows the reference's. Printed by
-/// `scripts/golden/make_golden_box2d.py --walker-pose` (Gymnasium 1.4, pybox2d 2.3.10).
-const REF_POSE: [[f64; 6]; 5] = [
-    [
-        -0.0186072985,
-        5.73240089,
-        -0.00523248967,
-        -0.0302515347,
-        -0.0159007404,
-        0.000208427184,
-    ],
-    [
-        0.189702829,
-        4.94008827,
-        0.380528092,
-        0.1197832,
-        -0.00823083427,
-        0.26508826,
-    ],
-    [
-        0.126136144,
-        3.9179523,
-        -0.504747689,
-        0.136976913,
-        0.012326424,
-        -0.234947979,
-    ],
-    [
-        0.19193538,
-        4.94015265,
-        0.383278221,
-        0.129593626,
-        -0.00228398293,
-        0.28300795,
-    ],
-    [
-        0.131964525,
-        3.91782212,
-        -0.500413835,
-        0.146453962,
-        0.0182259902,
-        -0.253388703,
-    ],
-];
-const REF_POSE_PUSH: [[f64; 6]; 5] = [
-    [
-        -0.0178729693,
-        5.73254299,
-        -0.00522934273,
-        -0.0127005959,
-        -0.0147861019,
-        -0.000360131438,
-    ],
-    [
-        0.190131505,
-        4.94011211,
-        0.379951447,
-        0.128338903,
-        -0.00768456468,
-        0.249438107,
-    ],
-    [
-        0.126180967,
-        3.91790009,
-        -0.504909873,
-        0.136827156,
-        0.0122951679,
-        -0.234751344,
-    ],
-    [
-        0.192386945,
-        4.94017935,
-        0.382738411,
-        0.140223309,
-        -0.001811767,
-        0.27100417,
-    ],
-    [
-        0.132035573,
-        3.91778994,
-        -0.500608444,
-        0.148407668,
-        0.0184391923,
-        -0.256667763,
-    ],
-];
 
 #[derive(Clone, Debug)]
 pub struct WalkerParams {
     pub hardcore: bool,
-    /// Box2D v3 sub-steps per env step: v3's recommended 4. The lander needs 16 to fall
-    /// asleep when 2.3's does; the walker has no such ending, and its statistics match the
-    /// reference as well at 4 as at 16 (gait episode length 85 vs 93 steps against the
-    /// reference's 83; random returns -112 vs -108 against -101) at 3x the speed.
-    pub sub_steps: i32,
     pub max_episode_steps: u32,
 }
 
@@ -174,7 +52,6 @@ impl Default for WalkerParams {
     fn default() -> Self {
         WalkerParams {
             hardcore: false,
-            sub_steps: 4,
             max_episode_steps: 1600,
         }
     }
@@ -185,7 +62,6 @@ impl WalkerParams {
         WalkerParams {
             hardcore: true,
             max_episode_steps: 2000,
-            ..WalkerParams::default()
         }
     }
 }
@@ -278,26 +154,26 @@ impl Draws for Recorded<'_> {
 
 /// One walker world and the reference's bookkeeping.
 pub struct Sim {
-    world: World,
-    hull: BodyId,
-    hull_shape: ShapeId,
+    scene: Scene,
+    hull: BodyHandle,
     /// Upper left, lower left, upper right, lower right (the reference's `legs`).
-    legs: [BodyId; 4],
-    lower_shapes: [ShapeId; 2],
+    legs: [BodyHandle; 4],
     /// Hip left, knee left, hip right, knee right.
-    joints: [JointId; 4],
-    pub ground_contact: [bool; 2],
-    pub game_over: bool,
+    joints: [JointHandle; 4],
     prev_shaping: Option<f64>,
-    angle: f64,
     hardcore: bool,
     /// The reset's draws (terrain, then the initial push).
     pub draws: Vec<f64>,
+    /// Every action since the reset (the reset's zero step excluded), for snapshots: Box2D
+    /// 2.3 has no world serialisation, and replaying is exact.
+    actions: Vec<[f32; 4]>,
     pub terrain_x: Vec<f64>,
     pub terrain_y: Vec<f64>,
     /// Obstacle polygons (hardcore), for rendering.
     pub obstacles: Vec<Vec<(f64, f64)>>,
     pub state: [f64; 24],
+    /// Hull, then the four leg segments, as (x, y, angle) after the last step.
+    pub poses: [(f64, f64, f64); 5],
 }
 
 fn sign(x: f64) -> f64 {
@@ -311,11 +187,9 @@ fn sign(x: f64) -> f64 {
 }
 
 impl Sim {
+    /// The reference's reset up to (not including) its zero-action step.
     fn build(hardcore: bool, draws: &mut dyn Draws) -> Result<Sim, String> {
-        let mut world = World::new(&default_world_def());
-        let ground = static_body(&mut world);
-        let fd_polygon = shape_def(FRICTION, CATEGORY_GROUND, u64::MAX);
-        let fd_edge = shape_def(FRICTION, CATEGORY_GROUND, u64::MAX);
+        let mut scene = Scene::new(-10.0);
         let ts = TERRAIN_STEP;
 
         // The reference's terrain generator, state machine and all.
@@ -331,8 +205,10 @@ impl Sim {
         let mut terrain_x = Vec::with_capacity(TERRAIN_LENGTH);
         let mut terrain_y = Vec::with_capacity(TERRAIN_LENGTH);
         let mut obstacles = Vec::new();
-        let mut add = |world: &mut World, poly: Vec<(f64, f64)>| {
-            polygon(world, ground, &fd_polygon, &poly);
+        // Each obstacle is its own static body (`CreateStaticBody(fixtures=fd_polygon)`).
+        let mut add = |scene: &mut Scene, poly: Vec<(f64, f64)>| {
+            let body = scene.static_body();
+            scene.polygon(body, Fixture::ground(FRICTION), &poly);
             obstacles.push(poly);
         };
         for i in 0..TERRAIN_LENGTH {
@@ -352,10 +228,10 @@ impl Sim {
                     (x + ts, y - 4.0 * ts),
                     (x, y - 4.0 * ts),
                 ];
-                add(&mut world, poly.to_vec());
+                add(&mut scene, poly.to_vec());
                 let shift = ts * counter as f64;
                 add(
-                    &mut world,
+                    &mut scene,
                     poly.iter().map(|p| (p.0 + shift, p.1)).collect(),
                 );
                 counter += 2;
@@ -369,7 +245,7 @@ impl Sim {
                 counter = draws.integers(1, 3)?;
                 let c = counter as f64;
                 add(
-                    &mut world,
+                    &mut scene,
                     vec![
                         (x, y),
                         (x + c * ts, y),
@@ -386,7 +262,7 @@ impl Sim {
                 for s in 0..stair_steps {
                     let s = s as f64;
                     add(
-                        &mut world,
+                        &mut scene,
                         vec![
                             (x + (s * w) * ts, y + (s * h) * ts),
                             (x + ((1.0 + s) * w) * ts, y + (s * h) * ts),
@@ -414,11 +290,12 @@ impl Sim {
                 oneshot = true;
             }
         }
+        // Each terrain edge is its own static body too (`CreateStaticBody(fixtures=fd_edge)`).
         for i in 0..TERRAIN_LENGTH - 1 {
-            segment(
-                &mut world,
-                ground,
-                &fd_edge,
+            let body = scene.static_body();
+            scene.edge(
+                body,
+                Fixture::ground(FRICTION),
                 (terrain_x[i], terrain_y[i]),
                 (terrain_x[i + 1], terrain_y[i + 1]),
             );
@@ -426,226 +303,126 @@ impl Sim {
 
         let init_x = ts * TERRAIN_STARTPAD as f64 / 2.0;
         let init_y = TERRAIN_HEIGHT + 2.0 * LEG_H;
-        let hull = create_body(&mut world, &dynamic_body(init_x, init_y, 0.0));
+        let hull = scene.dynamic_body(init_x, init_y, 0.0, Tag::Hull);
         let pts: Vec<(f64, f64)> = HULL_POLY
             .iter()
             .map(|&(x, y)| (x / SCALE, y / SCALE))
             .collect();
-        let hull_shape = polygon(
-            &mut world,
-            hull,
-            &ShapeDef {
-                density: 5.0,
-                ..shape_def(0.1, 0x0020, CATEGORY_GROUND)
-            },
-            &pts,
-        );
+        scene.polygon(hull, Fixture::part(5.0, 0.1, 0x0020), &pts);
         let push = draws.uniform(-INITIAL_RANDOM, INITIAL_RANDOM)?;
+        scene.apply_force_to_center(hull, (push, 0.0));
 
-        let leg_fd = ShapeDef {
-            density: 1.0,
-            ..shape_def(DEFAULT_FRICTION, 0x0020, CATEGORY_GROUND)
-        };
-        let mut legs = [BodyId::default(); 4];
-        let mut joints = [JointId::default(); 4];
-        let mut lower_shapes = [ShapeId::default(); 2];
+        let leg_fd = Fixture::part(1.0, DEFAULT_FRICTION, 0x0020);
+        let mut legs = [hull; 4];
+        let mut joints = Vec::with_capacity(4);
         for (k, i) in [-1.0f64, 1.0].into_iter().enumerate() {
-            // As in the reference (whose LEG_DOWN sign puts the legs 0.53 m above their
-            // hip anchors; the joints pull them in during the first steps).
-            let leg = create_body(
-                &mut world,
-                &dynamic_body(init_x, init_y - LEG_H / 2.0 - LEG_DOWN, i * 0.05),
-            );
-            create_polygon_shape(
-                &mut world,
-                leg,
-                &leg_fd,
-                &make_box((LEG_W / 2.0) as f32, (LEG_H / 2.0) as f32),
-            );
-            let lower = create_body(
-                &mut world,
-                &dynamic_body(init_x, init_y - LEG_H * 3.0 / 2.0 - LEG_DOWN, i * 0.05),
-            );
-            lower_shapes[k] = create_polygon_shape(
-                &mut world,
-                lower,
-                &leg_fd,
-                &make_box((0.8 * LEG_W / 2.0) as f32, (LEG_H / 2.0) as f32),
-            );
-            let joint = |world: &mut World,
-                         a,
-                         b,
-                         fa: (f64, f64),
-                         fb: (f64, f64),
-                         speed: f64,
-                         lim: (f32, f32),
-                         reference: f64| {
-                let mut jd = default_revolute_joint_def();
-                jd.base.body_id_a = a;
-                jd.base.body_id_b = b;
-                jd.base.local_frame_a.p = v2(fa.0, fa.1);
-                // pybox2d's revoluteJointDef(bodyA=, bodyB=) sets referenceAngle to the
-                // bodies' angle difference at creation; the joint angle and its limits count
-                // from there. In v3 that is frame A's rotation.
-                jd.base.local_frame_a.q = make_rot(reference as f32);
-                jd.base.local_frame_b.p = v2(fb.0, fb.1);
-                jd.base.constraint_damping_ratio = JOINT_DAMPING_RATIO;
-                jd.enable_motor = true;
-                jd.enable_limit = true;
-                jd.max_motor_torque = MOTORS_TORQUE as f32;
-                jd.motor_speed = speed as f32;
-                jd.lower_angle = lim.0;
-                jd.upper_angle = lim.1;
-                create_revolute_joint(world, &jd)
-            };
-            joints[2 * k] = joint(
-                &mut world,
+            // As in the reference, whose LEG_DOWN sign puts the legs 0.53 m above their hip
+            // anchors: the position solver pulls them in during the reset's step.
+            let leg =
+                scene.dynamic_body(init_x, init_y - LEG_H / 2.0 - LEG_DOWN, i * 0.05, Tag::Part);
+            scene.boxed(leg, leg_fd, LEG_W / 2.0, LEG_H / 2.0);
+            joints.push(scene.revolute(
                 hull,
                 leg,
-                (0.0, LEG_DOWN),
-                (0.0, LEG_H / 2.0),
-                i,
-                (-0.8, 1.1),
+                &Revolute {
+                    anchor_a: (0.0, LEG_DOWN),
+                    anchor_b: (0.0, LEG_H / 2.0),
+                    limits: (-0.8, 1.1),
+                    max_torque: MOTORS_TORQUE,
+                    speed: i,
+                },
+            ));
+            let lower = scene.dynamic_body(
+                init_x,
+                init_y - LEG_H * 3.0 / 2.0 - LEG_DOWN,
                 i * 0.05,
+                Tag::Foot(k as u8),
             );
-            joints[2 * k + 1] = joint(
-                &mut world,
+            scene.boxed(lower, leg_fd, 0.8 * LEG_W / 2.0, LEG_H / 2.0);
+            joints.push(scene.revolute(
                 leg,
                 lower,
-                (0.0, -LEG_H / 2.0),
-                (0.0, LEG_H / 2.0),
-                1.0,
-                (-1.6, -0.1),
-                0.0,
-            );
+                &Revolute {
+                    anchor_a: (0.0, -LEG_H / 2.0),
+                    anchor_b: (0.0, LEG_H / 2.0),
+                    limits: (-1.6, -0.1),
+                    max_torque: MOTORS_TORQUE,
+                    speed: 1.0,
+                },
+            ));
             legs[2 * k] = leg;
             legs[2 * k + 1] = lower;
         }
-        // Start from 2.3's post-reset pose (see REF_POSE); the push is in its velocities.
-        let bodies = [hull, legs[0], legs[1], legs[2], legs[3]];
-        for (k, &b) in bodies.iter().enumerate() {
-            let q: [f64; 6] = std::array::from_fn(|i| {
-                REF_POSE[k][i] + push / 5.0 * (REF_POSE_PUSH[k][i] - REF_POSE[k][i])
-            });
-            body_set_transform(
-                &mut world,
-                b,
-                v2(init_x + q[0], q[1]),
-                make_rot(q[2] as f32),
-            );
-            body_set_linear_velocity(&mut world, b, v2(q[3], q[4]));
-            body_set_angular_velocity(&mut world, b, q[5] as f32);
-        }
-        let angle = REF_POSE[0][2] + push / 5.0 * (REF_POSE_PUSH[0][2] - REF_POSE[0][2]);
         Ok(Sim {
-            world,
+            scene,
             hull,
-            hull_shape,
             legs,
-            lower_shapes,
-            joints,
-            ground_contact: [false; 2],
-            game_over: false,
+            joints: joints.try_into().expect("four joints"),
             prev_shaping: None,
-            angle,
             hardcore,
             draws: Vec::new(),
+            actions: Vec::new(),
             terrain_x,
             terrain_y,
             obstacles,
             state: [0.0; 24],
+            poses: [(0.0, 0.0, 0.0); 5],
         })
     }
 
-    fn step(&mut self, p: &WalkerParams, a: &[f32; 4]) -> (f64, bool) {
-        self.set_motors(a);
-        world_step(&mut self.world, (1.0 / FPS) as f32, p.sub_steps);
-        self.finish(a)
-    }
-
-    /// What the reference's reset step leaves: motors set for a zero action, contacts
-    /// found (a zero-length step only collides), observation and shaping baseline.
-    fn settle(&mut self) {
-        self.set_motors(&[0.0; 4]);
-        world_step(&mut self.world, 0.0, 1);
-        self.finish(&[0.0; 4]);
-    }
-
-    fn set_motors(&mut self, a: &[f32; 4]) {
+    /// The reference's `step`: motors, `world.Step`, lidar, observation, reward.
+    fn step(&mut self, a: &[f32; 4]) -> (f64, bool) {
         for (j, &aj) in a.iter().enumerate() {
             let speed = if j % 2 == 0 { SPEED_HIP } else { SPEED_KNEE };
-            let aj = f64::from(aj);
-            revolute_joint_set_motor_speed(
-                &mut self.world,
-                self.joints[j],
-                (speed * sign(aj)) as f32,
-            );
-            revolute_joint_set_max_motor_torque(
-                &mut self.world,
-                self.joints[j],
-                (MOTORS_TORQUE * aj.abs().clamp(0.0, 1.0)) as f32,
-            );
+            // numpy: SPEED * sign(a) and MOTORS_TORQUE * clip(|a|, 0, 1) in float32.
+            let speed = (speed as f32) * (sign(f64::from(aj)) as f32);
+            let torque = (MOTORS_TORQUE as f32) * aj.abs().clamp(0.0, 1.0);
+            self.scene.set_motor(self.joints[j], speed, torque);
         }
-        // pybox2d's motor setters wake the bodies; v3's leave a sleeping walker asleep.
-        if !body_is_awake(&self.world, self.hull) {
-            body_set_awake(&mut self.world, self.hull, true);
-        }
-    }
+        self.scene.step(FPS);
 
-    /// The reference's step after `world.Step`: contacts, lidar, observation, reward.
-    fn finish(&mut self, a: &[f32; 4]) -> (f64, bool) {
-        self.read_contacts();
-
-        let world = &mut self.world;
-        let pos = body_get_position(world, self.hull);
-        let vel = body_get_linear_velocity(world, self.hull);
-        self.angle = unwrap_angle(self.angle, angle_of(world, self.hull));
+        let scene = &mut self.scene;
+        let (x, y) = scene.position(self.hull);
+        let (vx, vy) = scene.velocity(self.hull);
         let mut lidar = [1.0f64; 10];
         for (i, l) in lidar.iter_mut().enumerate() {
             let t = 1.5 * i as f64 / 10.0;
-            let r = world_cast_ray_closest(
-                world,
-                pos,
-                v2(t.sin() * LIDAR_RANGE, -t.cos() * LIDAR_RANGE),
-                QueryFilter {
-                    category_bits: CATEGORY_GROUND,
-                    mask_bits: CATEGORY_GROUND,
-                },
+            *l = scene.ray_fraction(
+                (x, y),
+                (x + t.sin() * LIDAR_RANGE, y - t.cos() * LIDAR_RANGE),
             );
-            if r.hit {
-                *l = f64::from(r.fraction);
-            }
         }
-        let world = &self.world;
-        let w = |b: BodyId| f64::from(body_get_angular_velocity(world, b));
-        let joint_angle = |j: usize| f64::from(revolute_joint_get_angle(world, self.joints[j]));
-        // Joint speed: body B's angular velocity minus body A's (b2RevoluteJoint::GetJointSpeed).
-        let bodies = [
-            (self.hull, self.legs[0]),
-            (self.legs[0], self.legs[1]),
-            (self.hull, self.legs[2]),
-            (self.legs[2], self.legs[3]),
-        ];
-        let joint_speed = |j: usize| w(bodies[j].1) - w(bodies[j].0);
+        let [j0, j1, j2, j3] = self.joints.map(|j| scene.joint(j));
+        let contact = scene.feet();
         let mut s = [0.0f64; 24];
-        s[0] = f64::from(self.angle as f32);
-        s[1] = 2.0 * w(self.hull) / FPS;
-        s[2] = 0.3 * f64::from(vel.x) * (VIEWPORT_W / SCALE) / FPS;
-        s[3] = 0.3 * f64::from(vel.y) * (VIEWPORT_H / SCALE) / FPS;
-        s[4] = joint_angle(0);
-        s[5] = joint_speed(0) / SPEED_HIP;
-        s[6] = joint_angle(1) + 1.0;
-        s[7] = joint_speed(1) / SPEED_KNEE;
-        s[8] = if self.ground_contact[0] { 1.0 } else { 0.0 };
-        s[9] = joint_angle(2);
-        s[10] = joint_speed(2) / SPEED_HIP;
-        s[11] = joint_angle(3) + 1.0;
-        s[12] = joint_speed(3) / SPEED_KNEE;
-        s[13] = if self.ground_contact[1] { 1.0 } else { 0.0 };
+        s[0] = scene.angle(self.hull);
+        s[1] = 2.0 * scene.angular_velocity(self.hull) / FPS;
+        s[2] = 0.3 * vx * (VIEWPORT_W / SCALE) / FPS;
+        s[3] = 0.3 * vy * (VIEWPORT_H / SCALE) / FPS;
+        s[4] = j0.0;
+        s[5] = j0.1 / SPEED_HIP;
+        s[6] = j1.0 + 1.0;
+        s[7] = j1.1 / SPEED_KNEE;
+        s[8] = if contact[0] { 1.0 } else { 0.0 };
+        s[9] = j2.0;
+        s[10] = j2.1 / SPEED_HIP;
+        s[11] = j3.0 + 1.0;
+        s[12] = j3.1 / SPEED_KNEE;
+        s[13] = if contact[1] { 1.0 } else { 0.0 };
         s[14..].copy_from_slice(&lidar);
         self.state = s;
+        let bodies = [
+            self.hull,
+            self.legs[0],
+            self.legs[1],
+            self.legs[2],
+            self.legs[3],
+        ];
+        for (pose, b) in self.poses.iter_mut().zip(bodies) {
+            let (x, y) = scene.position(b);
+            *pose = (x, y, scene.angle(b));
+        }
 
-        let x = f64::from(pos.x);
         let shaping = 130.0 * x / SCALE - 5.0 * s[0].abs();
         let mut reward = match self.prev_shaping {
             Some(prev) => shaping - prev,
@@ -658,7 +435,7 @@ impl Sim {
             reward -= f64::from(k * aj.abs().clamp(0.0, 1.0));
         }
         let mut terminated = false;
-        if self.game_over || x < 0.0 {
+        if scene.game_over() || x < 0.0 {
             reward = -100.0;
             terminated = true;
         }
@@ -668,23 +445,17 @@ impl Sim {
         (reward, terminated)
     }
 
-    /// The reference's ContactDetector: the hull touching the ground ends the game; the
-    /// lower legs report ground contact.
-    fn read_contacts(&mut self) {
-        super::b2::read_contacts(
-            &self.world,
-            self.hull_shape,
-            &self.lower_shapes,
-            &mut self.game_over,
-            &mut self.ground_contact,
-        );
+    /// A step after the reset's, recorded for snapshots.
+    fn step_recorded(&mut self, a: &[f32; 4]) -> (f64, bool) {
+        self.actions.push(*a);
+        self.step(a)
     }
 
     /// What `rlrig play` draws: (x, y, angle) of the hull and the four leg segments, the
     /// 10 lidar fractions, the terrain's 200 heights, then each obstacle's 4 corners.
     pub fn render_state(&self) -> Vec<f64> {
         let mut v = Vec::with_capacity(25 + TERRAIN_LENGTH + 8 * self.obstacles.len());
-        for (x, y, a) in self.poses() {
+        for (x, y, a) in self.poses {
             v.extend([x, y, a]);
         }
         v.extend_from_slice(&self.state[14..24]);
@@ -697,71 +468,60 @@ impl Sim {
         v
     }
 
-    /// Body poses for rendering: hull, then the four leg segments, as (x, y, angle).
-    pub fn poses(&self) -> [(f64, f64, f64); 5] {
-        let pose = |b: BodyId| {
-            let p = body_get_position(&self.world, b);
-            (f64::from(p.x), f64::from(p.y), angle_of(&self.world, b))
-        };
-        [
-            pose(self.hull),
-            pose(self.legs[0]),
-            pose(self.legs[1]),
-            pose(self.legs[2]),
-            pose(self.legs[3]),
-        ]
-    }
-
+    /// Everything a checkpoint needs: the reset's draws, every action since, and the
+    /// observation they must lead to (checked on restore).
     fn to_vec(&self) -> Vec<f64> {
         let mut v = vec![SNAPSHOT_VERSION, f64::from(u8::from(self.hardcore))];
         v.push(self.draws.len() as f64);
         v.extend_from_slice(&self.draws);
-        super::b2::push_bookkeeping(
-            &mut v,
-            self.ground_contact,
-            self.game_over,
-            self.prev_shaping,
-            self.angle,
-        );
+        v.push(self.actions.len() as f64);
+        for a in &self.actions {
+            v.extend(a.iter().map(|&x| f64::from(x)));
+        }
         v.extend_from_slice(&self.state);
-        push_world(&mut v, &self.world);
         v
     }
 
     fn from_vec(v: &[f64]) -> Result<Sim, String> {
-        let bad = || format!("not a BipedalWalker snapshot (version {SNAPSHOT_VERSION})");
+        let bad = |why: String| {
+            format!("not a BipedalWalker snapshot (version {SNAPSHOT_VERSION}): {why}")
+        };
         if v.len() < 3 || v[0] != SNAPSHOT_VERSION {
-            return Err(bad());
+            return Err(bad(format!("{} numbers", v.len())));
         }
-        let hardcore = v[1] != 0.0;
+        let count = |x: f64| (0.0..=1e7).contains(&x) && x.fract() == 0.0;
+        if !count(v[2]) || v.len() < 4 + v[2] as usize {
+            return Err(bad(format!(
+                "{} draws announced in {} numbers",
+                v[2],
+                v.len()
+            )));
+        }
         let n = v[2] as usize;
-        const TAIL: usize = 5 + 24;
-        if v.len() < 3 + n + TAIL {
-            return Err(bad());
-        }
         let draws = &v[3..3 + n];
-        let mut sim = Sim::build(
-            hardcore,
-            &mut Recorded {
-                values: draws,
-                next: 0,
-            },
-        )?;
-        sim.draws = draws.to_vec();
-        let r = &v[3 + n..];
-        (
-            sim.ground_contact,
-            sim.game_over,
-            sim.prev_shaping,
-            sim.angle,
-        ) = super::b2::read_bookkeeping(r);
-        sim.state.copy_from_slice(&r[5..29]);
-        restore_world(&mut sim.world, &r[29..], "BipedalWalker")?;
+        let m = v[3 + n];
+        if !count(m) || v.len() != 4 + n + 4 * m as usize + 24 {
+            return Err(bad(format!("{m} steps announced in {} numbers", v.len())));
+        }
+        let mut sim = reset_sim(v[1] != 0.0, draws)?;
+        for (t, a) in v[4 + n..4 + n + 4 * m as usize].chunks_exact(4).enumerate() {
+            if !a.iter().all(|x| x.is_finite() && x.abs() <= 1.0) {
+                return Err(bad(format!("step {t}'s action {a:?} is outside [-1, 1]")));
+            }
+            sim.step_recorded(&std::array::from_fn(|k| a[k] as f32));
+        }
+        if sim.state[..] != v[v.len() - 24..] {
+            return Err(format!(
+                "BipedalWalker snapshot: replaying its {m} steps gives the observation {:?}, not the recorded {:?} (written by a build whose physics differs?)",
+                sim.state,
+                &v[v.len() - 24..]
+            ));
+        }
         Ok(sim)
     }
 }
 
-const SNAPSHOT_VERSION: f64 = 1.0;
+const SNAPSHOT_VERSION: f64 = 2.0;
 
 /// An env's state: its own Box2D world.
 #[derive(Default)]
@@ -784,7 +544,7 @@ impl WalkerState {
 }
 
 impl Clone for WalkerState {
-    /// A deep copy through Box2D's snapshot (rare: checkpoints and tests).
+    /// A deep copy by replaying the episode (rare: checkpoints and tests).
     fn clone(&self) -> Self {
         WalkerState {
             sim: self
@@ -804,14 +564,13 @@ impl std::fmt::Debug for WalkerState {
     }
 }
 
-/// The initial state from a reset's draws (terrain draws in the reference's order, then the
-/// initial push), as `state_from_slice` and the golden tests use it.
-pub fn reset_from_draws(p: &WalkerParams, draws: &[f64]) -> Result<WalkerState, String> {
+/// A reset from recorded draws: the scene, then the reference's zero-action step.
+fn reset_sim(hardcore: bool, draws: &[f64]) -> Result<Sim, String> {
     let mut src = Recorded {
         values: draws,
         next: 0,
     };
-    let mut sim = Sim::build(p.hardcore, &mut src)?;
+    let mut sim = Sim::build(hardcore, &mut src)?;
     if src.next != draws.len() {
         return Err(format!(
             "state has {} numbers but the terrain and push use {}",
@@ -820,9 +579,15 @@ pub fn reset_from_draws(p: &WalkerParams, draws: &[f64]) -> Result<WalkerState, 
         ));
     }
     sim.draws = draws.to_vec();
-    sim.settle();
+    sim.step(&[0.0; 4]);
+    Ok(sim)
+}
+
+/// The initial state from a reset's draws (terrain draws in the reference's order, then the
+/// initial push), as `state_from_slice` and the golden tests use it.
+pub fn reset_from_draws(p: &WalkerParams, draws: &[f64]) -> Result<WalkerState, String> {
     Ok(WalkerState {
-        sim: Some(Box::new(sim)),
+        sim: Some(Box::new(reset_sim(p.hardcore, draws)?)),
     })
 }
 
@@ -834,15 +599,15 @@ fn reset_random(p: &WalkerParams, rng: &mut Rng) -> WalkerState {
     let mut sim = Sim::build(p.hardcore, &mut src).expect("a random stream never runs out");
     sim.draws = src.log;
     // The reference returns the observation after one step with zero action.
-    sim.settle();
+    sim.step(&[0.0; 4]);
     WalkerState {
         sim: Some(Box::new(sim)),
     }
 }
 
 /// One step (the walker has no in-step randomness).
-pub fn step(p: &WalkerParams, s: &mut WalkerState, a: &[f32; 4]) -> Transition {
-    let (reward, terminated) = s.sim_mut().step(p, a);
+pub fn step(_p: &WalkerParams, s: &mut WalkerState, a: &[f32; 4]) -> Transition {
+    let (reward, terminated) = s.sim_mut().step_recorded(a);
     Transition { reward, terminated }
 }
 
@@ -1129,7 +894,7 @@ mod tests {
                 break;
             }
         }
-        let x0 = s.sim().poses()[0].0;
+        let x0 = s.sim().poses[0].0;
         assert!((5.5..6.5).contains(&x0), "{x0}");
         // Lidar sees the ground below the hull: the first ray points straight down.
         assert!(s.sim().state[14] < 1.0, "{:?}", s.sim().state);

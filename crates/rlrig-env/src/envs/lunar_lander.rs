@@ -1,45 +1,20 @@
 //! LunarLander-v3 and LunarLanderContinuous-v3: Gymnasium's `box2d/lunar_lander.py`.
 //!
-//! # Physics engine, and what "equal to the reference" means here
-//! Gymnasium runs Box2D 2.3 (pybox2d) with 180 velocity and 60 position iterations per step.
-//! rlrig runs `box2d-rust`, a safe-Rust port of Box2D v3.1 (soft-step solver, 4 sub-steps,
-//! deterministic math, one owned `World` per env, `Send`). The alternatives measured for
-//! ../shared/STACK.md: `box2d-rs` (a 2.4 port, the closest solver to 2.3) keeps its world in
-//! `Rc<RefCell>` (not `Send`, so not steppable by our worker threads without `unsafe`) and took
-//! 125 µs per walker step against 16 µs; `rapier2d` 33 µs and a different solver again. No
-//! engine except Box2D 2.3 itself reproduces 2.3's iterative solver bit for bit, so parity is
-//! what the tests check: free-flight trajectories from the same random draws follow the
-//! reference closely (tolerances in `tests/box2d_golden.rs`), and return / episode-length
-//! statistics under the random and heuristic policies match within sampling error.
-//!
-//! Everything else follows the reference line by line: terrain (12 uniform heights, smoothed
-//! with Python's wrap-around `height[-1]`), the lander polygon, legs, joint limits and motors,
-//! engine impulses with their dispersion, wind and turbulence, the observation scaling, reward
-//! shaping, and termination (crash, leaving the screen, or the lander falling asleep).
-//! The body angle is unwrapped (2.3 integrates an angle; v3 keeps a rotation).
+//! # Physics
+//! Box2D 2.3, Gymnasium's engine, stepped as the reference steps it (180 velocity and 60
+//! position iterations; see `b2.rs` for the version and what the golden tests measure).
+//! Everything else follows the reference line by line, in its order (bodies, fixtures and
+//! joints are created in the order Gymnasium creates them, which fixes Box2D's contact
+//! order): terrain (12 uniform heights, smoothed with Python's wrap-around `height[-1]`),
+//! the lander polygon, legs 0.6 m from their anchors that the position solver pulls in, joint
+//! limits and motors, engine impulses with their dispersion computed in f64 as Python does,
+//! wind and turbulence, the observation scaling, reward shaping, and termination (crash,
+//! leaving the screen, or the lander falling asleep).
 
 use std::f64::consts::PI;
 use std::fmt;
 
-use box2d_rust::body::{
-    body_apply_force_to_center, body_apply_linear_impulse, body_apply_torque,
-    body_get_angular_velocity, body_get_linear_velocity, body_get_position, body_is_awake,
-    create_body,
-};
-use box2d_rust::geometry::make_box;
-use box2d_rust::id::{BodyId, ShapeId};
-use box2d_rust::joint::create_revolute_joint;
-use box2d_rust::math_functions::make_rot;
-use box2d_rust::shape::create_polygon_shape;
-use box2d_rust::types::{
-    RevoluteJointDef, ShapeDef, WorldDef, default_revolute_joint_def, default_world_def,
-};
-use box2d_rust::world::{World, world_step};
-
-use super::b2::{
-    CATEGORY_GROUND, DEFAULT_FRICTION, angle_of, dynamic_body, polygon, push_world, restore_world,
-    segment, shape_def, static_body, unwrap_angle, v2,
-};
+use super::b2::{BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, Tag};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -70,7 +45,6 @@ pub const VIEWPORT_H: f64 = 400.0;
 pub const CHUNKS: usize = 11;
 /// The random draws of one reset: `CHUNKS + 1` terrain heights and the initial force.
 pub const DRAWS: usize = CHUNKS + 1 + 2;
-const JOINT_DAMPING_RATIO: f32 = 10.0;
 
 #[derive(Clone, Debug)]
 pub struct LunarLanderParams {
@@ -78,12 +52,6 @@ pub struct LunarLanderParams {
     pub enable_wind: bool,
     pub wind_power: f64,
     pub turbulence_power: f64,
-    /// Box2D v3 sub-steps per env step. v3 recommends 4; 16 (with the joint damping below)
-    /// brings the legs' soft joints close enough to 2.3's 180 velocity iterations that
-    /// landed episodes end (the lander falls asleep) about when the reference's do: with 4,
-    /// the heuristic's episodes ran 1.9x (discrete) and 2.2x (continuous) the reference's
-    /// length; with 16 and damping 10, 0.99x and 1.07x.
-    pub sub_steps: i32,
     pub max_episode_steps: u32,
 }
 
@@ -94,7 +62,6 @@ impl Default for LunarLanderParams {
             enable_wind: false,
             wind_power: 15.0,
             turbulence_power: 1.5,
-            sub_steps: 16,
             max_episode_steps: 1000,
         }
     }
@@ -144,36 +111,38 @@ impl Engines {
 
 /// One lander world and the reference's bookkeeping around it.
 pub struct Sim {
-    world: World,
-    lander: BodyId,
-    legs: [BodyId; 2],
-    lander_shape: ShapeId,
-    leg_shapes: [ShapeId; 2],
-    pub ground_contact: [bool; 2],
-    pub game_over: bool,
+    scene: Scene,
+    lander: BodyHandle,
+    legs: [BodyHandle; 2],
     prev_shaping: Option<f64>,
-    /// The lander's angle, unwrapped as Box2D 2.3 integrates it.
-    angle: f64,
+    params: LunarLanderParams,
+    /// The wind and turbulence indices at reset, and now.
+    wind0: (i64, i64),
     pub wind_idx: i64,
     pub torque_idx: i64,
     /// The reset's random draws: terrain heights and the initial force.
     pub draws: [f64; DRAWS],
+    /// Every step since the reset (the reset's own no-op step excluded): main throttle, side
+    /// throttle, direction and the two dispersion draws. Snapshots replay them: Box2D 2.3 has
+    /// no world serialisation, and replaying is exact.
+    inputs: Vec<[f64; 5]>,
     /// The terrain's chunk heights after smoothing (for rendering).
     pub smooth_y: [f64; CHUNKS],
     pub helipad_y: f64,
     /// The last observation, in f64 as the reference computes it before the float32 cast.
     pub state: [f64; 8],
+    /// (x, y, angle) of the lander and both legs after the last step, in world units.
+    pub poses: [(f64, f64, f64); 3],
+    /// Each leg touches the ground (after the last step).
+    pub ground_contact: [bool; 2],
 }
 
 impl Sim {
-    /// Builds the reference's scene from a reset's draws (no step taken yet).
+    /// Builds the reference's scene from a reset's draws, in its order (no step taken yet).
     fn build(p: &LunarLanderParams, draws: [f64; DRAWS], wind: (i64, i64)) -> Sim {
         let w = VIEWPORT_W / SCALE;
         let h = VIEWPORT_H / SCALE;
-        let mut world = World::new(&WorldDef {
-            gravity: v2(0.0, p.gravity),
-            ..default_world_def()
-        });
+        let mut scene = Scene::new(p.gravity);
         let mut height = [0.0; CHUNKS + 1];
         height.copy_from_slice(&draws[..CHUNKS + 1]);
         let chunk_x: [f64; CHUNKS] = std::array::from_fn(|i| w / (CHUNKS - 1) as f64 * i as f64);
@@ -185,133 +154,105 @@ impl Sim {
         let smooth_y: [f64; CHUNKS] = std::array::from_fn(|i| {
             0.33 * (height[(i + CHUNKS) % (CHUNKS + 1)] + height[i] + height[i + 1])
         });
-        let moon = static_body(&mut world);
-        let ground = ShapeDef {
-            density: 0.0,
-            ..shape_def(DEFAULT_FRICTION, CATEGORY_GROUND, u64::MAX)
-        };
-        segment(&mut world, moon, &ground, (0.0, 0.0), (w, 0.0));
-        let terrain = ShapeDef {
-            density: 0.0,
-            ..shape_def(0.1, CATEGORY_GROUND, u64::MAX)
-        };
+        // CreateStaticBody(shapes=edgeShape(...)): a default fixtureDef (friction 0.2).
+        let moon = scene.static_body();
+        scene.edge(
+            moon,
+            Fixture::ground(DEFAULT_FRICTION),
+            (0.0, 0.0),
+            (w, 0.0),
+        );
         for i in 0..CHUNKS - 1 {
-            segment(
-                &mut world,
+            scene.edge(
                 moon,
-                &terrain,
+                Fixture::ground(0.1),
                 (chunk_x[i], smooth_y[i]),
                 (chunk_x[i + 1], smooth_y[i + 1]),
             );
         }
 
         let (x0, y0) = (VIEWPORT_W / SCALE / 2.0, VIEWPORT_H / SCALE);
-        let lander = create_body(&mut world, &dynamic_body(x0, y0, 0.0));
+        let lander = scene.dynamic_body(x0, y0, 0.0, Tag::Hull);
         let pts: Vec<(f64, f64)> = LANDER_POLY
             .iter()
             .map(|&(x, y)| (x / SCALE, y / SCALE))
             .collect();
-        let lander_shape = polygon(
-            &mut world,
-            lander,
-            &ShapeDef {
-                density: 5.0,
-                ..shape_def(0.1, 0x0010, CATEGORY_GROUND)
-            },
-            &pts,
-        );
-        body_apply_force_to_center(&mut world, lander, v2(draws[12], draws[13]), true);
+        scene.polygon(lander, Fixture::part(5.0, 0.1, 0x0010), &pts);
+        scene.apply_force_to_center(lander, (draws[12], draws[13]));
 
-        let mut legs = [BodyId::default(); 2];
-        let mut leg_shapes = [ShapeId::default(); 2];
+        let mut legs = [lander; 2];
         for (k, i) in [-1.0f64, 1.0].into_iter().enumerate() {
             // As in the reference: 0.6 m from the joint anchor and outside the joint limits;
-            // the joint pulls the assembly together within the first steps.
-            let leg = create_body(
-                &mut world,
-                &dynamic_body(x0 - i * LEG_AWAY / SCALE, y0, i * 0.05),
-            );
-            leg_shapes[k] = create_polygon_shape(
-                &mut world,
+            // Box2D's position solver pulls the assembly together within the first steps.
+            let leg =
+                scene.dynamic_body(x0 - i * LEG_AWAY / SCALE, y0, i * 0.05, Tag::Foot(k as u8));
+            scene.boxed(
                 leg,
-                &ShapeDef {
-                    density: 1.0,
-                    ..shape_def(DEFAULT_FRICTION, 0x0020, CATEGORY_GROUND)
-                },
-                &make_box((LEG_W / SCALE) as f32, (LEG_H / SCALE) as f32),
+                Fixture::part(1.0, DEFAULT_FRICTION, 0x0020),
+                LEG_W / SCALE,
+                LEG_H / SCALE,
             );
-            let (lower, upper) = if i < 0.0 { (0.4, 0.9) } else { (-0.9, -0.4) };
-            let mut jd: RevoluteJointDef = default_revolute_joint_def();
-            jd.base.body_id_a = lander;
-            jd.base.body_id_b = leg;
-            jd.base.local_frame_b.p = v2(i * LEG_AWAY / SCALE, LEG_DOWN / SCALE);
-            // pybox2d's revoluteJointDef(bodyA=, bodyB=) sets referenceAngle to the bodies'
-            // angle difference at creation (here the leg's i * 0.05); the limits count from
-            // there. In v3 that is frame A's rotation.
-            jd.base.local_frame_a.q = make_rot((i * 0.05) as f32);
-            // v3's joints are springs (60 Hz); at its default damping ratio of 2 the legs,
-            // pressed into their limits by the motors, keep ringing after touchdown and the
-            // lander falls asleep late (1.1-1.2x the reference's episode lengths under the
-            // heuristic); a ratio of 10 gives 0.99x and 1.07x.
-            jd.base.constraint_damping_ratio = JOINT_DAMPING_RATIO;
-            jd.enable_motor = true;
-            jd.enable_limit = true;
-            jd.max_motor_torque = LEG_SPRING_TORQUE as f32;
-            jd.motor_speed = (0.3 * i) as f32;
-            jd.lower_angle = lower;
-            jd.upper_angle = upper;
-            create_revolute_joint(&mut world, &jd);
+            let limits = if i < 0.0 {
+                (0.9 - 0.5, 0.9)
+            } else {
+                (-0.9, -0.9 + 0.5)
+            };
+            scene.revolute(
+                lander,
+                leg,
+                &Revolute {
+                    anchor_a: (0.0, 0.0),
+                    anchor_b: (i * LEG_AWAY / SCALE, LEG_DOWN / SCALE),
+                    limits,
+                    max_torque: LEG_SPRING_TORQUE,
+                    speed: 0.3 * i,
+                },
+            );
             legs[k] = leg;
         }
         Sim {
-            world,
+            scene,
             lander,
             legs,
-            lander_shape,
-            leg_shapes,
-            ground_contact: [false; 2],
-            game_over: false,
             prev_shaping: None,
-            angle: 0.0,
+            params: p.clone(),
+            wind0: wind,
             wind_idx: wind.0,
             torque_idx: wind.1,
             draws,
+            inputs: Vec::new(),
             smooth_y,
             helipad_y,
             state: [0.0; 8],
+            poses: [(0.0, 0.0, 0.0); 3],
+            ground_contact: [false; 2],
         }
     }
 
     /// The reference's `step` with the dispersion draws given: returns (reward, terminated).
-    fn step(&mut self, p: &LunarLanderParams, e: Engines, dispersion: [f64; 2]) -> (f64, bool) {
-        let world = &mut self.world;
-        if p.enable_wind && !(self.ground_contact[0] || self.ground_contact[1]) {
+    fn step(&mut self, e: Engines, dispersion: [f64; 2]) -> (f64, bool) {
+        let p = &self.params;
+        let scene = &mut self.scene;
+        let contact = scene.feet();
+        if p.enable_wind && !(contact[0] || contact[1]) {
             let wave = |k: i64| ((0.02 * k as f64).sin() + (PI * 0.01 * k as f64).sin()).tanh();
             let wind = wave(self.wind_idx) * p.wind_power;
             self.wind_idx += 1;
-            body_apply_force_to_center(world, self.lander, v2(wind, 0.0), true);
+            scene.apply_force_to_center(self.lander, (wind, 0.0));
             let torque = wave(self.torque_idx) * p.turbulence_power;
             self.torque_idx += 1;
-            body_apply_torque(world, self.lander, torque as f32, true);
+            scene.apply_torque(self.lander, torque);
         }
-        // Box2D 2.3 keeps the angle as a float32.
-        let angle = f64::from(self.angle as f32);
+        let angle = scene.angle(self.lander);
         let tip = (angle.sin(), angle.cos());
         let side = (-tip.1, tip.0);
         let d = [dispersion[0] / SCALE, dispersion[1] / SCALE];
-        let pos = body_get_position(world, self.lander);
-        let (px, py) = (f64::from(pos.x), f64::from(pos.y));
+        let (px, py) = scene.position(self.lander);
         if e.main > 0.0 {
             let ox = tip.0 * (MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * d[0]) + side.0 * d[1];
             let oy = -tip.1 * (MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * d[0]) - side.1 * d[1];
             let k = MAIN_ENGINE_POWER * e.main;
-            body_apply_linear_impulse(
-                world,
-                self.lander,
-                v2(-ox * k, -oy * k),
-                v2(px + ox, py + oy),
-                true,
-            );
+            scene.apply_linear_impulse(self.lander, (-ox * k, -oy * k), (px + ox, py + oy));
         }
         if e.side > 0.0 {
             let lever = 3.0 * d[1] + e.direction * SIDE_ENGINE_AWAY / SCALE;
@@ -319,34 +260,40 @@ impl Sim {
             let oy = -tip.1 * d[0] - side.1 * lever;
             // The reference uses 17 here where SIDE_ENGINE_HEIGHT (14) is meant, so the
             // thrust point moves with the orientation; kept for parity.
-            let at = v2(
+            let at = (
                 px + ox - tip.0 * 17.0 / SCALE,
                 py + oy + tip.1 * SIDE_ENGINE_HEIGHT / SCALE,
             );
             let k = SIDE_ENGINE_POWER * e.side;
-            body_apply_linear_impulse(world, self.lander, v2(-ox * k, -oy * k), at, true);
+            scene.apply_linear_impulse(self.lander, (-ox * k, -oy * k), at);
         }
-        world_step(world, (1.0 / FPS) as f32, p.sub_steps);
-        self.read_contacts();
+        scene.step(FPS);
 
-        let world = &self.world;
-        let pos = body_get_position(world, self.lander);
-        let vel = body_get_linear_velocity(world, self.lander);
-        self.angle = unwrap_angle(self.angle, angle_of(world, self.lander));
-        let omega = f64::from(body_get_angular_velocity(world, self.lander));
+        let (x, y) = scene.position(self.lander);
+        let (vx, vy) = scene.velocity(self.lander);
+        let contact = scene.feet();
         let half_w = VIEWPORT_W / SCALE / 2.0;
         let half_h = VIEWPORT_H / SCALE / 2.0;
         let s = [
-            (f64::from(pos.x) - half_w) / half_w,
-            (f64::from(pos.y) - (self.helipad_y + LEG_DOWN / SCALE)) / half_h,
-            f64::from(vel.x) * half_w / FPS,
-            f64::from(vel.y) * half_h / FPS,
-            f64::from(self.angle as f32),
-            20.0 * omega / FPS,
-            if self.ground_contact[0] { 1.0 } else { 0.0 },
-            if self.ground_contact[1] { 1.0 } else { 0.0 },
+            (x - half_w) / half_w,
+            (y - (self.helipad_y + LEG_DOWN / SCALE)) / half_h,
+            vx * half_w / FPS,
+            vy * half_h / FPS,
+            scene.angle(self.lander),
+            20.0 * scene.angular_velocity(self.lander) / FPS,
+            if contact[0] { 1.0 } else { 0.0 },
+            if contact[1] { 1.0 } else { 0.0 },
         ];
         self.state = s;
+        self.ground_contact = contact;
+        for (pose, b) in self
+            .poses
+            .iter_mut()
+            .zip([self.lander, self.legs[0], self.legs[1]])
+        {
+            let (x, y) = scene.position(b);
+            *pose = (x, y, scene.angle(b));
+        }
         let shaping = -100.0 * (s[0] * s[0] + s[1] * s[1]).sqrt()
             - 100.0 * (s[2] * s[2] + s[3] * s[3]).sqrt()
             - 100.0 * s[4].abs()
@@ -360,27 +307,22 @@ impl Sim {
         reward -= e.main * 0.30;
         reward -= e.side * 0.03;
         let mut terminated = false;
-        if self.game_over || s[0].abs() >= 1.0 {
+        if scene.game_over() || s[0].abs() >= 1.0 {
             terminated = true;
             reward = -100.0;
         }
-        if !body_is_awake(&self.world, self.lander) {
+        if !scene.is_awake(self.lander) {
             terminated = true;
             reward = 100.0;
         }
         (reward, terminated)
     }
 
-    /// The reference's ContactDetector: the hull touching anything ends the game; legs
-    /// report ground contact from begin-touch to end-touch.
-    fn read_contacts(&mut self) {
-        super::b2::read_contacts(
-            &self.world,
-            self.lander_shape,
-            &self.leg_shapes,
-            &mut self.game_over,
-            &mut self.ground_contact,
-        );
+    /// A step after the reset's, recorded for snapshots.
+    fn step_recorded(&mut self, e: Engines, dispersion: [f64; 2]) -> (f64, bool) {
+        self.inputs
+            .push([e.main, e.side, e.direction, dispersion[0], dispersion[1]]);
+        self.step(e, dispersion)
     }
 
     /// What `rlrig play` draws: the terrain's 11 chunk heights, the helipad height, then
@@ -388,66 +330,74 @@ impl Sim {
     pub fn render_state(&self) -> Vec<f64> {
         let mut v = self.smooth_y.to_vec();
         v.push(self.helipad_y);
-        for (x, y, a) in self.poses() {
+        for (x, y, a) in self.poses {
             v.extend([x, y, a]);
         }
         v
     }
 
-    /// Body poses for rendering: (x, y, angle) of the lander and both legs, in world units.
-    pub fn poses(&self) -> [(f64, f64, f64); 3] {
-        let pose = |b: BodyId| {
-            let p = body_get_position(&self.world, b);
-            (f64::from(p.x), f64::from(p.y), angle_of(&self.world, b))
-        };
-        [pose(self.lander), pose(self.legs[0]), pose(self.legs[1])]
-    }
-
-    /// Everything a checkpoint needs: the bookkeeping, then Box2D's own world snapshot
-    /// (bodies, contacts with their warm-start impulses, sleep timers) packed 4 bytes per
-    /// number, which f64 holds exactly.
+    /// Everything a checkpoint needs: the reset's draws and wind indices, every step's
+    /// inputs since, and the observation they must lead to (checked on restore).
     fn to_vec(&self) -> Vec<f64> {
-        let mut v = Vec::with_capacity(64);
+        let mut v = Vec::with_capacity(1 + DRAWS + 3 + 5 * self.inputs.len() + 8);
         v.push(SNAPSHOT_VERSION);
         v.extend_from_slice(&self.draws);
-        super::b2::push_bookkeeping(
-            &mut v,
-            self.ground_contact,
-            self.game_over,
-            self.prev_shaping,
-            self.angle,
-        );
-        v.push(self.wind_idx as f64);
-        v.push(self.torque_idx as f64);
+        v.push(self.wind0.0 as f64);
+        v.push(self.wind0.1 as f64);
+        v.push(self.inputs.len() as f64);
+        for i in &self.inputs {
+            v.extend_from_slice(i);
+        }
         v.extend_from_slice(&self.state);
-        push_world(&mut v, &self.world);
         v
     }
 
     fn from_vec(p: &LunarLanderParams, v: &[f64]) -> Result<Sim, String> {
-        const HEAD: usize = 1 + DRAWS + 7 + 8 + 1;
-        if v.len() < HEAD || v[0] != SNAPSHOT_VERSION {
-            return Err(format!(
-                "not a LunarLander snapshot (version {SNAPSHOT_VERSION}, at least {HEAD} numbers; got {})",
-                v.len()
-            ));
+        const HEAD: usize = 1 + DRAWS + 3;
+        let bad =
+            |why: &str| format!("not a LunarLander snapshot (version {SNAPSHOT_VERSION}): {why}");
+        if v.len() < HEAD + 8 || v[0] != SNAPSHOT_VERSION {
+            return Err(bad(&format!("{} numbers", v.len())));
         }
         let draws: [f64; DRAWS] = v[1..1 + DRAWS].try_into().expect("length checked");
+        check_draws(&draws)?;
         let r = &v[1 + DRAWS..];
-        let mut sim = Sim::build(p, draws, (r[5] as i64, r[6] as i64));
-        (
-            sim.ground_contact,
-            sim.game_over,
-            sim.prev_shaping,
-            sim.angle,
-        ) = super::b2::read_bookkeeping(r);
-        sim.state.copy_from_slice(&r[7..15]);
-        restore_world(&mut sim.world, &r[15..], "LunarLander")?;
+        let n = r[2];
+        if !(0.0..=1e7).contains(&n) || n.fract() != 0.0 || v.len() != HEAD + 5 * n as usize + 8 {
+            return Err(bad(&format!("{n} steps announced in {} numbers", v.len())));
+        }
+        let wind = (r[0] as i64, r[1] as i64);
+        let mut sim = Sim::build(p, draws, wind);
+        sim.step(Engines::default(), [0.0; 2]);
+        for (t, i) in r[3..3 + 5 * n as usize].chunks_exact(5).enumerate() {
+            let ok = i.iter().all(|x| x.is_finite())
+                && (0.0..=1.0).contains(&i[0])
+                && (0.0..=1.0).contains(&i[1])
+                && i[2].abs() <= 1.0
+                && i[3].abs() <= 1.0
+                && i[4].abs() <= 1.0;
+            if !ok {
+                return Err(bad(&format!("step {t}'s inputs {i:?} are out of range")));
+            }
+            let e = Engines {
+                main: i[0],
+                side: i[1],
+                direction: i[2],
+            };
+            sim.step_recorded(e, [i[3], i[4]]);
+        }
+        if sim.state[..] != v[v.len() - 8..] {
+            return Err(format!(
+                "LunarLander snapshot: replaying its {n} steps gives the observation {:?}, not the recorded {:?} (written by a build whose physics differs?)",
+                sim.state,
+                &v[v.len() - 8..]
+            ));
+        }
         Ok(sim)
     }
 }
 
-const SNAPSHOT_VERSION: f64 = 1.0;
+const SNAPSHOT_VERSION: f64 = 2.0;
 
 /// An env's state: its own Box2D world (boxed: the executors move states around).
 #[derive(Default)]
@@ -470,15 +420,11 @@ impl LanderState {
 }
 
 impl Clone for LanderState {
-    /// A deep copy through Box2D's snapshot (rare: checkpoints and tests).
+    /// A deep copy by replaying the episode (rare: checkpoints and tests).
     fn clone(&self) -> Self {
         LanderState {
             sim: self.sim.as_ref().map(|s| {
-                let p = LunarLanderParams::default();
-                let mut copy = Sim::from_vec(&p, &s.to_vec()).expect("own snapshot restores");
-                // from_vec rebuilds with default gravity; the world image carries the real one.
-                copy.state = s.state;
-                Box::new(copy)
+                Box::new(Sim::from_vec(&s.params, &s.to_vec()).expect("own snapshot restores"))
             }),
         }
     }
@@ -499,8 +445,9 @@ impl fmt::Debug for LanderState {
 
 fn reset_with(p: &LunarLanderParams, draws: [f64; DRAWS], wind: (i64, i64)) -> LanderState {
     let mut sim = Sim::build(p, draws, wind);
-    // The reference returns the observation of one no-op step.
-    sim.step(p, Engines::default(), [0.0; 2]);
+    // The reference returns the observation of one no-op step (its dispersion draws are
+    // not used by a no-op).
+    sim.step(Engines::default(), [0.0; 2]);
     LanderState {
         sim: Some(Box::new(sim)),
     }
@@ -528,12 +475,12 @@ fn reset_random(p: &LunarLanderParams, rng: &mut Rng) -> LanderState {
 /// One step with the dispersion draws given (uniform in [-1, 1), as the reference draws them
 /// before dividing by SCALE): what the golden tests replay.
 pub fn step_with(
-    p: &LunarLanderParams,
+    _p: &LunarLanderParams,
     s: &mut LanderState,
     e: Engines,
     dispersion: [f64; 2],
 ) -> Transition {
-    let (reward, terminated) = s.sim_mut().step(p, e, dispersion);
+    let (reward, terminated) = s.sim_mut().step_recorded(e, dispersion);
     Transition { reward, terminated }
 }
 
@@ -571,6 +518,12 @@ fn state_from_slice(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, Str
         v,
         "(12 terrain heights in [0, 6.667], then the initial force x, y in [-1000, 1000])",
     )?;
+    check_draws(&draws)?;
+    Ok(reset_from_draws(p, draws))
+}
+
+/// A reset's draws as the reference can draw them (Box2D must never see a NaN).
+fn check_draws(draws: &[f64; DRAWS]) -> Result<(), String> {
     let h2 = VIEWPORT_H / SCALE / 2.0;
     if let Some(i) = draws[..CHUNKS + 1]
         .iter()
@@ -581,7 +534,15 @@ fn state_from_slice(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, Str
             draws[i]
         ));
     }
-    Ok(reset_from_draws(p, draws))
+    for i in CHUNKS + 1..DRAWS {
+        if !(-INITIAL_RANDOM..=INITIAL_RANDOM).contains(&draws[i]) {
+            return Err(format!(
+                "state[{i}] = {} is an initial force outside [-{INITIAL_RANDOM}, {INITIAL_RANDOM}]",
+                draws[i]
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
