@@ -2,6 +2,8 @@
 # The whole test suite, on a fresh machine: installs what the tests need, then runs
 # every test of the workspace. Used by README and by .ci/run. No standard input.
 #
+# Box2D needs cmake and a C++ compiler: installed when missing (apt-get).
+#
 # The MPI tests (`rlrig train es|ga` under `mpirun -n 2`) need Open MPI and libclang;
 # on Debian/Ubuntu they are installed here when missing (as root or with password-less
 # sudo). RLRIG_SKIP_MPI=1 skips them where that is impossible.
@@ -38,6 +40,18 @@ if [ "${RLRIG_SKIP_MPI:-0}" != 1 ] && ! mpi_ready; then
   if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
         $SUDO apt-get install -y -q libopenmpi-dev openmpi-bin libclang-dev >/dev/null; }; then
     echo "[test] could not install libopenmpi-dev openmpi-bin libclang-dev; install them, or set RLRIG_SKIP_MPI=1 to skip the MPI tests" >&2
+    exit 1
+  fi
+fi
+
+# Box2D 2.3 (the physics of LunarLander and BipedalWalker, crate wrapped2d) is C++ built
+# with CMake: installed here when missing.
+if ! command -v cmake >/dev/null 2>&1; then
+  echo "[test] installing cmake for Box2D (apt-get)" >&2
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+        $SUDO apt-get install -y -q cmake g++ >/dev/null; }; then
+    echo "[test] could not install cmake and g++; install them (or 'pip install \"cmake<4\"')" >&2
     exit 1
   fi
 fi
