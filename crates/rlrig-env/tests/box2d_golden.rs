@@ -18,14 +18,12 @@ use rlrig_env::envs::lunar_lander::{
     step_with,
 };
 use rlrig_env::envs::{BipedalWalker, BipedalWalkerHardcore, LunarLander, LunarLanderContinuous};
-use rlrig_env::{Env, Purpose, Rng, Space, VecConfig, make_sync};
+use rlrig_env::{Env, Purpose, Rng, Space, Transition, VecConfig, VecEnvDyn, make_sync};
 use serde_json::Value;
 
-fn golden() -> Value {
-    let path = format!(
-        "{}/tests/golden/LunarLander-v3.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
+/// A golden file: `LunarLander-v3.json` (both landers) or `BipedalWalker-v3.json` (both walkers).
+fn golden(file: &str) -> Value {
+    let path = format!("{}/tests/golden/{file}", env!("CARGO_MANIFEST_DIR"));
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -68,6 +66,17 @@ impl Replay {
         }
     }
 
+    /// Compares step `t`'s reward and flag with the recording's; true where the episode
+    /// ends on either side.
+    fn outcome_of(&mut self, t: usize, traj: &Value, tr: Transition) -> bool {
+        let n = traj["actions"].as_array().unwrap().len();
+        let want_term = t + 1 == n && traj["terminated"].as_bool().unwrap();
+        let want_reward = traj["rewards"][t].as_f64().unwrap();
+        self.steps = t + 1;
+        self.outcome(t + 1, (tr.reward, want_reward), (tr.terminated, want_term));
+        tr.terminated || want_term
+    }
+
     fn line(&self, what: &str) -> String {
         let at = |x: Option<usize>| x.map_or("never".to_string(), |t| format!("at step {t}"));
         format!(
@@ -107,6 +116,16 @@ fn judge(name: &str, replays: &[(String, Replay)], exact: usize, whole: usize) {
     assert!(failures.is_empty(), "{name}: {failures:?}\n{report}");
 }
 
+/// Every recorded episode of `env` in `g`, replayed, with its name.
+fn replays(g: &Value, env: &str, replay: impl Fn(&Value) -> Replay) -> Vec<(String, Replay)> {
+    g["trajectories"][env]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|traj| (format!("{env} seed {}", traj["seed"]), replay(traj)))
+        .collect()
+}
+
 /// Replays one recorded lander episode (draws, actions, dispersions).
 fn replay_lander(traj: &Value) -> Replay {
     let p = LunarLanderParams::default();
@@ -116,9 +135,7 @@ fn replay_lander(traj: &Value) -> Replay {
     let mut r = Replay::default();
     LunarLander::observe(&p, &s, &mut obs);
     r.obs(0, &obs, &floats(&traj["obs0"]));
-    let actions = traj["actions"].as_array().unwrap();
-    let n = actions.len();
-    for (t, a) in actions.iter().enumerate() {
+    for (t, a) in traj["actions"].as_array().unwrap().iter().enumerate() {
         let e = match a {
             Value::Array(a) => {
                 Engines::continuous(&[a[0].as_f64().unwrap() as f32, a[1].as_f64().unwrap() as f32])
@@ -126,14 +143,10 @@ fn replay_lander(traj: &Value) -> Replay {
             a => Engines::discrete(a.as_i64().unwrap() as i32),
         };
         let d = floats(&traj["dispersions"][t]);
-        let tr = step_with(&p, &mut s, e, [d[0], d[1]]);
+        let tr = step_with(&mut s, e, [d[0], d[1]]);
         LunarLander::observe(&p, &s, &mut obs);
-        r.steps = t + 1;
         r.obs(t + 1, &obs, &floats(&traj["obs"][t]));
-        let want_term = t + 1 == n && traj["terminated"].as_bool().unwrap();
-        let want_reward = traj["rewards"][t].as_f64().unwrap();
-        r.outcome(t + 1, (tr.reward, want_reward), (tr.terminated, want_term));
-        if tr.terminated || want_term {
+        if r.outcome_of(t, traj, tr) {
             break;
         }
     }
@@ -142,29 +155,69 @@ fn replay_lander(traj: &Value) -> Replay {
 
 #[test]
 fn lander_episodes_follow_gymnasium_step_by_step() {
-    let g = golden();
+    let g = golden("LunarLander-v3.json");
     for env in ["LunarLander-v3", "LunarLanderContinuous-v3"] {
-        let replays: Vec<(String, Replay)> = g["trajectories"][env]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|traj| (format!("{env} seed {}", traj["seed"]), replay_lander(traj)))
-            .collect();
+        let replays = replays(&g, env, replay_lander);
         assert_eq!(replays.len(), 4);
         judge(env, &replays, 100, 3);
     }
 }
 
-/// Mean/std of return and length, and the share of returns above 200, over `n` episodes.
-fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 5] {
+/// Return and length of one episode per env of a vector env, each counted until its end.
+struct Episodes {
+    ret: Vec<f64>,
+    len: Vec<f64>,
+    done: Vec<bool>,
+}
+
+impl Episodes {
+    fn new(n: usize) -> Episodes {
+        Episodes {
+            ret: vec![0.0; n],
+            len: vec![0.0; n],
+            done: vec![false; n],
+        }
+    }
+
+    fn all_done(&self) -> bool {
+        self.done.iter().all(|&d| d)
+    }
+
+    /// Counts the step `venv` just took.
+    fn record(&mut self, venv: &dyn VecEnvDyn) {
+        for k in 0..self.done.len() {
+            if !self.done[k] {
+                self.ret[k] += venv.rewards()[k];
+                self.len[k] += 1.0;
+                self.done[k] = venv.terminated()[k] || venv.truncated()[k];
+            }
+        }
+    }
+
+    /// Mean and (population) standard deviation of return, then of length.
+    fn stats(&self) -> [f64; 4] {
+        let ms = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
+            (m, var.sqrt())
+        };
+        let (mr, sr) = ms(&self.ret);
+        let (ml, sl) = ms(&self.len);
+        [mr, sr, ml, sl]
+    }
+}
+
+/// Return and length statistics over `n` episodes of the random policy or Gymnasium's
+/// lander heuristic.
+fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 4] {
     let mut venv = make_sync(env, VecConfig::new(n).seed(77).threads(2)).unwrap();
     let spec = rlrig_env::spec(env).unwrap();
     let d = spec.obs_dim;
     let mut rngs: Vec<Rng> = (0..n)
         .map(|k| Rng::stream(77, Purpose::Policy, k as u64))
         .collect();
-    let (mut ret, mut len, mut done) = (vec![0.0; n], vec![0.0; n], vec![false; n]);
-    while !done.iter().all(|&x| x) {
+    let mut eps = Episodes::new(n);
+    while !eps.all_done() {
         match spec.action_space {
             Space::Discrete { .. } => {
                 let a: Vec<i32> = (0..n)
@@ -191,25 +244,9 @@ fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 5] {
                 venv.step(rlrig_env::ActionBuf::Continuous(&a)).unwrap();
             }
         }
-        for k in 0..n {
-            if !done[k] {
-                ret[k] += venv.rewards()[k];
-                len[k] += 1.0;
-                done[k] = venv.terminated()[k] || venv.truncated()[k];
-            }
-        }
+        eps.record(venv.as_ref());
     }
-    let ms = |v: &[f64]| {
-        let m = v.iter().sum::<f64>() / n as f64;
-        (
-            m,
-            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt(),
-        )
-    };
-    let (mr, sr) = ms(&ret);
-    let (ml, sl) = ms(&len);
-    let solved = ret.iter().filter(|&&r| r > 200.0).count() as f64 / n as f64;
-    [mr, sr, ml, sl, solved]
+    eps.stats()
 }
 
 /// `got` (mean, sd over `n`) against the reference's (mean, sd over `wn`): the difference in
@@ -246,15 +283,14 @@ fn compare(what: &str, got: [f64; 4], n: usize, want: &Value) -> (String, Vec<St
 
 #[test]
 fn statistics_match_the_reference() {
-    let g = golden();
+    let g = golden("LunarLander-v3.json");
     let mut report = String::new();
     let mut failures = Vec::new();
     for env in [LunarLander::ID, LunarLanderContinuous::ID] {
         for (policy, heuristic, n) in [("random", false, 1000), ("heuristic", true, 200)] {
-            let [mr, sr, ml, sl, _] = stats(env, heuristic, n);
             let (line, f) = compare(
                 &format!("{env} {policy}"),
-                [mr, sr, ml, sl],
+                stats(env, heuristic, n),
                 n,
                 &g["statistics"][env][policy],
             );
@@ -269,14 +305,6 @@ fn statistics_match_the_reference() {
 // ---------------------------------------------------------------------------------------
 // BipedalWalker (data: make_golden_box2d.py --walker)
 // ---------------------------------------------------------------------------------------
-
-fn walker_golden() -> Value {
-    let path = format!(
-        "{}/tests/golden/BipedalWalker-v3.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 /// The open-loop gait of the golden script.
 fn gait(t: usize) -> [f32; 4] {
@@ -316,20 +344,14 @@ fn replay_walker(env: &str, traj: &Value) -> Replay {
     let mut r = Replay::default();
     BipedalWalker::observe(&p, &s, &mut obs);
     r.obs(0, &obs, &floats(&traj["obs0"]));
-    let actions = traj["actions"].as_array().unwrap();
-    let n = actions.len();
-    for (t, a) in actions.iter().enumerate() {
+    for (t, a) in traj["actions"].as_array().unwrap().iter().enumerate() {
         let a: [f32; 4] = std::array::from_fn(|k| a[k].as_f64().unwrap() as f32);
-        let tr = walker::step(&p, &mut s, &a);
-        r.steps = t + 1;
+        let tr = walker::step(&mut s, &a);
         if let Some(want) = traj["obs"].get(t) {
             BipedalWalker::observe(&p, &s, &mut obs);
             r.obs(t + 1, &obs, &floats(want));
         }
-        let want_term = t + 1 == n && traj["terminated"].as_bool().unwrap();
-        let want_reward = traj["rewards"][t].as_f64().unwrap();
-        r.outcome(t + 1, (tr.reward, want_reward), (tr.terminated, want_term));
-        if tr.terminated || want_term {
+        if r.outcome_of(t, traj, tr) {
             break;
         }
     }
@@ -338,19 +360,9 @@ fn replay_walker(env: &str, traj: &Value) -> Replay {
 
 #[test]
 fn walker_episodes_follow_gymnasium_step_by_step() {
-    let g = walker_golden();
+    let g = golden("BipedalWalker-v3.json");
     for env in ["BipedalWalker-v3", "BipedalWalkerHardcore-v3"] {
-        let replays: Vec<(String, Replay)> = g["trajectories"][env]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|traj| {
-                (
-                    format!("{env} seed {}", traj["seed"]),
-                    replay_walker(env, traj),
-                )
-            })
-            .collect();
+        let replays = replays(&g, env, |traj| replay_walker(env, traj));
         assert_eq!(replays.len(), 3);
         // Not yet the lander's 100 steps: wrapped2d's Box2D 2.3.1 rounds `b2Sweep::Advance`
         // (continuous collision's sub-steps) differently from pybox2d's 2.3.0, and the legs'
@@ -370,9 +382,9 @@ fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
     let mut rngs: Vec<Rng> = (0..n)
         .map(|k| Rng::stream(78, Purpose::Policy, k as u64))
         .collect();
-    let (mut ret, mut len, mut done) = (vec![0.0; n], vec![0.0f64; n], vec![false; n]);
+    let mut eps = Episodes::new(n);
     let mut t = 0;
-    while !done.iter().all(|&x| x) {
+    while !eps.all_done() {
         let mut a = Vec::with_capacity(4 * n);
         for (k, rng) in rngs.iter_mut().enumerate() {
             match policy {
@@ -383,29 +395,14 @@ fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
         }
         venv.step(rlrig_env::ActionBuf::Continuous(&a)).unwrap();
         t += 1;
-        for k in 0..n {
-            if !done[k] {
-                ret[k] += venv.rewards()[k];
-                len[k] += 1.0;
-                done[k] = venv.terminated()[k] || venv.truncated()[k];
-            }
-        }
+        eps.record(venv.as_ref());
     }
-    let ms = |v: &[f64]| {
-        let m = v.iter().sum::<f64>() / n as f64;
-        (
-            m,
-            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n as f64).sqrt(),
-        )
-    };
-    let (mr, sr) = ms(&ret);
-    let (ml, sl) = ms(&len);
-    [mr, sr, ml, sl]
+    eps.stats()
 }
 
 #[test]
 fn walker_statistics_match_the_reference() {
-    let g = walker_golden();
+    let g = golden("BipedalWalker-v3.json");
     let mut report = String::new();
     let mut failures = Vec::new();
     for env in [BipedalWalker::ID, BipedalWalkerHardcore::ID] {
@@ -429,7 +426,7 @@ fn walker_statistics_match_the_reference() {
 /// recorded heuristic episodes, it returns the actions Gymnasium's controller returned.
 #[test]
 fn walker_heuristic_is_gymnasiums() {
-    let g = walker_golden();
+    let g = golden("BipedalWalker-v3.json");
     let mut n = 0;
     for env in ["BipedalWalker-v3", "BipedalWalkerHardcore-v3"] {
         for traj in g["trajectories"][env].as_array().unwrap() {

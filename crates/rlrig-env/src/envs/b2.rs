@@ -33,9 +33,9 @@ pub(crate) use wrapped2d::b2::{BodyHandle, JointHandle};
 
 /// pybox2d's default fixture friction.
 pub(crate) const DEFAULT_FRICTION: f32 = 0.2;
-pub(crate) const CATEGORY_GROUND: u16 = 0x0001;
+const CATEGORY_GROUND: u16 = 0x0001;
 /// b2FixtureDef's default mask: collide with everything.
-pub(crate) const MASK_ALL: u16 = 0xFFFF;
+const MASK_ALL: u16 = 0xFFFF;
 /// Both references step `world.Step(1.0 / FPS, 6 * 30, 2 * 30)`.
 const VELOCITY_ITERATIONS: i32 = 6 * 30;
 const POSITION_ITERATIONS: i32 = 2 * 30;
@@ -45,7 +45,7 @@ const POSITION_ITERATIONS: i32 = 2 * 30;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Tag {
     /// The ground (terrain, obstacles).
-    Other,
+    Ground,
     /// A body part that neither ends the game nor is a foot (the walker's upper legs).
     Part,
     Hull,
@@ -81,7 +81,7 @@ impl b2::ContactListener<Tags> for Detector {
             match tag {
                 Tag::Hull => self.0.fetch_or(GAME_OVER, Ordering::Relaxed),
                 Tag::Foot(k) => self.0.fetch_or(FOOT[usize::from(k)], Ordering::Relaxed),
-                Tag::Other | Tag::Part => 0,
+                Tag::Ground | Tag::Part => 0,
             };
         }
     }
@@ -146,7 +146,7 @@ pub(crate) struct Revolute {
     pub speed: f64,
 }
 
-pub(crate) fn v2(x: f64, y: f64) -> b2::Vec2 {
+fn v2(x: f64, y: f64) -> b2::Vec2 {
     b2::Vec2 {
         x: x as f32,
         y: y as f32,
@@ -164,7 +164,7 @@ pub(crate) struct Scene {
 // that world owns and that no other world reaches. wrapped2d's handle maps (`RefCell`s, no
 // `Rc`) and the boxed contact listener are owned by the `World` too, and the listener's
 // only shared part is an `Arc<AtomicU8>`. So moving a `Scene` to another thread moves
-// everything its world touches, and `Scene` is not `Sync`: one thread at a time uses it.
+// everything its world touches (for sharing `&Scene`, see the `Sync` argument below).
 // Box2D's process-wide state is (1) the block allocator's size table, filled by the first
 // `b2BlockAllocator` constructor and only read afterwards: `Scene::new` builds the first
 // world inside a `Once`, so every other construction happens after it; (2) the profiling
@@ -213,7 +213,8 @@ impl Scene {
     }
 
     pub(crate) fn static_body(&mut self) -> BodyHandle {
-        self.world.create_body_with(&b2::BodyDef::new(), Tag::Other)
+        self.world
+            .create_body_with(&b2::BodyDef::new(), Tag::Ground)
     }
 
     /// `CreateDynamicBody(position=, angle=)`.
@@ -330,7 +331,7 @@ impl Scene {
         // Every body that is not ground carries a tag other than `Other` (the references'
         // parts are category 0x20, the ground 0x01), so the tag stands for the category.
         let mut cb = |b: BodyHandle, _: b2::FixtureHandle, _: &b2::Vec2, _: &b2::Vec2, f: f32| {
-            if *world.body(b).user_data() != Tag::Other {
+            if *world.body(b).user_data() != Tag::Ground {
                 return -1.0;
             }
             fraction = f;
@@ -339,4 +340,15 @@ impl Scene {
         world.ray_cast(&mut cb, &v2(p1.0, p1.1), &v2(p2.0, p2.1));
         f64::from(fraction)
     }
+}
+
+/// The end of a snapshot's restore: the replayed observation must be the recorded one, bit
+/// for bit (else the snapshot was written by a build whose physics differs).
+pub(crate) fn check_replay(env: &str, steps: f64, got: &[f64], want: &[f64]) -> Result<(), String> {
+    if got == want {
+        return Ok(());
+    }
+    Err(format!(
+        "{env} snapshot: replaying its {steps} steps gives the observation {got:?}, not the recorded {want:?} (written by a build whose physics differs?)"
+    ))
 }

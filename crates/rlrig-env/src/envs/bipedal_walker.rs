@@ -11,7 +11,9 @@
 //! to the left: -100; reaching the end). The decorative clouds (random draws the reference
 //! makes after the terrain) are left out.
 
-use super::b2::{BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, Tag};
+use super::b2::{
+    BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, Tag, check_replay,
+};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -431,6 +433,14 @@ impl Sim {
         })
     }
 
+    /// The rest of the reference's reset: keep its draws, then the observation after one
+    /// step with zero action.
+    fn finish_reset(mut self, draws: Vec<f64>) -> Sim {
+        self.draws = draws;
+        self.step(&[0.0; 4]);
+        self
+    }
+
     /// The reference's `step`: motors, `world.Step`, lidar, observation, reward.
     fn step(&mut self, a: &[f32; 4]) -> (f64, bool) {
         for (j, &aj) in a.iter().enumerate() {
@@ -576,13 +586,7 @@ impl Sim {
             }
             sim.step_recorded(&std::array::from_fn(|k| a[k] as f32));
         }
-        if sim.state[..] != v[v.len() - 24..] {
-            return Err(format!(
-                "BipedalWalker snapshot: replaying its {m} steps gives the observation {:?}, not the recorded {:?} (written by a build whose physics differs?)",
-                sim.state,
-                &v[v.len() - 24..]
-            ));
-        }
+        check_replay("BipedalWalker", m, &sim.state, &v[v.len() - 24..])?;
         Ok(sim)
     }
 }
@@ -636,7 +640,7 @@ fn reset_sim(hardcore: bool, draws: &[f64]) -> Result<Sim, String> {
         values: draws,
         next: 0,
     };
-    let mut sim = Sim::build(hardcore, &mut src)?;
+    let sim = Sim::build(hardcore, &mut src)?;
     if src.next != draws.len() {
         return Err(format!(
             "state has {} numbers but the terrain and push use {}",
@@ -644,9 +648,7 @@ fn reset_sim(hardcore: bool, draws: &[f64]) -> Result<Sim, String> {
             src.next
         ));
     }
-    sim.draws = draws.to_vec();
-    sim.step(&[0.0; 4]);
-    Ok(sim)
+    Ok(sim.finish_reset(draws.to_vec()))
 }
 
 /// The initial state from a reset's draws (terrain draws in the reference's order, then the
@@ -662,17 +664,14 @@ fn reset_random(p: &WalkerParams, rng: &mut Rng) -> WalkerState {
         rng,
         log: Vec::with_capacity(200),
     };
-    let mut sim = Sim::build(p.hardcore, &mut src).expect("a random stream never runs out");
-    sim.draws = src.log;
-    // The reference returns the observation after one step with zero action.
-    sim.step(&[0.0; 4]);
+    let sim = Sim::build(p.hardcore, &mut src).expect("a random stream never runs out");
     WalkerState {
-        sim: Some(Box::new(sim)),
+        sim: Some(Box::new(sim.finish_reset(src.log))),
     }
 }
 
 /// One step (the walker has no in-step randomness).
-pub fn step(_p: &WalkerParams, s: &mut WalkerState, a: &[f32; 4]) -> Transition {
+pub fn step(s: &mut WalkerState, a: &[f32; 4]) -> Transition {
     let (reward, terminated) = s.sim_mut().step_recorded(a);
     Transition { reward, terminated }
 }
@@ -746,8 +745,8 @@ macro_rules! walker_env {
                 reset_random(p.as_ref(), rng)
             }
 
-            fn step(p: &$params, s: &mut WalkerState, a: &[f32; 4], _: &mut Rng) -> Transition {
-                step(p.as_ref(), s, a)
+            fn step(_: &$params, s: &mut WalkerState, a: &[f32; 4], _: &mut Rng) -> Transition {
+                step(s, a)
             }
 
             fn observe(_: &$params, s: &WalkerState, out: &mut [f32]) {
@@ -911,16 +910,16 @@ mod tests {
                 [x.sin(), (x + 1.0).cos(), (x + 3.0).sin(), x.cos()]
             };
             for t in 0..30 {
-                step(&p, &mut s, &gait(t));
+                step(&mut s, &gait(t));
             }
             let mut copy = s.clone();
             let mut restored = WalkerState {
                 sim: Some(Box::new(Sim::from_vec(&s.sim().to_vec()).unwrap())),
             };
             for t in 30..200 {
-                let x = step(&p, &mut s, &gait(t));
-                assert_eq!(x, step(&p, &mut copy, &gait(t)), "clone, step {t}");
-                assert_eq!(x, step(&p, &mut restored, &gait(t)), "restore, step {t}");
+                let x = step(&mut s, &gait(t));
+                assert_eq!(x, step(&mut copy, &gait(t)), "clone, step {t}");
+                assert_eq!(x, step(&mut restored, &gait(t)), "restore, step {t}");
                 assert_eq!(s.sim().state, restored.sim().state);
                 if x.terminated {
                     break;
@@ -960,7 +959,7 @@ mod tests {
             let mut s = reset_random(&p, &mut rng);
             for t in 0..300 {
                 let a: [f32; 4] = std::array::from_fn(|_| rng.uniform(-1.0, 1.0) as f32);
-                let done = step(&p, &mut s, &a).terminated;
+                let done = step(&mut s, &a).terminated;
                 let sim = s.sim_mut();
                 let (x, y) = (sim.poses[0].0, sim.poses[0].1);
                 for i in 0..10 {
@@ -990,7 +989,7 @@ mod tests {
         let mut rng = Rng::stream(1, Purpose::Env, 0);
         let mut s = reset_random(&p, &mut rng);
         for _ in 0..100 {
-            if step(&p, &mut s, &[0.0; 4]).terminated {
+            if step(&mut s, &[0.0; 4]).terminated {
                 break;
             }
         }

@@ -14,7 +14,7 @@
 use std::f64::consts::PI;
 use std::fmt;
 
-use super::b2::{BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, Tag};
+use super::b2::{BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, Tag, check_replay};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -229,6 +229,14 @@ impl Sim {
         }
     }
 
+    /// The reference's reset: the scene, then the observation of one no-op step (whose
+    /// dispersion draws a no-op does not use).
+    fn reset(p: &LunarLanderParams, draws: [f64; DRAWS], wind: (i64, i64)) -> Sim {
+        let mut sim = Sim::build(p, draws, wind);
+        sim.step(Engines::default(), [0.0; 2]);
+        sim
+    }
+
     /// The reference's `step` with the dispersion draws given: returns (reward, terminated).
     fn step(&mut self, e: Engines, dispersion: [f64; 2]) -> (f64, bool) {
         let p = &self.params;
@@ -366,9 +374,7 @@ impl Sim {
         if !(0.0..=1e7).contains(&n) || n.fract() != 0.0 || v.len() != HEAD + 5 * n as usize + 8 {
             return Err(bad(&format!("{n} steps announced in {} numbers", v.len())));
         }
-        let wind = (r[0] as i64, r[1] as i64);
-        let mut sim = Sim::build(p, draws, wind);
-        sim.step(Engines::default(), [0.0; 2]);
+        let mut sim = Sim::reset(p, draws, (r[0] as i64, r[1] as i64));
         for (t, i) in r[3..3 + 5 * n as usize].chunks_exact(5).enumerate() {
             let ok = i.iter().all(|x| x.is_finite())
                 && (0.0..=1.0).contains(&i[0])
@@ -386,13 +392,7 @@ impl Sim {
             };
             sim.step_recorded(e, [i[3], i[4]]);
         }
-        if sim.state[..] != v[v.len() - 8..] {
-            return Err(format!(
-                "LunarLander snapshot: replaying its {n} steps gives the observation {:?}, not the recorded {:?} (written by a build whose physics differs?)",
-                sim.state,
-                &v[v.len() - 8..]
-            ));
-        }
+        check_replay("LunarLander", n, &sim.state, &v[v.len() - 8..])?;
         Ok(sim)
     }
 }
@@ -444,12 +444,8 @@ impl fmt::Debug for LanderState {
 }
 
 fn reset_with(p: &LunarLanderParams, draws: [f64; DRAWS], wind: (i64, i64)) -> LanderState {
-    let mut sim = Sim::build(p, draws, wind);
-    // The reference returns the observation of one no-op step (its dispersion draws are
-    // not used by a no-op).
-    sim.step(Engines::default(), [0.0; 2]);
     LanderState {
-        sim: Some(Box::new(sim)),
+        sim: Some(Box::new(Sim::reset(p, draws, wind))),
     }
 }
 
@@ -474,12 +470,8 @@ fn reset_random(p: &LunarLanderParams, rng: &mut Rng) -> LanderState {
 
 /// One step with the dispersion draws given (uniform in [-1, 1), as the reference draws them
 /// before dividing by SCALE): what the golden tests replay.
-pub fn step_with(
-    _p: &LunarLanderParams,
-    s: &mut LanderState,
-    e: Engines,
-    dispersion: [f64; 2],
-) -> Transition {
+/// (The state carries its env's parameters.)
+pub fn step_with(s: &mut LanderState, e: Engines, dispersion: [f64; 2]) -> Transition {
     let (reward, terminated) = s.sim_mut().step_recorded(e, dispersion);
     Transition { reward, terminated }
 }
@@ -489,14 +481,9 @@ pub fn reset_from_draws(p: &LunarLanderParams, draws: [f64; DRAWS]) -> LanderSta
     reset_with(p, draws, (0, 0))
 }
 
-fn step_random(
-    p: &LunarLanderParams,
-    s: &mut LanderState,
-    e: Engines,
-    rng: &mut Rng,
-) -> Transition {
+fn step_random(s: &mut LanderState, e: Engines, rng: &mut Rng) -> Transition {
     let dispersion = [rng.uniform(-1.0, 1.0), rng.uniform(-1.0, 1.0)];
-    step_with(p, s, e, dispersion)
+    step_with(s, e, dispersion)
 }
 
 fn observe(s: &LanderState, out: &mut [f32]) {
@@ -586,13 +573,13 @@ macro_rules! lander_env {
             }
 
             fn step(
-                p: &LunarLanderParams,
+                _: &LunarLanderParams,
                 s: &mut LanderState,
                 a: &$action,
                 rng: &mut Rng,
             ) -> Transition {
                 let decode: fn(&$action) -> Engines = $decode;
-                step_random(p, s, decode(a), rng)
+                step_random(s, decode(a), rng)
             }
 
             fn observe(_: &LunarLanderParams, s: &LanderState, out: &mut [f32]) {
