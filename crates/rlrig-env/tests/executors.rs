@@ -527,6 +527,23 @@ fn small_batches_stay_on_one_thread_unless_forced() {
     let forced =
         SyncVecEnv::<CartPole>::new(VecConfig::new(64).threads(3).min_thread_work_ns(0)).unwrap();
     assert_eq!(forced.threads_used(), 3);
+    // Envs that cost microseconds a step spread evenly over the threads: 14 walkers on 7
+    // threads use all 7 (SIMD-lane rounding allowed 2), and the result does not change.
+    let walkers = |t| {
+        SyncVecEnv::<rlrig_env::envs::bipedal_walker::BipedalWalker>::new(
+            VecConfig::new(14).threads(t).seed(5),
+        )
+        .unwrap()
+    };
+    let (mut one, mut seven) = (walkers(1), walkers(7));
+    assert_eq!(seven.threads_used(), 7);
+    let actions: Vec<f32> = (0..56).map(|i| 0.3 * (i % 3) as f32 - 0.3).collect();
+    for _ in 0..20 {
+        one.step(&actions).unwrap();
+        seven.step(&actions).unwrap();
+        assert_eq!(one.obs(), seven.obs());
+        assert_eq!(one.rewards(), seven.rewards());
+    }
 }
 
 /// `episode_cap` is a time limit for envs that have none (MinAtar) and leaves a

@@ -26,7 +26,8 @@ pub struct SyncVecEnv<E: Env> {
     rewards: Vec<f64>,
     terminated: Vec<bool>,
     truncated: Vec<bool>,
-    /// Envs per worker chunk: a multiple of the SIMD width so kernels see full lanes.
+    /// Envs per worker chunk: a multiple of the SIMD width so kernels see full lanes
+    /// (any count for envs that cost microseconds a step).
     chunk: usize,
     pool: Option<Arc<Pool>>,
 }
@@ -149,6 +150,8 @@ impl<'a, E: Env> Part<'a, E> {
 
 /// SIMD width the chunking rounds to (8 f64 lanes = one AVX-512 register).
 const LANES: usize = 8;
+/// From this cost per step (ns) on, chunks are not rounded to [`LANES`].
+const SCALAR_STEP_NS: u64 = 2_000;
 
 impl<E: Env> SyncVecEnv<E> {
     /// Builds and resets `cfg.num_envs` envs with default parameters.
@@ -165,8 +168,15 @@ impl<E: Env> SyncVecEnv<E> {
         let by_work = (n as u64 * E::STEP_COST_NS)
             .checked_div(cfg.min_thread_work_ns)
             .map_or(usize::MAX, |t| t as usize);
-        let threads = cfg.threads.min(n.div_ceil(LANES)).min(by_work).max(1);
-        let chunk = n.div_ceil(threads).div_ceil(LANES) * LANES;
+        // Envs whose step costs microseconds (Box2D) gain nothing from full SIMD lanes:
+        // one env per task is enough, so 16 walkers can use 16 threads, not 2.
+        let lanes = if E::STEP_COST_NS >= SCALAR_STEP_NS {
+            1
+        } else {
+            LANES
+        };
+        let threads = cfg.threads.min(n.div_ceil(lanes)).min(by_work).max(1);
+        let chunk = n.div_ceil(threads).div_ceil(lanes) * lanes;
         // The process's shared pool (the learner uses the same workers between steps).
         let pool =
             if threads > 1 {
