@@ -20,7 +20,6 @@ use wgpu::util::DeviceExt;
 
 const PPO_WGSL: &str = include_str!("ppo.wgsl");
 const FORWARD_WGSL: &str = include_str!("forward.wgsl");
-const CARTPOLE_WGSL: &str = include_str!("cartpole.wgsl");
 
 /// Floats per env in the device's env buffer: state, return, length, done flag,
 /// episode count, return sum, length sum.
@@ -28,8 +27,10 @@ const ENVW: usize = 4 + 6;
 /// Floats of metrics per run and iteration (see ppo.wgsl's NM).
 const NM: usize = 8;
 
-/// The envs that run on the device, with their WGSL.
-pub const DEVICE_ENVS: &[&str] = &["CartPole-v1"];
+pub mod envs;
+
+/// The envs PPO trains on the device (the others in [`envs::DEVICE_ENVS`] step there).
+pub const PPO_ENVS: &[&str] = &["CartPole-v1"];
 
 /// An open GPU (or software) adapter and its queue.
 pub struct Gpu {
@@ -90,6 +91,15 @@ impl Gpu {
     }
 
     fn read_f32(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f32>, String> {
+        self.read(buf, len)
+    }
+
+    fn read_u32(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<u32>, String> {
+        self.read(buf, len)
+    }
+
+    /// The first `len` 4-byte values of `buf`, copied back through a staging buffer.
+    fn read<T: bytemuck::Pod>(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<T>, String> {
         let bytes = (len * 4) as u64;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
@@ -112,7 +122,7 @@ impl Gpu {
         let view = slice
             .get_mapped_range()
             .map_err(|e| format!("GPU readback: {e}"))?;
-        let out = bytemuck::cast_slice::<u8, f32>(&view).to_vec();
+        let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
         drop(view);
         staging.unmap();
         Ok(out)
@@ -153,11 +163,11 @@ impl Shape {
 /// first setting it does not support.
 pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
     cfg.validate()?;
-    if !DEVICE_ENVS.contains(&cfg.env.as_str()) {
+    if !PPO_ENVS.contains(&cfg.env.as_str()) {
         return Err(format!(
             "env {}: not on the device yet (device envs: {})",
             cfg.env,
-            DEVICE_ENVS.join(", ")
+            PPO_ENVS.join(", ")
         ));
     }
     let mut p = CartPoleParams::default();
@@ -397,7 +407,7 @@ impl<'g> ResidentPpo<'g> {
             .find(|d| t.is_multiple_of(*d))
             .expect("1 divides");
         let src = constants(cfg, &shape, rows, re, ts);
-        let src = kernel_source(&src, rows, re, tuning, h);
+        let src = kernel_source(&src, &shape, rows, re, tuning);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
             binding,
@@ -619,16 +629,12 @@ fn constants(cfg: &PpoConfig, shape: &Shape, rows: usize, re: usize, ts: usize) 
     for (name, value) in &consts {
         src += &format!("const {name} = {value};\n");
     }
-    src += &format!(
-        "const MAX_EPISODE_STEPS = {}.0;\n",
-        shape.env.max_episode_steps
-    );
     src
 }
 
 /// The kernel's WGSL after `consts` (the `const` lines of a config): the env, the PPO
 /// iteration, and the forward pass for a minibatch chunk and for a rollout step.
-fn kernel_source(consts: &str, rows: usize, env_rows: usize, t: &Tuning, h: usize) -> String {
+fn kernel_source(consts: &str, shape: &Shape, rows: usize, env_rows: usize, t: &Tuning) -> String {
     let forward = |name: &str, marker: &str, count: &str| {
         FORWARD_WGSL
             .replace("forward_NAME", name)
@@ -636,12 +642,19 @@ fn kernel_source(consts: &str, rows: usize, env_rows: usize, t: &Tuning, h: usiz
             .replace("ROWS", count)
     };
     let src = format!(
-        "{consts}fn tanh_(x: f32) -> f32 {{ return tanh(clamp(x, -15.0, 15.0)); }}\n{CARTPOLE_WGSL}{}",
+        "{consts}fn tanh_(x: f32) -> f32 {{ return tanh(clamp(x, -15.0, 15.0)); }}\n{}{}",
+        envs::device_env("CartPole-v1")
+            .expect("CartPole-v1 has a device kernel")
+            .source(shape.env.max_episode_steps),
         PPO_WGSL
             .replace("FORWARD_R", &forward("forward_r", "%R", "R"))
             .replace("FORWARD_E", &forward("forward_e", "%E", "RE"))
     );
-    let units = if t.unroll_units { Some(h / 4) } else { None };
+    let units = if t.unroll_units {
+        Some(shape.hidden / 4)
+    } else {
+        None
+    };
     unroll_rows(&unroll_units(&src, units), rows, env_rows)
 }
 
@@ -748,52 +761,4 @@ fn pipeline(
         return Err(format!("device kernel {entry}: {e}"));
     }
     Ok(p)
-}
-
-/// One step of the device's CartPole from each of `states` with `actions`: the next
-/// states, rewards and terminated flags, as the training kernel computes them (tests
-/// compare them with rlrig-env's f64 CartPole).
-pub fn cartpole_probe(
-    gpu: &Gpu,
-    states: &[[f32; 4]],
-    actions: &[u32],
-) -> Result<Vec<([f32; 4], f32, bool)>, String> {
-    assert_eq!(states.len(), actions.len());
-    // The smallest config: the probe uses the env functions alone.
-    let cfg = PpoConfig {
-        hidden: vec![4, 4],
-        ..PpoConfig::default()
-    };
-    let consts = constants(&cfg, &check(&cfg)?, 1, 1, 1);
-    let src = kernel_source(&consts, 1, 1, &Tuning::default(), 4);
-    let module = shader(gpu, &src)?;
-    let pipe = pipeline(gpu, &module, None, "env_probe")?;
-    const W: usize = 2 * 4 + 3 + 4;
-    let mut data = vec![0.0f32; states.len() * W];
-    for (i, (s, a)) in states.iter().zip(actions).enumerate() {
-        data[i * W..i * W + 4].copy_from_slice(s);
-        data[i * W + 4] = *a as f32;
-    }
-    let buf = gpu.storage("probe", bytemuck::cast_slice(&data));
-    let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("probe"),
-        layout: &pipe.get_bind_group_layout(0),
-        entries: &[wgpu::BindGroupEntry {
-            binding: 7,
-            resource: buf.as_entire_binding(),
-        }],
-    });
-    let mut enc = gpu.device.create_command_encoder(&Default::default());
-    {
-        let mut pass = enc.begin_compute_pass(&Default::default());
-        pass.set_pipeline(&pipe);
-        pass.set_bind_group(0, &bind, &[]);
-        pass.dispatch_workgroups(states.len().div_ceil(64) as u32, 1, 1);
-    }
-    gpu.queue.submit([enc.finish()]);
-    let out = gpu.read_f32(&buf, data.len())?;
-    Ok(out
-        .chunks(W)
-        .map(|r| ([r[5], r[6], r[7], r[8]], r[9], r[10] > 0.5))
-        .collect())
 }

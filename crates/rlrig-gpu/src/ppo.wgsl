@@ -80,28 +80,6 @@ var<workgroup> tany: u32;
 // latter at some loop lengths.)
 var<workgroup> lstat: array<f32, 5u * R>;
 
-// ---- randomness, keyed by (run key, stream, a, b) ----
-fn mix32(x0: u32) -> u32 {
-    var x = x0;
-    x ^= x >> 16u;
-    x *= 0x7feb352du;
-    x ^= x >> 15u;
-    x *= 0x846ca68bu;
-    x ^= x >> 16u;
-    return x;
-}
-
-fn rand_u32(key: u32, stream: u32, a: u32, b: u32) -> u32 {
-    return mix32(mix32(mix32(key ^ mix32(stream * 0x9e3779b9u + 1u)) + a) ^ mix32(b + 0x632be5abu));
-}
-
-fn rand01(key: u32, stream: u32, a: u32, b: u32) -> f32 {
-    return f32(rand_u32(key, stream, a, b) >> 8u) * (1.0 / 16777216.0);
-}
-
-const S_POLICY: u32 = 1u;
-const S_RESET: u32 = 2u;
-const S_SHUFFLE: u32 = 3u;
 
 fn sync() {
     storageBarrier();
@@ -594,30 +572,3 @@ fn adam(i: u32, g: f32, step: f32, sqrt_bc2: f32) {
     params[i] -= step * m / (sqrt(v) / sqrt_bc2 + ADAM_EPS);
 }
 
-// ---- env probe: one step of the device env from given states (tests) ----
-// Per row: state[ENV_STATE], action | next state[ENV_STATE], reward, terminated,
-// observation[OBS] of the next state.
-@group(0) @binding(7) var<storage, read_write> probe: array<f32>;
-const PROBE_W: u32 = 2u * ENV_STATE + 3u + OBS;
-
-@compute @workgroup_size(64)
-fn env_probe(@builtin(global_invocation_id) g: vec3<u32>) {
-    let n = arrayLength(&probe) / PROBE_W;
-    if g.x >= n {
-        return;
-    }
-    let base = g.x * PROBE_W;
-    var s: array<f32, ENV_STATE>;
-    for (var i = 0u; i < ENV_STATE; i++) {
-        s[i] = probe[base + i];
-    }
-    let tr = env_step(&s, u32(probe[base + ENV_STATE]));
-    for (var i = 0u; i < ENV_STATE; i++) {
-        probe[base + ENV_STATE + 1u + i] = s[i];
-    }
-    probe[base + 2u * ENV_STATE + 1u] = tr.x;
-    probe[base + 2u * ENV_STATE + 2u] = tr.y;
-    for (var i = 0u; i < OBS; i++) {
-        probe[base + 2u * ENV_STATE + 3u + i] = env_observe(&s, i);
-    }
-}

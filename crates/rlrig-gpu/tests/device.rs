@@ -2,9 +2,14 @@
 //! Mesa's software Vulkan). Without an adapter the tests say so and pass, unless
 //! RLRIG_REQUIRE_WGPU=1 (as CI sets), which makes a missing adapter a failure.
 
-use rlrig_env::envs::cartpole::{CartPole, CartPoleParams, CartPoleState};
+use rlrig_env::envs::acrobot::Acrobot;
+use rlrig_env::envs::cartpole::CartPole;
+use rlrig_env::envs::mountain_car::MountainCar;
+use rlrig_env::envs::mountain_car_continuous::MountainCarContinuous;
+use rlrig_env::envs::pendulum::Pendulum;
 use rlrig_env::{Env, Purpose, Rng};
-use rlrig_gpu::{Gpu, ResidentPpo, Tuning, cartpole_probe};
+use rlrig_gpu::envs::{bench, device_env, probe};
+use rlrig_gpu::{Gpu, ResidentPpo, Tuning};
 use rlrig_learn::ppo::PpoConfig;
 
 fn gpu() -> Option<Gpu> {
@@ -20,52 +25,237 @@ fn gpu() -> Option<Gpu> {
     }
 }
 
-#[test]
-fn device_cartpole_steps_as_rlrig_env_in_f32() {
-    let Some(gpu) = gpu() else { return };
-    let p = CartPoleParams::default();
-    let mut rng = Rng::stream(7, Purpose::User, 0);
-    let mut states = Vec::new();
-    let mut actions = Vec::new();
-    for i in 0..4096 {
-        // Across the whole non-terminal box and beyond, velocities as seen in play.
-        let s = [
-            rng.uniform(-2.6, 2.6) as f32,
-            rng.uniform(-4.0, 4.0) as f32,
-            rng.uniform(-0.25, 0.25) as f32,
-            rng.uniform(-4.0, 4.0) as f32,
-        ];
-        states.push(s);
-        actions.push((i % 2) as u32);
+/// An env's action from the float the device probe takes.
+trait FromProbe {
+    fn from_probe(x: f32) -> Self;
+}
+impl FromProbe for i32 {
+    fn from_probe(x: f32) -> i32 {
+        x as i32
     }
-    let out = cartpole_probe(&gpu, &states, &actions).unwrap();
-    let limit = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
-    for ((s, a), (next, reward, term)) in states.iter().zip(&actions).zip(&out) {
-        let mut cs = CartPoleState {
-            x: s[0].into(),
-            x_dot: s[1].into(),
-            theta: s[2].into(),
-            theta_dot: s[3].into(),
-            done: false,
-        };
-        let tr = CartPole::step(&p, &mut cs, &(*a as i32), &mut rng);
-        let want = [cs.x, cs.x_dot, cs.theta, cs.theta_dot];
-        for k in 0..4 {
-            let err = (f64::from(next[k]) - want[k]).abs();
+}
+impl FromProbe for [f32; 1] {
+    fn from_probe(x: f32) -> [f32; 1] {
+        [x]
+    }
+}
+
+/// How one env is probed: state ranges, an action draw, the state components that are
+/// angles (equal modulo 2 pi), and where the terminated flag may differ (the f64 state
+/// within f32 rounding of a threshold).
+struct ProbeCase {
+    ranges: &'static [(f64, f64)],
+    action: fn(&mut Rng) -> f32,
+    angles: &'static [usize],
+    near_threshold: fn(&[f64]) -> bool,
+}
+
+/// 4,096 random states of `E` stepped on the device and by rlrig-env (f64): next state,
+/// observation and reward within f32 tolerance, terminated flags equal.
+fn steps_as_rlrig_env<E: Env>(gpu: &Gpu, case: ProbeCase)
+where
+    E::Action: FromProbe,
+{
+    let env = device_env(E::ID).unwrap();
+    let p = E::Params::default();
+    let mut rng = Rng::stream(7, Purpose::User, 0);
+    let states: Vec<Vec<f32>> = (0..4096)
+        .map(|_| {
+            case.ranges
+                .iter()
+                .map(|&(lo, hi)| rng.uniform(lo, hi) as f32)
+                .collect()
+        })
+        .collect();
+    let actions: Vec<f32> = (0..4096).map(|_| (case.action)(&mut rng)).collect();
+    let out = probe(gpu, &env, &states, &actions).unwrap();
+    let close =
+        |dev: f32, cpu: f64, tol: f64| (f64::from(dev) - cpu).abs() <= tol * cpu.abs().max(1.0);
+    let mut obs = vec![0.0f32; E::OBS_DIM];
+    for ((s, a), got) in states.iter().zip(&actions).zip(&out) {
+        let v: Vec<f64> = s.iter().map(|&x| f64::from(x)).collect();
+        let mut cs = E::state_from_slice(&p, &v).unwrap();
+        let tr = E::step(&p, &mut cs, &E::Action::from_probe(*a), &mut rng);
+        let want = E::state_to_vec(&cs);
+        for (k, (&dev, &cpu)) in got.state.iter().zip(&want).enumerate() {
+            let d = f64::from(dev) - cpu;
+            let tau = 2.0 * std::f64::consts::PI;
+            let wrapped = case.angles.contains(&k) && (d - tau * (d / tau).round()).abs() <= 1e-4;
             assert!(
-                err <= 1e-5 * want[k].abs().max(1.0),
-                "state {s:?} action {a}: component {k} is {} on the device, {} on the CPU",
-                next[k],
-                want[k]
+                close(dev, cpu, 1e-4) || wrapped,
+                "{} state {s:?} action {a}: component {k} is {dev} on the device, {cpu} on the CPU",
+                E::ID
             );
         }
-        assert_eq!(f64::from(*reward), tr.reward);
-        // The flags agree unless the f64 state is within f32 rounding of a threshold.
-        let near = (cs.theta.abs() - limit).abs() < 1e-6 || (cs.x.abs() - 2.4).abs() < 1e-6;
-        if !near {
-            assert_eq!(*term, tr.terminated, "state {s:?} action {a}");
+        E::observe(&p, &cs, &mut obs);
+        for (k, (&dev, &cpu)) in got.obs.iter().zip(&obs).enumerate() {
+            assert!(
+                close(dev, cpu.into(), 1e-4),
+                "{} state {s:?} action {a}: observation {k} is {dev} on the device, {cpu} on the CPU",
+                E::ID
+            );
         }
+        if (case.near_threshold)(&want) {
+            continue;
+        }
+        assert_eq!(
+            got.terminated,
+            tr.terminated,
+            "{} state {s:?} action {a}",
+            E::ID
+        );
+        assert!(
+            close(got.reward, tr.reward, 1e-4),
+            "{} state {s:?} action {a}: reward {} on the device, {} on the CPU",
+            E::ID,
+            got.reward,
+            tr.reward
+        );
     }
+}
+
+fn discrete(n: i32) -> impl Fn(&mut Rng) -> f32 {
+    move |rng| (rng.uniform(0.0, f64::from(n)).floor() as f32).min((n - 1) as f32)
+}
+
+#[test]
+fn device_envs_step_as_rlrig_env_in_f32() {
+    let Some(gpu) = gpu() else { return };
+    const LIMIT: f64 = 12.0 * 2.0 * std::f64::consts::PI / 360.0;
+    // CartPole: across the whole non-terminal box and beyond, velocities as seen in play.
+    steps_as_rlrig_env::<CartPole>(
+        &gpu,
+        ProbeCase {
+            ranges: &[(-2.6, 2.6), (-4.0, 4.0), (-0.25, 0.25), (-4.0, 4.0)],
+            action: |rng| discrete(2)(rng),
+            angles: &[],
+            near_threshold: |s| {
+                (s[2].abs() - LIMIT).abs() < 1e-6 || (s[0].abs() - 2.4).abs() < 1e-6
+            },
+        },
+    );
+    steps_as_rlrig_env::<Acrobot>(
+        &gpu,
+        ProbeCase {
+            ranges: &[(-3.1, 3.1), (-3.1, 3.1), (-6.0, 6.0), (-12.0, 12.0)],
+            action: |rng| discrete(3)(rng),
+            angles: &[0, 1],
+            near_threshold: |s| (-s[0].cos() - (s[1] + s[0]).cos() - 1.0).abs() < 1e-4,
+        },
+    );
+    steps_as_rlrig_env::<MountainCar>(
+        &gpu,
+        ProbeCase {
+            ranges: &[(-1.25, 0.62), (-0.075, 0.075)],
+            action: |rng| discrete(3)(rng),
+            angles: &[],
+            near_threshold: |s| (s[0] - 0.5).abs() < 1e-6 || s[1].abs() < 1e-7,
+        },
+    );
+    // Actions beyond [-1, 1]: the force is clipped, the cost is not.
+    steps_as_rlrig_env::<MountainCarContinuous>(
+        &gpu,
+        ProbeCase {
+            ranges: &[(-1.25, 0.62), (-0.075, 0.075)],
+            action: |rng| rng.uniform(-1.5, 1.5) as f32,
+            angles: &[],
+            near_threshold: |s| (s[0] - 0.45).abs() < 1e-6 || s[1].abs() < 1e-7,
+        },
+    );
+    // Angles past pi (the cost normalises them), torques past the limit.
+    steps_as_rlrig_env::<Pendulum>(
+        &gpu,
+        ProbeCase {
+            ranges: &[(-4.0, 4.0), (-8.0, 8.0)],
+            action: |rng| rng.uniform(-3.0, 3.0) as f32,
+            angles: &[],
+            near_threshold: |_| false,
+        },
+    );
+}
+
+/// Episode returns of `episodes` random-action episodes of rlrig-env's `E` (actions
+/// uniform over the action space, as the device bench draws them).
+fn cpu_random_returns<E: Env>(episodes: usize, action: impl Fn(&mut Rng) -> f32) -> Vec<f64>
+where
+    E::Action: FromProbe,
+{
+    let p = E::Params::default();
+    let limit = E::max_episode_steps(&p).unwrap();
+    let mut rng = Rng::stream(11, Purpose::User, 0);
+    (0..episodes)
+        .map(|_| {
+            let mut s = E::reset(&p, &mut rng);
+            let mut ret = 0.0;
+            for _ in 0..limit {
+                let a = E::Action::from_probe(action(&mut rng));
+                let tr = E::step(&p, &mut s, &a, &mut rng);
+                ret += tr.reward;
+                if tr.terminated {
+                    break;
+                }
+            }
+            ret
+        })
+        .collect()
+}
+
+/// The device bench's random-action episodes (resets, actions, termination and time
+/// limits together) return what rlrig-env's do, within four standard errors; and the
+/// device counted every step submitted.
+fn bench_matches_cpu<E: Env>(gpu: &Gpu, action: impl Fn(&mut Rng) -> f32)
+where
+    E::Action: FromProbe,
+{
+    let env = device_env(E::ID).unwrap();
+    // Over four time limits of Acrobot per env: every env ends episodes.
+    let r = bench(gpu, &env, 256, 256 * 64 * 32, 3, 0.0, Some(64)).unwrap();
+    assert_eq!(r.steps, 256 * 64 * 32);
+    let cpu = cpu_random_returns::<E>(3000, action);
+    let n = cpu.len() as f64;
+    let mean = cpu.iter().sum::<f64>() / n;
+    let sd = (cpu.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let se = (sd * sd / n + sd * sd / r.episodes as f64).sqrt();
+    eprintln!(
+        "{}: device {:.3} over {} episodes, CPU {mean:.3} +- {sd:.3} over {n}; 4 SE = {:.3}",
+        E::ID,
+        r.mean_return,
+        r.episodes,
+        4.0 * se
+    );
+    assert!(r.episodes > 100, "{}: only {} episodes", E::ID, r.episodes);
+    assert!(
+        (r.mean_return - mean).abs() <= 4.0 * se + 1e-3,
+        "{}: random-action return {} on the device over {} episodes, {mean} +- {sd} on the CPU over {n}",
+        E::ID,
+        r.mean_return,
+        r.episodes
+    );
+}
+
+#[test]
+fn device_bench_episodes_match_rlrig_env_statistics() {
+    let Some(gpu) = gpu() else { return };
+    bench_matches_cpu::<CartPole>(&gpu, discrete(2));
+    bench_matches_cpu::<Acrobot>(&gpu, discrete(3));
+    bench_matches_cpu::<MountainCar>(&gpu, discrete(3));
+    bench_matches_cpu::<MountainCarContinuous>(&gpu, |rng| rng.uniform(-1.0, 1.0) as f32);
+    bench_matches_cpu::<Pendulum>(&gpu, |rng| rng.uniform(-2.0, 2.0) as f32);
+}
+
+#[test]
+fn device_bench_rejects_what_it_cannot_run() {
+    let Some(gpu) = gpu() else { return };
+    let e = device_env("LunarLander-v3").unwrap_err();
+    assert!(
+        e.contains("no device kernel") && e.contains("Pendulum-v1"),
+        "{e}"
+    );
+    let env = device_env("CartPole-v1").unwrap();
+    let e = bench(&gpu, &env, 0, 100, 0, 0.0, None).unwrap_err();
+    assert!(e.contains("--num-envs 0"), "{e}");
+    let e = probe(&gpu, &env, &[vec![0.0; 3]], &[0.0]).unwrap_err();
+    assert!(e.contains("4 floats"), "{e}");
 }
 
 fn small(total: u64) -> PpoConfig {

@@ -274,6 +274,45 @@ pub enum Mode {
     Async,
 }
 
+/// What `bench env --device gpu` takes from the arguments (unread in a build without
+/// the `gpu` feature, which refuses the device).
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub struct BenchOnDevice {
+    pub num_envs: usize,
+    pub steps: u64,
+    pub seed: u64,
+    pub warmup: f64,
+    pub json: bool,
+}
+
+impl BenchOnDevice {
+    fn from(a: &EnvBenchArgs) -> Result<BenchOnDevice> {
+        if a.threads.is_some() || a.mode != Mode::Sync || a.batch_size.is_some() {
+            bail!(
+                "--device gpu steps every env on the device: --threads, --mode and --batch-size do not apply"
+            );
+        }
+        if !a.env_args.is_empty() {
+            bail!(
+                "--device gpu: the device envs run their default parameters; --env-arg is not supported there yet"
+            );
+        }
+        if !(a.warmup.is_finite() && a.warmup >= 0.0) {
+            bail!(
+                "--warmup must be a number of seconds >= 0, got {}",
+                a.warmup
+            );
+        }
+        Ok(BenchOnDevice {
+            num_envs: a.num_envs,
+            steps: a.steps,
+            seed: a.seed,
+            warmup: a.warmup,
+            json: a.json,
+        })
+    }
+}
+
 #[derive(Args)]
 pub struct EnvBenchArgs {
     /// Environment id.
@@ -308,6 +347,13 @@ pub struct EnvBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// `cpu` (rlrig-env's batched envs on --threads) or `gpu`: the env's device kernel
+    /// (build with `--features gpu`; CartPole, Acrobot, MountainCar(Continuous),
+    /// Pendulum), one thread per env with its state in registers, many steps per
+    /// dispatch, reset on the device; the time runs from the first submission to the
+    /// device's completion of the last.
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 pub fn run(cmd: BenchCommand) -> Result<()> {
@@ -320,6 +366,11 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 
 fn bench_env(a: EnvBenchArgs) -> Result<()> {
     let s = spec(&a.env)?;
+    match a.device.as_str() {
+        "cpu" => {}
+        "gpu" => return crate::train_gpu::bench_env_gpu(&a.env, &BenchOnDevice::from(&a)?),
+        other => bail!("--device {other}: unknown device for bench env (known: cpu, gpu)"),
+    }
     let threads = a.threads.unwrap_or_else(default_threads);
     if a.num_envs == 0 {
         bail!("--num-envs must be at least 1");

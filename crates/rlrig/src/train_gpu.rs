@@ -52,16 +52,63 @@ pub fn parse_seeds(list: &str) -> Result<Vec<u64>, String> {
 }
 
 #[cfg(not(feature = "gpu"))]
+pub fn bench_env_gpu(_env: &str, _o: &crate::bench::BenchOnDevice) -> Result<()> {
+    bail!("{NO_GPU_BUILD}")
+}
+
+/// `rlrig bench env --device gpu`: the env's device kernel stepped with random actions.
+#[cfg(feature = "gpu")]
+pub fn bench_env_gpu(env: &str, o: &crate::bench::BenchOnDevice) -> Result<()> {
+    let denv = rlrig_gpu::envs::device_env(env).map_err(anyhow::Error::msg)?;
+    let gpu = rlrig_gpu::Gpu::open().map_err(anyhow::Error::msg)?;
+    let r = rlrig_gpu::envs::bench(&gpu, &denv, o.num_envs, o.steps, o.seed, o.warmup, None)
+        .map_err(anyhow::Error::msg)?;
+    let sps = r.steps_per_sec();
+    if o.json {
+        let v = serde_json::json!({
+            "env": r.env,
+            "num_envs": r.num_envs,
+            "device": gpu.describe(),
+            "mode": "device",
+            "warmup_seconds": r.warmup_seconds,
+            "steps": r.steps,
+            "seconds": r.seconds,
+            "steps_per_sec": sps,
+            "steps_per_dispatch": r.steps_per_dispatch,
+            "dispatches": r.dispatches,
+            "episodes": r.episodes,
+            "mean_return": r.mean_return,
+        });
+        outln!("{v}");
+    } else {
+        outln!(
+            "{} on {}: {} envs, {} steps per env per dispatch: {:.3} G steps/s ({} steps in {:.3} s; {} episodes, mean return {:.2})",
+            r.env,
+            gpu.describe(),
+            r.num_envs,
+            r.steps_per_dispatch,
+            sps / 1e9,
+            r.steps,
+            r.seconds,
+            r.episodes,
+            r.mean_return
+        );
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "gpu"))]
 pub fn train_ppo_gpu(
     _cfg: rlrig_learn::ppo::PpoConfig,
     _seeds: Vec<u64>,
     _o: GpuRunOptions,
 ) -> Result<Option<rlrig_learn::stop::Stop>> {
-    bail!(
-        "--device gpu: this build has no device-resident path; build with `--features gpu` \
-         (cargo build --release --features gpu), or use --device cpu"
-    )
+    bail!("{NO_GPU_BUILD}")
 }
+
+#[cfg(not(feature = "gpu"))]
+const NO_GPU_BUILD: &str = "--device gpu: this build has no device-resident path; build with \
+    `--features gpu` (cargo build --release --features gpu), or use --device cpu";
 
 /// What the CLI passes the device run besides the config (unread in a build without
 /// the `gpu` feature, which refuses `--device gpu` before using them).

@@ -120,3 +120,79 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
         "{err}"
     );
 }
+
+/// `bench env --device gpu`: every device env steps with random actions and reports its
+/// throughput and the random policy's episodes (CartPole's mean return is ~22).
+#[test]
+fn bench_env_on_the_device_reports_steps_and_episodes() {
+    if !adapter_here() {
+        return;
+    }
+    for env in [
+        "CartPole-v1",
+        "Acrobot-v1",
+        "MountainCar-v0",
+        "MountainCarContinuous-v0",
+        "Pendulum-v1",
+    ] {
+        let o = rlrig(&[
+            "bench",
+            "env",
+            "--device",
+            "gpu",
+            "--env",
+            env,
+            "--num-envs",
+            "2048",
+            "--steps",
+            "2000000",
+            "--warmup",
+            "0",
+            "--json",
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{env}: {out}{}", common::stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["env"], env);
+        assert_eq!(v["num_envs"], 2048);
+        // 2,048 envs x 4,096 steps per dispatch: one dispatch covers the 2M steps asked.
+        assert_eq!(v["steps"], 2048 * 4096);
+        assert!(v["steps_per_sec"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(v["episodes"].as_u64().unwrap() > 0, "{v}");
+        if env == "CartPole-v1" {
+            let m = v["mean_return"].as_f64().unwrap();
+            assert!((21.0..24.0).contains(&m), "{v}");
+        }
+    }
+}
+
+#[test]
+fn bench_env_on_the_device_refuses_what_does_not_apply() {
+    fails_with(
+        &["bench", "env", "--device", "gpu", "--env", "LunarLander-v3"],
+        None,
+        &["LunarLander-v3", "no device kernel", "CartPole-v1"],
+    );
+    fails_with(
+        &["bench", "env", "--device", "gpu", "--threads", "4"],
+        None,
+        &["--threads", "do not apply"],
+    );
+    fails_with(
+        &[
+            "bench",
+            "env",
+            "--device",
+            "gpu",
+            "--env-arg",
+            "max_episode_steps=10",
+        ],
+        None,
+        &["--env-arg", "default parameters"],
+    );
+    fails_with(
+        &["bench", "env", "--device", "tpu"],
+        None,
+        &["--device tpu", "cpu, gpu"],
+    );
+}

@@ -2,13 +2,22 @@
 // reward 1 per step, terminated past +-2.4 or +-12 degrees; truncation at MAX_STEPS is
 // the caller's. State = observation = [x, x_dot, theta, theta_dot], in f32.
 const ENV_STATE: u32 = 4u;
-const MAX_STEPS: f32 = MAX_EPISODE_STEPS;
+const ENV_OBS: u32 = 4u;
+alias Action = u32;
+
+fn env_action(x: f32) -> Action {
+    return u32(x);
+}
+
+fn env_random_action(u: f32) -> Action {
+    return select(0u, 1u, u >= 0.5);
+}
 
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];
 }
 
-fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: u32) -> vec2<f32> {
+fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action) -> vec2<f32> {
     let gravity = 9.8;
     let masscart = 1.0;
     let masspole = 0.1;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Issue 28's env-stepping table on a GPU machine: `rlrig bench env --device gpu` (the
+# device kernels, random actions, auto-reset) against gymnax on the same GPU
+# (bench/peers/env_peers.py --peer gymnax: jit(scan(vmap(step))), every observation
+# consumed), with rlrig's CPU engine on every core beside them, in one run.
+#
+#   RLRIG=target/release/rlrig OUT=dir bash bench/gpu/run_envs.sh
+#
+# Needs a release build with `--features gpu`, a Vulkan loader and driver, and JAX with
+# its CUDA plugin plus gymnax. Writes envs.log and envs.jsonl in OUT.
+set -u -o pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
+OUT=${OUT:-$HERE/results}
+PY=${PY:-python3}
+mkdir -p "$OUT"
+LOG=$OUT/envs.log JSONL=$OUT/envs.jsonl
+exec </dev/null
+say() { echo "$@" | tee -a "$LOG"; }
+say "# $(date -u +%FT%TZ) device env stepping, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1), $(nproc) cores, rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
+one() { # label, command...
+  local label=$1; shift
+  say "\$ $*"
+  local out; out=$(timeout 150 "$@" 2>&1); local rc=$?
+  echo "$out" >> "$LOG"
+  local last; last=$(echo "$out" | grep '^{' | tail -1)
+  echo "{\"label\": \"$label\", \"rc\": $rc, \"result\": ${last:-null}}" >> "$JSONL"
+  echo "$label rc $rc $(echo "$last" | grep -oE '"(steps_per_sec|seconds|mean_return|episodes)": ?[0-9.e+-]+' | tr '\n' ' ')"
+}
+for n in 4096 65536 1048576; do
+  one "rlrig gpu CartPole-v1 $n" "$RLRIG" bench env --device gpu --env CartPole-v1 --num-envs "$n" --steps 2000000000 --json
+  one "gymnax gpu CartPole-v1 $n" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env CartPole-v1 --num-envs "$n" --threads "$(nproc)"
+done
+one "rlrig cpu CartPole-v1 65536" "$RLRIG" bench env --env CartPole-v1 --num-envs 65536 --steps 400000000 --json
+for e in Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
+  one "rlrig gpu $e 65536" "$RLRIG" bench env --device gpu --env "$e" --num-envs 65536 --steps 1000000000 --json
+  one "rlrig cpu $e 65536" "$RLRIG" bench env --env "$e" --num-envs 65536 --steps 100000000 --json
+done
+for e in Acrobot-v1 Pendulum-v1; do
+  one "gymnax gpu $e 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env "$e" --num-envs 65536 --threads "$(nproc)"
+done
+say "# done $(date -u +%FT%TZ)"
