@@ -37,6 +37,11 @@ for e in Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
   one "rlrig gpu $e 65536" "$RLRIG" bench env --device gpu --env "$e" --num-envs 65536 --steps 1000000000 --json
   one "rlrig cpu $e 65536" "$RLRIG" bench env --env "$e" --num-envs 65536 --steps 100000000 --json
 done
+for n in 1024 16384 65536 262144; do
+  one "rlrig gpu Breakout $n" "$RLRIG" bench env --device gpu --env MinAtar/Breakout-v1 --num-envs "$n" --steps 1000000000 --json
+  one "rlrig cpu Breakout $n" "$RLRIG" bench env --env MinAtar/Breakout-v1 --num-envs "$n" --steps 40000000 --json
+done
+one "gymnax gpu Breakout 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env MinAtar/Breakout-v1 --num-envs 65536 --threads "$(nproc)"
 for e in Acrobot-v1 Pendulum-v1; do
   one "gymnax gpu $e 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env "$e" --num-envs 65536 --threads "$(nproc)"
 done

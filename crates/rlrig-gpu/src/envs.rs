@@ -18,7 +18,7 @@ pub struct DeviceEnv {
     pub state: usize,
     /// Observation length.
     pub obs: usize,
-    /// Gymnasium's TimeLimit.
+    /// Gymnasium's TimeLimit (u32::MAX: none).
     pub max_episode_steps: u32,
     /// Discrete actions (`n`), or None for one continuous action.
     pub discrete: Option<u32>,
@@ -60,6 +60,15 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         wgsl: include_str!("envs/mountain_car_continuous.wgsl"),
     },
     DeviceEnv {
+        id: "MinAtar/Breakout-v1",
+        state: 12,
+        obs: 400,
+        // No time limit (the game ends itself; a random policy in tens of steps).
+        max_episode_steps: u32::MAX,
+        discrete: Some(3),
+        wgsl: include_str!("envs/minatar_breakout.wgsl"),
+    },
+    DeviceEnv {
         id: "Pendulum-v1",
         state: 2,
         obs: 3,
@@ -91,10 +100,12 @@ impl DeviceEnv {
     /// The env's WGSL with what it needs before it: the random streams and MAX_STEPS
     /// (`max_steps`, the episode's time limit).
     pub(crate) fn source(&self, max_steps: u32) -> String {
-        format!(
-            "const MAX_STEPS: f32 = {max_steps}.0;\n{RNG_WGSL}{}",
-            self.wgsl
-        )
+        let limit = if max_steps == u32::MAX {
+            "3.0e38".to_string()
+        } else {
+            format!("{max_steps}.0")
+        };
+        format!("const MAX_STEPS: f32 = {limit};\n{RNG_WGSL}{}", self.wgsl)
     }
 }
 
@@ -114,20 +125,24 @@ fn envs_module(gpu: &Gpu, env: &DeviceEnv, consts: &str) -> Result<wgpu::ShaderM
 }
 
 /// One device step of `env` from each of `states` (`env.state` floats each) with
-/// `actions` (a discrete index as a float, or the continuous action).
+/// `actions` (a discrete index as a float, or the continuous action) and `draws` (the
+/// step's uniform draw in [0, 1): MinAtar's sticky action when below 0.1).
 pub fn probe(
     gpu: &Gpu,
     env: &DeviceEnv,
     states: &[Vec<f32>],
     actions: &[f32],
+    draws: &[f32],
 ) -> Result<Vec<Probed>, String> {
-    if states.len() != actions.len() || states.iter().any(|s| s.len() != env.state) {
+    if states.len() != actions.len()
+        || states.len() != draws.len()
+        || states.iter().any(|s| s.len() != env.state)
+    {
         return Err(format!(
-            "probe of {}: {} states of {} floats and {} actions wanted",
+            "probe of {}: {} states of {} floats and as many actions and draws wanted",
             env.id,
             states.len(),
             env.state,
-            actions.len()
         ));
     }
     let module = envs_module(
@@ -136,11 +151,12 @@ pub fn probe(
         "const KEY: u32 = 0u;\nconst BENCH_STEPS: u32 = 1u;\n",
     )?;
     let pipe = pipeline(gpu, &module, None, "env_probe")?;
-    let w = 2 * env.state + 3 + env.obs;
+    let w = 2 * env.state + 4 + env.obs;
     let mut data = vec![0.0f32; states.len() * w];
-    for (i, (s, a)) in states.iter().zip(actions).enumerate() {
+    for (i, ((s, a), u)) in states.iter().zip(actions).zip(draws).enumerate() {
         data[i * w..i * w + env.state].copy_from_slice(s);
         data[i * w + env.state] = *a;
+        data[i * w + env.state + 1] = *u;
     }
     let buf = gpu.storage("probe", bytemuck::cast_slice(&data));
     let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
@@ -163,11 +179,14 @@ pub fn probe(
     let n = env.state;
     Ok(out
         .chunks(w)
-        .map(|r| Probed {
-            state: r[n + 1..2 * n + 1].to_vec(),
-            reward: r[2 * n + 1],
-            terminated: r[2 * n + 2] > 0.5,
-            obs: r[2 * n + 3..].to_vec(),
+        .map(|r| {
+            let r = &r[n + 2..];
+            Probed {
+                state: r[..n].to_vec(),
+                reward: r[n],
+                terminated: r[n + 1] > 0.5,
+                obs: r[n + 2..].to_vec(),
+            }
         })
         .collect())
 }
@@ -198,10 +217,17 @@ impl EnvBench {
 /// The largest env count one dispatch row covers (65,535 workgroups of 64).
 const MAX_ENVS: usize = 65_535 * 64;
 
-/// Random-action steps per env in one dispatch: about 2^24 steps of all envs together,
-/// so a dispatch lasts milliseconds on a GPU, at most 4,096 per env and at least 8.
-pub fn bench_steps_per_dispatch(num_envs: usize) -> u32 {
-    ((1usize << 24) / num_envs.max(1)).clamp(8, 4096) as u32
+/// Random-action steps per env in one dispatch: about 2^24 steps of a classic-control
+/// env over all envs together (fewer for envs whose observation is larger: MinAtar's
+/// 400 floats cost ~25x a step of its game), so a dispatch lasts milliseconds on a GPU,
+/// at most 4,096 per env and at least 8. Also at most 32,768 observation values per
+/// env and dispatch: Mesa's llvmpipe (CI's adapter) ends a shader's loops after 65,535
+/// iterations (its loop limiter), which cut Breakout's 400-value observation loop short
+/// at 315 steps per dispatch; the step counts the host checks caught it.
+pub fn bench_steps_per_dispatch(env: &DeviceEnv, num_envs: usize) -> u32 {
+    let work = 1 + env.obs / 16;
+    let k = ((1usize << 24) / (num_envs.max(1) * work)).min(32_768 / env.obs);
+    k.clamp(8, 4096) as u32
 }
 
 /// Steps `num_envs` device envs with uniformly random actions and auto-reset (as
@@ -223,7 +249,7 @@ pub fn bench(
             "--num-envs {num_envs}: the device bench runs 1 to {MAX_ENVS} envs"
         ));
     }
-    let k = steps_per_dispatch.unwrap_or_else(|| bench_steps_per_dispatch(num_envs));
+    let k = steps_per_dispatch.unwrap_or_else(|| bench_steps_per_dispatch(env, num_envs));
     if k == 0 {
         return Err("steps per dispatch must be at least 1".into());
     }

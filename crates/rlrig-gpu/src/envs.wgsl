@@ -4,10 +4,10 @@
 // env_observe, env_step, env_reset).
 
 // ---- probe: one step from given states (tests compare it with rlrig-env) ----
-// Per row: state[ENV_STATE], action | next state[ENV_STATE], reward, terminated,
-// observation[ENV_OBS].
+// Per row: state[ENV_STATE], action, the step's uniform draw | next state[ENV_STATE],
+// reward, terminated, observation[ENV_OBS].
 @group(0) @binding(0) var<storage, read_write> probe: array<f32>;
-const PROBE_W: u32 = 2u * ENV_STATE + 3u + ENV_OBS;
+const PROBE_W: u32 = 2u * ENV_STATE + 4u + ENV_OBS;
 
 @compute @workgroup_size(64)
 fn env_probe(@builtin(global_invocation_id) g: vec3<u32>) {
@@ -20,14 +20,15 @@ fn env_probe(@builtin(global_invocation_id) g: vec3<u32>) {
     for (var i = 0u; i < ENV_STATE; i++) {
         s[i] = probe[base + i];
     }
-    let tr = env_step(&s, env_action(probe[base + ENV_STATE]));
+    let tr = env_step(&s, env_action(probe[base + ENV_STATE]), probe[base + ENV_STATE + 1u]);
+    let out = base + ENV_STATE + 2u;
     for (var i = 0u; i < ENV_STATE; i++) {
-        probe[base + ENV_STATE + 1u + i] = s[i];
+        probe[out + i] = s[i];
     }
-    probe[base + 2u * ENV_STATE + 1u] = tr.x;
-    probe[base + 2u * ENV_STATE + 2u] = tr.y;
+    probe[out + ENV_STATE] = tr.x;
+    probe[out + ENV_STATE + 1u] = tr.y;
     for (var i = 0u; i < ENV_OBS; i++) {
-        probe[base + 2u * ENV_STATE + 3u + i] = env_observe(&s, i);
+        probe[out + ENV_STATE + 2u + i] = env_observe(&s, i);
     }
 }
 
@@ -76,7 +77,8 @@ fn env_bench(@builtin(global_invocation_id) g: vec3<u32>) {
     var step = bcount[2u * e];
     var eps = bcount[2u * e + 1u];
     for (var k = 0u; k < BENCH_STEPS; k++) {
-        let tr = env_step(&s, env_random_action(rand01(KEY, S_ACTION, e, step)));
+        let a = env_random_action(rand01(KEY, S_ACTION, e, step));
+        let tr = env_step(&s, a, rand01(KEY, S_ENV, e, step));
         step += 1u;
         el += 1.0;
         ret += tr.x;

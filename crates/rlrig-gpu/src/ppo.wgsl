@@ -215,7 +215,7 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
                 roll[row + F_VAL] = outs[tid * OUTS + ACT];
                 roll[row + F_DONE] = envs[eb + E_DONE];
                 var s = load_env(eb);
-                let tr = env_step(&s, act);
+                let tr = env_step(&s, act, rand01(cx.key, S_ENV, cx.it, t * NENV + e));
                 roll[row + F_REW] = tr.x;
                 let er = envs[eb + E_RET] + tr.x;
                 let el = envs[eb + E_LEN] + 1.0;

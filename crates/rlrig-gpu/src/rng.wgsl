@@ -21,3 +21,5 @@ const S_POLICY: u32 = 1u;
 const S_RESET: u32 = 2u;
 const S_SHUFFLE: u32 = 3u;
 const S_ACTION: u32 = 4u;
+// The env's own randomness in a step (MinAtar's sticky actions).
+const S_ENV: u32 = 5u;

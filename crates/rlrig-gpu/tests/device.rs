@@ -4,6 +4,7 @@
 
 use rlrig_env::envs::acrobot::Acrobot;
 use rlrig_env::envs::cartpole::CartPole;
+use rlrig_env::envs::minatar_breakout::{Breakout, BreakoutParams};
 use rlrig_env::envs::mountain_car::MountainCar;
 use rlrig_env::envs::mountain_car_continuous::MountainCarContinuous;
 use rlrig_env::envs::pendulum::Pendulum;
@@ -68,7 +69,7 @@ where
         })
         .collect();
     let actions: Vec<f32> = (0..4096).map(|_| (case.action)(&mut rng)).collect();
-    let out = probe(gpu, &env, &states, &actions).unwrap();
+    let out = probe(gpu, &env, &states, &actions, &vec![0.5; actions.len()]).unwrap();
     let close =
         |dev: f32, cpu: f64, tol: f64| (f64::from(dev) - cpu).abs() <= tol * cpu.abs().max(1.0);
     let mut obs = vec![0.0f32; E::OBS_DIM];
@@ -174,6 +175,67 @@ fn device_envs_step_as_rlrig_env_in_f32() {
     );
 }
 
+/// The device's Breakout against rlrig-env's from 4,096 random game states (the ball in
+/// rows 0-8, where play has it before a step; any paddle, trail and brick rows, some
+/// rows empty, a few terminal), with random actions and draws: sticky repeats (draw <
+/// 0.1) included, everything exact.
+#[test]
+fn device_breakout_steps_as_rlrig_env() {
+    let Some(gpu) = gpu() else { return };
+    let env = device_env(Breakout::ID).unwrap();
+    // The CPU env without its own sticky draw: the test applies the device's draw.
+    let p = BreakoutParams {
+        sticky_action_prob: 0.0,
+    };
+    let mut rng = Rng::stream(9, Purpose::User, 0);
+    let mut small = |n: u32| rng.below(n) as f32;
+    let mut states = Vec::new();
+    let (mut actions, mut draws) = (Vec::new(), Vec::new());
+    for i in 0..4096 {
+        let mut s: Vec<f32> = [9, 10, 4, 10, 2, 10, 10].map(&mut small).to_vec();
+        s.push(if i % 50 == 0 { 1.0 } else { 0.0 });
+        s.push(small(3));
+        for _ in 0..3 {
+            s.push(if small(4) == 0.0 { 0.0 } else { small(1024) });
+        }
+        states.push(s);
+        actions.push(small(3));
+        draws.push(small(1000) / 1000.0);
+    }
+    let out = probe(&gpu, &env, &states, &actions, &draws).unwrap();
+    let mut obs = vec![0.0f32; 400];
+    for (((s, a), u), got) in states.iter().zip(&actions).zip(&draws).zip(&out) {
+        let mut v: Vec<f64> = s[..9].iter().map(|&x| f64::from(x)).collect();
+        for y in 0..10 {
+            for x in 0..10 {
+                let row = if (1..=3).contains(&y) {
+                    s[8 + y] as u32
+                } else {
+                    0
+                };
+                v.push(f64::from((row >> x) & 1));
+            }
+        }
+        let mut cs = Breakout::state_from_slice(&p, &v).unwrap();
+        let act = if *u < 0.1 { s[8] as i32 } else { *a as i32 };
+        let tr = Breakout::step(&p, &mut cs, &act, &mut rng);
+        let w = Breakout::state_to_vec(&cs);
+        let mut want: Vec<f32> = w[..9].iter().map(|&x| x as f32).collect();
+        for y in 1..=3 {
+            want.push(
+                (0..10)
+                    .map(|x| (w[9 + y * 10 + x] as u32) << x)
+                    .sum::<u32>() as f32,
+            );
+        }
+        assert_eq!(got.state, want, "state {s:?} action {a} draw {u}");
+        assert_eq!(f64::from(got.reward), tr.reward, "state {s:?} action {a}");
+        assert_eq!(got.terminated, tr.terminated, "state {s:?} action {a}");
+        Breakout::observe(&p, &cs, &mut obs);
+        assert_eq!(got.obs, obs, "state {s:?} action {a}");
+    }
+}
+
 /// Episode returns of `episodes` random-action episodes of rlrig-env's `E` (actions
 /// uniform over the action space, as the device bench draws them).
 fn cpu_random_returns<E: Env>(episodes: usize, action: impl Fn(&mut Rng) -> f32) -> Vec<f64>
@@ -181,7 +243,7 @@ where
     E::Action: FromProbe,
 {
     let p = E::Params::default();
-    let limit = E::max_episode_steps(&p).unwrap();
+    let limit = E::max_episode_steps(&p).unwrap_or(u32::MAX);
     let mut rng = Rng::stream(11, Purpose::User, 0);
     (0..episodes)
         .map(|_| {
@@ -241,6 +303,7 @@ fn device_bench_episodes_match_rlrig_env_statistics() {
     bench_matches_cpu::<MountainCar>(&gpu, discrete(3));
     bench_matches_cpu::<MountainCarContinuous>(&gpu, |rng| rng.uniform(-1.0, 1.0) as f32);
     bench_matches_cpu::<Pendulum>(&gpu, |rng| rng.uniform(-2.0, 2.0) as f32);
+    bench_matches_cpu::<Breakout>(&gpu, discrete(3));
 }
 
 #[test]
@@ -254,7 +317,7 @@ fn device_bench_rejects_what_it_cannot_run() {
     let env = device_env("CartPole-v1").unwrap();
     let e = bench(&gpu, &env, 0, 100, 0, 0.0, None).unwrap_err();
     assert!(e.contains("--num-envs 0"), "{e}");
-    let e = probe(&gpu, &env, &[vec![0.0; 3]], &[0.0]).unwrap_err();
+    let e = probe(&gpu, &env, &[vec![0.0; 3]], &[0.0], &[0.0]).unwrap_err();
     assert!(e.contains("4 floats"), "{e}");
 }
 

@@ -49,7 +49,7 @@ fn acrobot_wrap(x0: f32) -> f32 {
     return x;
 }
 
-fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action) -> vec2<f32> {
+fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action, draw: f32) -> vec2<f32> {
     let a = f32(action) - 1.0;
     let y0 = vec4<f32>((*s)[0], (*s)[1], (*s)[2], (*s)[3]);
     let dt = 0.2;

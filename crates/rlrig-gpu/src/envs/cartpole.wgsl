@@ -17,7 +17,7 @@ fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];
 }
 
-fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action) -> vec2<f32> {
+fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action, draw: f32) -> vec2<f32> {
     let gravity = 9.8;
     let masscart = 1.0;
     let masspole = 0.1;

@@ -16,7 +16,7 @@ fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];
 }
 
-fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action) -> vec2<f32> {
+fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action, draw: f32) -> vec2<f32> {
     var v = (*s)[1] + (f32(i32(action) - 1) * 0.001 + cos(3.0 * (*s)[0]) * -0.0025);
     v = clamp(v, -0.07, 0.07);
     let x = clamp((*s)[0] + v, -1.2, 0.6);

@@ -17,7 +17,7 @@ fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];
 }
 
-fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action) -> vec2<f32> {
+fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action, draw: f32) -> vec2<f32> {
     let force = clamp(action, -1.0, 1.0);
     var v = (*s)[1] + (force * 0.0015 - 0.0025 * cos(3.0 * (*s)[0]));
     v = clamp(v, -0.07, 0.07);

@@ -21,7 +21,7 @@ fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     }
 }
 
-fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action) -> vec2<f32> {
+fn env_step(s: ptr<function, array<f32, ENV_STATE>>, action: Action, draw: f32) -> vec2<f32> {
     let th = (*s)[0];
     let thdot = (*s)[1];
     let u = clamp(action, -2.0, 2.0);
