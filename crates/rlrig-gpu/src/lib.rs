@@ -10,27 +10,29 @@
 //!
 //! The kernels are WGSL run through wgpu (Vulkan, Metal, DX12: NVIDIA, AMD, Intel,
 //! Apple), written once for every vendor. Tests run them on Mesa's software Vulkan
-//! (lavapipe). Supported today: CartPole-v1 with two equal tanh hidden layers (PPO's
+//! (lavapipe). Supported today: CartPole-v1, Acrobot-v1 and MountainCar-v0 (the device
+//! envs with discrete actions) with two equal tanh hidden layers (PPO's
 //! CleanRL/PureJaxRL shape); [`check`] says what else a config would need.
 
-use rlrig_env::envs::cartpole::{CartPole, CartPoleParams};
-use rlrig_env::{Env, Purpose, Rng};
+use rlrig_env::{Purpose, Rng, VecConfig};
 use rlrig_learn::ppo::{Agent, PpoConfig};
 use wgpu::util::DeviceExt;
 
 const PPO_WGSL: &str = include_str!("ppo.wgsl");
 const FORWARD_WGSL: &str = include_str!("forward.wgsl");
 
-/// Floats per env in the device's env buffer: state, return, length, done flag,
-/// episode count, return sum, length sum.
-const ENVW: usize = 4 + 6;
+/// Floats per env in the device's env buffer after the env's state: return, length,
+/// done flag, episode count, return sum, length sum.
+const ENV_EXTRA: usize = 6;
 /// Floats of metrics per run and iteration (see ppo.wgsl's NM).
 const NM: usize = 8;
 
 pub mod envs;
 
-/// The envs PPO trains on the device (the others in [`envs::DEVICE_ENVS`] step there).
-pub const PPO_ENVS: &[&str] = &["CartPole-v1"];
+/// The envs PPO trains on the device: the discrete classic-control ones of
+/// [`envs::DEVICE_ENVS`] (Breakout's 400-value observation does not fit the kernel's
+/// workgroup arrays; continuous actions are not in the kernel yet).
+pub const PPO_ENVS: &[&str] = &["CartPole-v1", "Acrobot-v1", "MountainCar-v0"];
 
 /// An open GPU (or software) adapter and its queue.
 pub struct Gpu {
@@ -146,8 +148,10 @@ pub struct Shape {
     pub obs: usize,
     pub actions: usize,
     pub hidden: usize,
-    /// The env's parameters with the config's env args applied.
-    pub env: CartPoleParams,
+    /// The env's device kernel.
+    pub env: envs::DeviceEnv,
+    /// The episode's time limit, with the config's env args applied.
+    pub max_steps: u32,
 }
 
 impl Shape {
@@ -170,9 +174,23 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
             PPO_ENVS.join(", ")
         ));
     }
-    let mut p = CartPoleParams::default();
+    let env = envs::device_env(&cfg.env)?;
+    let mut max_steps = env.max_episode_steps;
     for (k, v) in &cfg.env_args {
-        CartPole::set_param(&mut p, k, v).map_err(|e| format!("env arg {k}: {e}"))?;
+        match k.as_str() {
+            "max_episode_steps" => {
+                max_steps =
+                    v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("env arg max_episode_steps={v}: a whole number >= 1")
+                    })?;
+            }
+            _ => {
+                return Err(format!(
+                    "env arg {k}: the device envs run their default parameters (only \
+                     max_episode_steps can be set)"
+                ));
+            }
+        }
     }
     let h = match cfg.hidden.as_slice() {
         [a, b] if a == b => *a,
@@ -207,10 +225,11 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
         ));
     }
     Ok(Shape {
-        obs: CartPole::OBS_DIM,
-        actions: 2,
+        obs: env.obs,
+        actions: env.discrete.expect("PPO_ENVS are discrete") as usize,
         hidden: h,
-        env: p,
+        env,
+        max_steps,
     })
 }
 
@@ -376,7 +395,7 @@ impl<'g> ResidentPpo<'g> {
         let mut params = Vec::new();
         let mut envs = Vec::new();
         let mut runs: Vec<u32> = Vec::new();
-        let env_params = &shape.env;
+        let envw = shape.env.state + ENV_EXTRA;
         for &seed in seeds {
             let mut rng = Rng::stream(seed, Purpose::Init, 0);
             let agent = Agent::for_config(&spec, cfg, &mut rng);
@@ -387,13 +406,19 @@ impl<'g> ResidentPpo<'g> {
                 ));
             }
             params.extend_from_slice(&agent.params);
-            for e in 0..nenv {
-                let mut rng = Rng::stream(seed, Purpose::Env, e as u64);
-                let s = CartPole::reset(env_params, &mut rng);
-                let mut o = [0.0f32; 4];
-                CartPole::observe(env_params, &s, &mut o);
-                envs.extend_from_slice(&o);
-                envs.extend_from_slice(&[0.0; ENVW - 4]);
+            // The first env states as the CPU path's executor draws them (stream
+            // (seed, Env, e)), rounded to the device's f32.
+            let first = rlrig_env::make_sync(
+                &cfg.env,
+                VecConfig::new(nenv)
+                    .seed(seed)
+                    .env_args(cfg.env_args.clone().into_iter().collect()),
+            )
+            .map_err(|e| e.to_string())?
+            .snapshot();
+            for state in &first.states {
+                envs.extend(state[..shape.env.state].iter().map(|&x| x as f32));
+                envs.extend_from_slice(&[0.0; ENV_EXTRA]);
             }
             // The device's random streams are keyed by (run key, stream, counters).
             let key = Rng::stream(seed, Purpose::Policy, u64::MAX).next_u32();
@@ -460,7 +485,7 @@ impl<'g> ResidentPpo<'g> {
         );
         let rbuf = gpu.storage("runs", bytemuck::cast_slice(&runs));
         let order = gpu.storage("order", bytemuck::cast_slice(&vec![0u32; s * b]));
-        debug_assert_eq!(envs.len(), s * nenv * ENVW);
+        debug_assert_eq!(envs.len(), s * nenv * envw);
         let bind = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("ppo"),
             layout: &layout,
@@ -643,9 +668,7 @@ fn kernel_source(consts: &str, shape: &Shape, rows: usize, env_rows: usize, t: &
     };
     let src = format!(
         "{consts}fn tanh_(x: f32) -> f32 {{ return tanh(clamp(x, -15.0, 15.0)); }}\n{}{}",
-        envs::device_env("CartPole-v1")
-            .expect("CartPole-v1 has a device kernel")
-            .source(shape.env.max_episode_steps),
+        shape.env.source(shape.max_steps),
         PPO_WGSL
             .replace("FORWARD_R", &forward("forward_r", "%R", "R"))
             .replace("FORWARD_E", &forward("forward_e", "%E", "RE"))

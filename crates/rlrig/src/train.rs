@@ -390,7 +390,8 @@ pub struct PpoArgs {
     /// `burn-cpu` (Burn's CPU backend) or `wgpu` (any Vulkan/Metal/DX12 GPU through
     /// Burn). Burn devices need a build with `--features burn`; PPO, A2C, DDPG, TD3,
     /// SAC and DQN run on them. `gpu`: the whole PPO loop on the GPU (envs, rollout,
-    /// updates; build with `--features gpu`; CartPole-v1 for now); with --seeds every
+    /// updates; build with `--features gpu`; CartPole-v1, Acrobot-v1 and MountainCar-v0,
+    /// without observation or reward normalisation, for now); with --seeds every
     /// seed trains in the same kernels. Device runs write weights and metrics but do
     /// not checkpoint or resume yet.
     #[arg(long, default_value = "cpu")]
