@@ -107,7 +107,7 @@ class ConvActorCritic(nn.Module):
 
 
 MINATAR_HP = dict(HP, num_envs=64, num_steps=128, num_minibatches=8, lr=5e-4, hidden=128)
-GYMNAX_IDS = {"CartPole-v1": "CartPole-v1", "MinAtar/Breakout-v1": "Breakout-MinAtar"}
+GYMNAX_IDS = {"CartPole-v1": "CartPole-v1", "Acrobot-v1": "Acrobot-v1", "MinAtar/Breakout-v1": "Breakout-MinAtar"}
 
 
 def log_prob(logits, actions):
