@@ -785,3 +785,44 @@ fn pipeline(
     }
     Ok(p)
 }
+
+/// Copy rates between host memory and the device through wgpu, in MB/s (10^6 bytes/s):
+/// the best of several rounds of one buffer each way (issue 28: a rig on x1 risers
+/// learns from rlrig itself which work to keep on the host).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CopyRates {
+    pub bytes: usize,
+    pub rounds: usize,
+    pub host_to_device_mb_s: f64,
+    pub device_to_host_mb_s: f64,
+}
+
+/// Times `rounds` host-to-device writes (`queue.write_buffer` until the device has it)
+/// and device-to-host reads (a copy to a mappable buffer, mapped, copied out) of a
+/// `bytes`-byte buffer (rounded up to 4 bytes), keeping the fastest of each.
+pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, String> {
+    let words = bytes.div_ceil(4).max(1);
+    let data: Vec<u32> = (0..words as u32).collect();
+    let buf = gpu.storage("copy", bytemuck::cast_slice(&vec![0u32; words]));
+    let (mut up, mut down) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..rounds.max(1) {
+        let t = std::time::Instant::now();
+        gpu.queue.write_buffer(&buf, 0, bytemuck::cast_slice(&data));
+        gpu.queue.submit([]);
+        gpu.wait()?;
+        up = up.min(t.elapsed().as_secs_f64());
+        let t = std::time::Instant::now();
+        let back = gpu.read_u32(&buf, words)?;
+        down = down.min(t.elapsed().as_secs_f64());
+        if back != data {
+            return Err("GPU copy: the buffer read back differs from the one written".into());
+        }
+    }
+    let mb = (4 * words) as f64 / 1e6;
+    Ok(CopyRates {
+        bytes: 4 * words,
+        rounds: rounds.max(1),
+        host_to_device_mb_s: mb / up,
+        device_to_host_mb_s: mb / down,
+    })
+}

@@ -102,7 +102,8 @@ pub struct Probe {
     pub os: Os,
     pub nvidia: Found<NvidiaGpu>,
     pub amd: Found<AmdGpu>,
-    /// wgpu adapters (`--device wgpu`); filled in by builds with the Burn feature.
+    /// wgpu adapters (`--device wgpu` with Burn, `--device gpu` for the device-resident
+    /// path); filled in by builds with either feature.
     pub wgpu: Found<String>,
 }
 
@@ -482,7 +483,7 @@ impl Probe {
             Found::Absent { reason } => s += &format!("wgpu     none: {reason}\n"),
             Found::Present { devices } => {
                 for name in devices {
-                    s += &format!("wgpu     {name} (--device wgpu)\n");
+                    s += &format!("wgpu     {name}\n");
                 }
             }
         }

@@ -285,3 +285,25 @@ fn bench_env_on_the_device_refuses_what_does_not_apply() {
         &["--device tpu", "cpu, gpu"],
     );
 }
+
+/// `rlrig probe` times a copy each way through the device path's runtime.
+#[test]
+fn probe_times_host_device_copies() {
+    if !adapter_here() {
+        return;
+    }
+    let o = rlrig(&["probe", "--json"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let c = &v["gpu_copy"];
+    assert_eq!(c["bytes"], 64 << 20, "{v}");
+    for k in ["host_to_device_mb_s", "device_to_host_mb_s"] {
+        assert!(c[k].as_f64().unwrap() > 0.0, "{c}");
+    }
+    let o = rlrig(&["probe"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("host -> device") && out.contains("MB/s"),
+        "{out}"
+    );
+}
