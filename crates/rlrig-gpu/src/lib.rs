@@ -179,10 +179,8 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
     for (k, v) in &cfg.env_args {
         match k.as_str() {
             "max_episode_steps" => {
-                max_steps =
-                    v.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| {
-                        format!("env arg max_episode_steps={v}: a whole number >= 1")
-                    })?;
+                max_steps = rlrig_env::envs::steps_param(v)
+                    .map_err(|e| format!("env arg max_episode_steps={v}: {e}"))?;
             }
             _ => {
                 return Err(format!(

@@ -99,6 +99,11 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
         &["fast_trig", "default parameters"],
     );
     fails_with(
+        &with(&["--env-arg", "max_episode_steps=0"]),
+        None,
+        &["max_episode_steps", "at least 1"],
+    );
+    fails_with(
         &with(&["--set", "hidden=[64, 32]"]),
         None,
         &["--device gpu", "hidden", "two equal hidden layers"],

@@ -47,7 +47,7 @@ pub(crate) fn finite_param(value: &str) -> Result<f64, String> {
 }
 
 /// A time limit: a whole number of steps, at least 1.
-pub(crate) fn steps_param(value: &str) -> Result<u32, String> {
+pub fn steps_param(value: &str) -> Result<u32, String> {
     match param::<u32>(value, "a whole number of steps")? {
         0 => Err("the time limit must be at least 1 step".into()),
         v => Ok(v),
