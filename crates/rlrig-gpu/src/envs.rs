@@ -318,6 +318,12 @@ pub fn bench(
     }
     let warmup_seconds = t0.elapsed().as_secs_f64();
     let dispatches = steps.div_ceil(per_dispatch).max(1);
+    // The device counts each env's steps in a u32.
+    if (warm_dispatches + dispatches) * u64::from(k) > u64::from(u32::MAX) {
+        return Err(format!(
+            "{steps} steps over {num_envs} envs is over 2^32 steps per env: use more envs"
+        ));
+    }
     // Submitted in command buffers of at most 64 dispatches, all before the wait.
     let t1 = Instant::now();
     let mut left = dispatches;

@@ -317,6 +317,8 @@ fn device_bench_rejects_what_it_cannot_run() {
     let env = device_env("CartPole-v1").unwrap();
     let e = bench(&gpu, &env, 0, 100, 0, 0.0, None).unwrap_err();
     assert!(e.contains("--num-envs 0"), "{e}");
+    let e = bench(&gpu, &env, 1, 1 << 33, 0, 0.0, None).unwrap_err();
+    assert!(e.contains("2^32 steps per env"), "{e}");
     let e = probe(&gpu, &env, &[vec![0.0; 3]], &[0.0], &[0.0]).unwrap_err();
     assert!(e.contains("4 floats"), "{e}");
 }
