@@ -186,6 +186,10 @@ pub trait Env: Send + Sync + 'static {
     /// executor only splits a batch across threads when each thread gets enough work
     /// to pay for waking it (see `VecConfig::min_thread_work_ns`).
     const STEP_COST_NS: u64 = 100;
+    /// Envs per group of the vectorised [`Env::step_batch`] (1: no vectorised kernel).
+    /// The synchronous executor gives each thread a multiple of it, so kernels see full
+    /// groups; an env with a scalar step is split one env at a time.
+    const BATCH_LANES: usize = 1;
     /// The keys [`Env::set_param`] takes.
     const PARAMS: &'static [&'static str] = &[];
     /// Heap memory one env's state owns beyond `size_of::<State>()` (a Box2D world),

@@ -527,8 +527,8 @@ fn small_batches_stay_on_one_thread_unless_forced() {
     let forced =
         SyncVecEnv::<CartPole>::new(VecConfig::new(64).threads(3).min_thread_work_ns(0)).unwrap();
     assert_eq!(forced.threads_used(), 3);
-    // Envs that cost microseconds a step spread evenly over the threads: 14 walkers on 7
-    // threads use all 7 (SIMD-lane rounding allowed 2), and the result does not change.
+    // Envs without a vectorised kernel split per env: 14 walkers on 7
+    // threads use all 7 (8-lane rounding allowed 2), and the result does not change.
     let walkers = |t| {
         SyncVecEnv::<rlrig_env::envs::bipedal_walker::BipedalWalker>::new(
             VecConfig::new(14).threads(t).seed(5),

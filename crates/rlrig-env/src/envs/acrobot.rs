@@ -288,6 +288,7 @@ impl Env for Acrobot {
     const PARAMS: &'static [&'static str] = &["max_episode_steps", "fast_trig"];
     const OBS_DIM: usize = 6;
     const STEP_COST_NS: u64 = 190;
+    const BATCH_LANES: usize = LANES;
 
     fn observation_space(p: &AcrobotParams) -> Space {
         let high = vec![1.0, 1.0, 1.0, 1.0, p.max_vel_1 as f32, p.max_vel_2 as f32];

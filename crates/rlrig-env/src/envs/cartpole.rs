@@ -164,6 +164,7 @@ impl Env for CartPole {
     const PARAMS: &'static [&'static str] = &["max_episode_steps"];
     const OBS_DIM: usize = 4;
     const STEP_COST_NS: u64 = 25;
+    const BATCH_LANES: usize = LANES;
 
     fn observation_space(p: &CartPoleParams) -> Space {
         let high = [

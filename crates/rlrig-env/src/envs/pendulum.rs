@@ -141,6 +141,7 @@ impl Env for Pendulum {
     const PARAMS: &'static [&'static str] = &["max_episode_steps", "g"];
     const OBS_DIM: usize = 3;
     const STEP_COST_NS: u64 = 110;
+    const BATCH_LANES: usize = LANES;
 
     fn observation_space(p: &PendulumParams) -> Space {
         let high = vec![1.0, 1.0, p.max_speed as f32];

@@ -26,8 +26,8 @@ pub struct SyncVecEnv<E: Env> {
     rewards: Vec<f64>,
     terminated: Vec<bool>,
     truncated: Vec<bool>,
-    /// Envs per worker chunk: a multiple of the SIMD width so kernels see full lanes
-    /// (any count for envs that cost microseconds a step).
+    /// Envs per worker chunk: a multiple of [`Env::BATCH_LANES`] so kernels see full
+    /// groups.
     chunk: usize,
     pool: Option<Arc<Pool>>,
 }
@@ -148,11 +148,6 @@ impl<'a, E: Env> Part<'a, E> {
     }
 }
 
-/// SIMD width the chunking rounds to (8 f64 lanes = one AVX-512 register).
-const LANES: usize = 8;
-/// From this cost per step (ns) on, chunks are not rounded to [`LANES`].
-const SCALAR_STEP_NS: u64 = 2_000;
-
 impl<E: Env> SyncVecEnv<E> {
     /// Builds and resets `cfg.num_envs` envs with default parameters.
     pub fn new(cfg: VecConfig) -> Result<Self, EnvError> {
@@ -168,13 +163,9 @@ impl<E: Env> SyncVecEnv<E> {
         let by_work = (n as u64 * E::STEP_COST_NS)
             .checked_div(cfg.min_thread_work_ns)
             .map_or(usize::MAX, |t| t as usize);
-        // Envs whose step costs microseconds (Box2D) gain nothing from full SIMD lanes:
-        // one env per task is enough, so 16 walkers can use 16 threads, not 2.
-        let lanes = if E::STEP_COST_NS >= SCALAR_STEP_NS {
-            1
-        } else {
-            LANES
-        };
+        // Whole groups of the env's vectorised kernel per thread; envs stepped one at a
+        // time (Box2D) split per env, so 16 walkers can use 16 threads.
+        let lanes = E::BATCH_LANES.max(1);
         let threads = cfg.threads.min(n.div_ceil(lanes)).min(by_work).max(1);
         let chunk = n.div_ceil(threads).div_ceil(lanes) * lanes;
         // The process's shared pool (the learner uses the same workers between steps).
