@@ -20,9 +20,18 @@ pub struct DeviceEnv {
     pub obs: usize,
     /// Gymnasium's TimeLimit (u32::MAX: none).
     pub max_episode_steps: u32,
-    /// Discrete actions (`n`), or None for one continuous action.
-    pub discrete: Option<u32>,
+    pub action: DeviceAction,
     wgsl: &'static str,
+}
+
+/// An env's action space on the device.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DeviceAction {
+    /// `n` actions, as an index.
+    Discrete(u32),
+    /// One continuous action, drawn uniformly from `[low, high)` by the bench (the env
+    /// clips what it is given itself, as the reference does).
+    Box { low: f32, high: f32 },
 }
 
 /// Every env with a device kernel.
@@ -32,7 +41,7 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         state: 4,
         obs: 4,
         max_episode_steps: 500,
-        discrete: Some(2),
+        action: DeviceAction::Discrete(2),
         wgsl: include_str!("envs/cartpole.wgsl"),
     },
     DeviceEnv {
@@ -40,7 +49,7 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         state: 4,
         obs: 6,
         max_episode_steps: 500,
-        discrete: Some(3),
+        action: DeviceAction::Discrete(3),
         wgsl: include_str!("envs/acrobot.wgsl"),
     },
     DeviceEnv {
@@ -48,7 +57,7 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         state: 2,
         obs: 2,
         max_episode_steps: 200,
-        discrete: Some(3),
+        action: DeviceAction::Discrete(3),
         wgsl: include_str!("envs/mountain_car.wgsl"),
     },
     DeviceEnv {
@@ -56,7 +65,10 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         state: 2,
         obs: 2,
         max_episode_steps: 999,
-        discrete: None,
+        action: DeviceAction::Box {
+            low: -1.0,
+            high: 1.0,
+        },
         wgsl: include_str!("envs/mountain_car_continuous.wgsl"),
     },
     DeviceEnv {
@@ -65,7 +77,7 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         obs: 400,
         // No time limit (the game ends itself; a random policy in tens of steps).
         max_episode_steps: u32::MAX,
-        discrete: Some(3),
+        action: DeviceAction::Discrete(3),
         wgsl: include_str!("envs/minatar_breakout.wgsl"),
     },
     DeviceEnv {
@@ -73,7 +85,10 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
         state: 2,
         obs: 3,
         max_episode_steps: 200,
-        discrete: None,
+        action: DeviceAction::Box {
+            low: -2.0,
+            high: 2.0,
+        },
         wgsl: include_str!("envs/pendulum.wgsl"),
     },
 ];
@@ -99,13 +114,43 @@ pub fn device_env(id: &str) -> Result<DeviceEnv, String> {
 impl DeviceEnv {
     /// The env's WGSL with what it needs before it: the random streams and MAX_STEPS
     /// (`max_steps`, the episode's time limit).
+    ///
+    /// The sizes, the `Action` type and how an action is read from a float or drawn from
+    /// a uniform number are written here from this description, so the WGSL files hold
+    /// the dynamics alone.
     pub(crate) fn source(&self, max_steps: u32) -> String {
         let limit = if max_steps == u32::MAX {
             "3.0e38".to_string()
         } else {
             format!("{max_steps}.0")
         };
-        format!("const MAX_STEPS: f32 = {limit};\n{RNG_WGSL}{}", self.wgsl)
+        let action = match self.action {
+            DeviceAction::Discrete(n) => format!(
+                "alias Action = u32;\n\
+                 fn env_action(x: f32) -> Action {{ return u32(x); }}\n\
+                 fn env_random_action(u: f32) -> Action {{ return min(u32(u * {n}.0), {}u); }}\n",
+                n - 1
+            ),
+            DeviceAction::Box { low, high } => format!(
+                "alias Action = f32;\n\
+                 fn env_action(x: f32) -> Action {{ return x; }}\n\
+                 fn env_random_action(u: f32) -> Action {{ return {low:?} + {:?} * u; }}\n",
+                high - low
+            ),
+        };
+        format!(
+            "const MAX_STEPS: f32 = {limit};\nconst ENV_STATE: u32 = {}u;\nconst ENV_OBS: u32 = {}u;\n\
+             const PI: f32 = 3.14159265358979;\n{action}{RNG_WGSL}{}",
+            self.state, self.obs, self.wgsl
+        )
+    }
+
+    /// The number of actions of a discrete env.
+    pub fn discrete(&self) -> Option<u32> {
+        match self.action {
+            DeviceAction::Discrete(n) => Some(n),
+            DeviceAction::Box { .. } => None,
+        }
     }
 }
 
@@ -175,7 +220,7 @@ pub fn probe(
         pass.dispatch_workgroups(states.len().div_ceil(64) as u32, 1, 1);
     }
     gpu.queue.submit([enc.finish()]);
-    let out = gpu.read_f32(&buf, data.len())?;
+    let out = gpu.read::<f32>(&buf, data.len())?;
     let n = env.state;
     Ok(out
         .chunks(w)
@@ -334,8 +379,8 @@ pub fn bench(
     }
     gpu.wait()?;
     let seconds = t1.elapsed().as_secs_f64();
-    let counts = gpu.read_u32(&count, num_envs * 2)?;
-    let states = gpu.read_f32(&state, num_envs * bw)?;
+    let counts = gpu.read::<u32>(&count, num_envs * 2)?;
+    let states = gpu.read::<f32>(&state, num_envs * bw)?;
     let want = (warm_dispatches + dispatches) * u64::from(k);
     let done: u64 = counts.chunks(2).map(|c| u64::from(c[0])).sum();
     if counts.chunks(2).any(|c| u64::from(c[0]) != want) {

@@ -1,7 +1,8 @@
 // The device envs on their own: one thread per env. The host prepends the constants
-// (KEY, BENCH_STEPS, MAX_EPISODE_STEPS), the random streams (rng.wgsl) and the env's
-// functions (envs/*.wgsl: ENV_STATE, ENV_OBS, Action, env_action, env_random_action,
-// env_observe, env_step, env_reset).
+// (KEY, BENCH_STEPS), then `DeviceEnv::source`: MAX_STEPS, ENV_STATE, ENV_OBS, Action,
+// env_action and env_random_action written from the env's description, the random
+// streams (rng.wgsl) and the env's dynamics (envs/*.wgsl: env_observe, env_step,
+// env_reset).
 
 // ---- probe: one step from given states (tests compare it with rlrig-env) ----
 // Per row: state[ENV_STATE], action, the step's uniform draw | next state[ENV_STATE],

@@ -92,14 +92,6 @@ impl Gpu {
             .map_err(|e| format!("GPU: {e}"))
     }
 
-    fn read_f32(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f32>, String> {
-        self.read(buf, len)
-    }
-
-    fn read_u32(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<u32>, String> {
-        self.read(buf, len)
-    }
-
     /// The first `len` 4-byte values of `buf`, copied back through a staging buffer.
     fn read<T: bytemuck::Pod>(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<T>, String> {
         let bytes = (len * 4) as u64;
@@ -224,7 +216,7 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
     }
     Ok(Shape {
         obs: env.obs,
-        actions: env.discrete.expect("PPO_ENVS are discrete") as usize,
+        actions: env.discrete().expect("PPO_ENVS are discrete") as usize,
         hidden: h,
         env,
         max_steps,
@@ -552,7 +544,7 @@ impl<'g> ResidentPpo<'g> {
     pub fn params(&self) -> Result<Vec<Vec<f32>>, String> {
         let all = self
             .gpu
-            .read_f32(&self.params, self.seeds.len() * self.num_params)?;
+            .read::<f32>(&self.params, self.seeds.len() * self.num_params)?;
         Ok(all.chunks(self.num_params).map(<[f32]>::to_vec).collect())
     }
 
@@ -560,7 +552,9 @@ impl<'g> ResidentPpo<'g> {
     /// action, log-prob, value, reward, done flag, advantage and return.
     pub fn rollout(&self) -> Result<Vec<Vec<f32>>, String> {
         let per = self.cfg.batch_size() * (self.shape.obs + 7);
-        let all = self.gpu.read_f32(&self.rollout, self.seeds.len() * per)?;
+        let all = self
+            .gpu
+            .read::<f32>(&self.rollout, self.seeds.len() * per)?;
         Ok(all.chunks(per).map(<[f32]>::to_vec).collect())
     }
 
@@ -569,7 +563,7 @@ impl<'g> ResidentPpo<'g> {
         let iters = self.num_iterations() as usize;
         let all = self
             .gpu
-            .read_f32(&self.metrics, self.seeds.len() * iters * NM)?;
+            .read::<f32>(&self.metrics, self.seeds.len() * iters * NM)?;
         let rows = self.cfg.minibatch_size() * self.cfg.num_minibatches * self.cfg.update_epochs;
         Ok(all
             .chunks(iters * NM)
@@ -810,7 +804,7 @@ pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, S
         gpu.wait()?;
         up = up.min(t.elapsed().as_secs_f64());
         let t = std::time::Instant::now();
-        let back = gpu.read_u32(&buf, words)?;
+        let back = gpu.read::<u32>(&buf, words)?;
         down = down.min(t.elapsed().as_secs_f64());
         if back != data {
             return Err("GPU copy: the buffer read back differs from the one written".into());

@@ -1,18 +1,6 @@
 // Acrobot-v1 as Gymnasium's (book dynamics, RK4 over dt = 0.2, no torque noise):
 // state [theta1, theta2, dtheta1, dtheta2], observation [cos t1, sin t1, cos t2,
 // sin t2, dt1, dt2]; reward -1 per step, terminated when the tip is above the bar.
-const ENV_STATE: u32 = 4u;
-const ENV_OBS: u32 = 6u;
-alias Action = u32;
-const PI: f32 = 3.14159265358979;
-
-fn env_action(x: f32) -> Action {
-    return u32(x);
-}
-
-fn env_random_action(u: f32) -> Action {
-    return min(u32(u * 3.0), 2u);
-}
 
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     switch i {

@@ -1,17 +1,6 @@
 // CartPole-v1 as Gymnasium's (and rlrig-env's, which runs it in f64): Euler steps,
 // reward 1 per step, terminated past +-2.4 or +-12 degrees; truncation at MAX_STEPS is
 // the caller's. State = observation = [x, x_dot, theta, theta_dot], in f32.
-const ENV_STATE: u32 = 4u;
-const ENV_OBS: u32 = 4u;
-alias Action = u32;
-
-fn env_action(x: f32) -> Action {
-    return u32(x);
-}
-
-fn env_random_action(u: f32) -> Action {
-    return select(0u, 1u, u >= 0.5);
-}
 
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];

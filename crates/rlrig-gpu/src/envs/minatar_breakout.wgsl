@@ -4,18 +4,7 @@
 // [ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, last_action, then
 // the bricks of rows 1, 2, 3 as 10-bit masks (bit x = column x)], all small integers,
 // exact in f32.
-const ENV_STATE: u32 = 12u;
-const ENV_OBS: u32 = 400u;
-alias Action = u32;
 const STICKY: f32 = 0.1;
-
-fn env_action(x: f32) -> Action {
-    return u32(x);
-}
-
-fn env_random_action(u: f32) -> Action {
-    return min(u32(u * 3.0), 2u);
-}
 
 // Observation index (y * 10 + x) * 4 + channel, as rlrig-env's.
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {

@@ -1,16 +1,5 @@
 // MountainCar-v0 as Gymnasium's (rlrig-env runs it in f64): state = observation =
 // [position, velocity], reward -1 per step, terminated at the flag.
-const ENV_STATE: u32 = 2u;
-const ENV_OBS: u32 = 2u;
-alias Action = u32;
-
-fn env_action(x: f32) -> Action {
-    return u32(x);
-}
-
-fn env_random_action(u: f32) -> Action {
-    return min(u32(u * 3.0), 2u);
-}
 
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];

@@ -1,17 +1,6 @@
 // MountainCarContinuous-v0 as Gymnasium's: state = observation = [position, velocity],
 // force = the action clipped to [-1, 1]; reward 100 at the flag minus 0.1 a^2 (the
 // unclipped action).
-const ENV_STATE: u32 = 2u;
-const ENV_OBS: u32 = 2u;
-alias Action = f32;
-
-fn env_action(x: f32) -> Action {
-    return x;
-}
-
-fn env_random_action(u: f32) -> Action {
-    return -1.0 + 2.0 * u;
-}
 
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     return (*s)[i];

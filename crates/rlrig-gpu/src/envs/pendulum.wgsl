@@ -1,17 +1,5 @@
 // Pendulum-v1 as Gymnasium's (g = 10): state [theta, theta_dot], observation
 // [cos theta, sin theta, theta_dot]; never terminates (truncated at MAX_STEPS).
-const ENV_STATE: u32 = 2u;
-const ENV_OBS: u32 = 3u;
-alias Action = f32;
-const PI: f32 = 3.14159265358979;
-
-fn env_action(x: f32) -> Action {
-    return x;
-}
-
-fn env_random_action(u: f32) -> Action {
-    return -2.0 + 4.0 * u;
-}
 
 fn env_observe(s: ptr<function, array<f32, ENV_STATE>>, i: u32) -> f32 {
     switch i {
