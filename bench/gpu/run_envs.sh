@@ -17,32 +17,24 @@ PY=${PY:-python3}
 mkdir -p "$OUT"
 LOG=$OUT/envs.log JSONL=$OUT/envs.jsonl
 exec </dev/null
-say() { echo "$@" | tee -a "$LOG"; }
+. "$ROOT/bench/lib.sh"
+JSON_KEYS='steps_per_sec|seconds|mean_return|episodes'
 say "# $(date -u +%FT%TZ) device env stepping, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1), $(nproc) cores, rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
-one() { # label, command...
-  local label=$1; shift
-  say "\$ $*"
-  local out; out=$(timeout 150 "$@" 2>&1); local rc=$?
-  echo "$out" >> "$LOG"
-  local last; last=$(echo "$out" | grep '^{' | tail -1)
-  echo "{\"label\": \"$label\", \"rc\": $rc, \"result\": ${last:-null}}" >> "$JSONL"
-  echo "$label rc $rc $(echo "$last" | grep -oE '"(steps_per_sec|seconds|mean_return|episodes)": ?[0-9.e+-]+' | tr '\n' ' ')"
-}
 for n in 4096 65536 1048576; do
-  one "rlrig gpu CartPole-v1 $n" "$RLRIG" bench env --device gpu --env CartPole-v1 --num-envs "$n" --steps 2000000000 --json
-  one "gymnax gpu CartPole-v1 $n" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env CartPole-v1 --num-envs "$n" --threads "$(nproc)"
+  json_run "rlrig gpu CartPole-v1 $n" "$RLRIG" bench env --device gpu --env CartPole-v1 --num-envs "$n" --steps 2000000000 --json
+  json_run "gymnax gpu CartPole-v1 $n" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env CartPole-v1 --num-envs "$n" --threads "$(nproc)"
 done
-one "rlrig cpu CartPole-v1 65536" "$RLRIG" bench env --env CartPole-v1 --num-envs 65536 --steps 400000000 --json
+json_run "rlrig cpu CartPole-v1 65536" "$RLRIG" bench env --env CartPole-v1 --num-envs 65536 --steps 400000000 --json
 for e in Acrobot-v1 MountainCar-v0 MountainCarContinuous-v0 Pendulum-v1; do
-  one "rlrig gpu $e 65536" "$RLRIG" bench env --device gpu --env "$e" --num-envs 65536 --steps 1000000000 --json
-  one "rlrig cpu $e 65536" "$RLRIG" bench env --env "$e" --num-envs 65536 --steps 100000000 --json
+  json_run "rlrig gpu $e 65536" "$RLRIG" bench env --device gpu --env "$e" --num-envs 65536 --steps 1000000000 --json
+  json_run "rlrig cpu $e 65536" "$RLRIG" bench env --env "$e" --num-envs 65536 --steps 100000000 --json
 done
 for n in 1024 16384 65536 262144; do
-  one "rlrig gpu Breakout $n" "$RLRIG" bench env --device gpu --env MinAtar/Breakout-v1 --num-envs "$n" --steps 1000000000 --json
-  one "rlrig cpu Breakout $n" "$RLRIG" bench env --env MinAtar/Breakout-v1 --num-envs "$n" --steps 40000000 --json
+  json_run "rlrig gpu Breakout $n" "$RLRIG" bench env --device gpu --env MinAtar/Breakout-v1 --num-envs "$n" --steps 1000000000 --json
+  json_run "rlrig cpu Breakout $n" "$RLRIG" bench env --env MinAtar/Breakout-v1 --num-envs "$n" --steps 40000000 --json
 done
-one "gymnax gpu Breakout 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env MinAtar/Breakout-v1 --num-envs 65536 --threads "$(nproc)"
+json_run "gymnax gpu Breakout 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env MinAtar/Breakout-v1 --num-envs 65536 --threads "$(nproc)"
 for e in Acrobot-v1 Pendulum-v1; do
-  one "gymnax gpu $e 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env "$e" --num-envs 65536 --threads "$(nproc)"
+  json_run "gymnax gpu $e 65536" env JAX_PLATFORMS=cuda "$PY" "$ROOT/bench/peers/env_peers.py" --peer gymnax --env "$e" --num-envs 65536 --threads "$(nproc)"
 done
 say "# done $(date -u +%FT%TZ)"

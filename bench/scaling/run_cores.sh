@@ -22,18 +22,10 @@ THREADS=(1 2 4 8 16 32 64)
 ts=(); for t in "${THREADS[@]}"; do [ "$t" -le "$N" ] && ts+=("$t"); done
 [ "${ts[-1]}" = "$N" ] || ts+=("$N")
 
-say() { echo "$@" | tee -a "$LOG"; }
+. "$ROOT/bench/lib.sh"
+JSON_KEYS='steps_per_sec|samples_per_sec|actors_samples_per_sec|train_seconds|updates_per_sec|compile_seconds'
+JSON_TIMEOUT=120
 say "# $(date -u +%FT%TZ) rlrig thread scaling, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $N cores, rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
-
-json() { # label, then a command printing one JSON object on its last line
-  local label=$1; shift
-  say "\$ $*"
-  local out; out=$(timeout 120 "$@" 2>&1); local rc=$?
-  echo "$out" | tee -a "$LOG" >/dev/null
-  local last; last=$(echo "$out" | grep '^{' | tail -1)
-  echo "{\"label\": \"$label\", \"rc\": $rc, \"result\": ${last:-null}}" >> "$JSONL"
-  echo "$label rc $rc $(echo "$last" | grep -oE '"(steps_per_sec|samples_per_sec|actors_samples_per_sec|train_seconds|updates_per_sec|compile_seconds)": ?[0-9.]+' | tr '\n' ' ')"
-}
 
 train() { # label, args... : wall clock and rlrig's own first lines
   local label=$1; shift
@@ -51,20 +43,20 @@ train() { # label, args... : wall clock and rlrig's own first lines
   echo "$label rc $rc wall $wall | $first"
 }
 
-for t in "${ts[@]}"; do json "env CartPole 4096 t$t" "$RLRIG" bench env --num-envs 4096 --threads "$t" --steps 40000000 --json; done
-json "env CartPole 65536 t$N" "$RLRIG" bench env --num-envs 65536 --threads "$N" --steps 200000000 --json
-for t in "${ts[@]}"; do json "env Breakout 1024 t$t" "$RLRIG" bench env --env MinAtar/Breakout-v1 --num-envs 1024 --threads "$t" --steps 4000000 --json; done
+for t in "${ts[@]}"; do json_run "env CartPole 4096 t$t" "$RLRIG" bench env --num-envs 4096 --threads "$t" --steps 40000000 --json; done
+json_run "env CartPole 65536 t$N" "$RLRIG" bench env --num-envs 65536 --threads "$N" --steps 200000000 --json
+for t in "${ts[@]}"; do json_run "env Breakout 1024 t$t" "$RLRIG" bench env --env MinAtar/Breakout-v1 --num-envs 1024 --threads "$t" --steps 4000000 --json; done
 for t in "${ts[@]}"; do train "ppo CartPole 500k t$t" train ppo --total-steps 500000 --threads "$t" --run-dir "/tmp/sc-ppo-$t"; done
 for t in $(printf '%s\n' 1 4 "$N" | awk -v n="$N" '$1 <= n' | sort -un); do train "sac 256-256 3000 t$t" train sac --env Pendulum-v1 --total-steps 3000 --threads "$t" --set "hidden=[256, 256]" --run-dir "/tmp/sc-sac-$t"; done
 train "sac 64-64 20000 t$N" train sac --env Pendulum-v1 --total-steps 20000 --threads "$N" --run-dir /tmp/sc-sac64
 for t in $(printf '%s\n' 2 "$N" | sort -un); do train "ppo BipedalWalker 200k t$t" train ppo --env BipedalWalker-v3 --total-steps 200000 --threads "$t" --run-dir "/tmp/sc-bw-$t"; done
-json "alphazero actors 1" "$RLRIG" bench alphazero --actors 1 --json
-json "alphazero actors $N" "$RLRIG" bench alphazero --actors "$N" --json
+json_run "alphazero actors 1" "$RLRIG" bench alphazero --actors 1 --json
+json_run "alphazero actors $N" "$RLRIG" bench alphazero --actors "$N" --json
 
 if "$PY" -c 'import jax, gymnax' 2>/dev/null; then
-  json "purejaxrl cpu 1 seed" env JAX_PLATFORMS=cpu "$PY" "$ROOT/bench/peers/ppo_jax.py" --seeds 1 --total-steps 500000
+  json_run "purejaxrl cpu 1 seed" env JAX_PLATFORMS=cpu "$PY" "$ROOT/bench/peers/ppo_jax.py" --seeds 1 --total-steps 500000
 fi
 if "$PY" -c 'import jax, gymnasium, flax, optax' 2>/dev/null; then
-  json "sac jax cpu 256-256 3000" env JAX_PLATFORMS=cpu "$PY" "$ROOT/bench/peers/sac_jax.py" --seed 1 --hidden 256 --total-steps 3000
+  json_run "sac jax cpu 256-256 3000" env JAX_PLATFORMS=cpu "$PY" "$ROOT/bench/peers/sac_jax.py" --seed 1 --hidden 256 --total-steps 3000
 fi
 say "# done $(date -u +%FT%TZ)"
