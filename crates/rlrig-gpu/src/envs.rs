@@ -4,7 +4,7 @@
 //! stepping benchmark with random actions and auto-reset that runs whole batches of
 //! steps per dispatch with every env's state in registers.
 
-use crate::{Gpu, pipeline, shader};
+use crate::{Gpu, pipeline, shader, wgsl_f32};
 use std::time::Instant;
 
 pub(crate) const RNG_WGSL: &str = include_str!("rng.wgsl");
@@ -134,8 +134,9 @@ impl DeviceEnv {
             DeviceAction::Box { low, high } => format!(
                 "alias Action = f32;\n\
                  fn env_action(x: f32) -> Action {{ return x; }}\n\
-                 fn env_random_action(u: f32) -> Action {{ return {low:?} + {:?} * u; }}\n",
-                high - low
+                 fn env_random_action(u: f32) -> Action {{ return {} + {} * u; }}\n",
+                wgsl_f32(low.into()),
+                wgsl_f32((high - low).into())
             ),
         };
         format!(
