@@ -204,6 +204,19 @@ pub trait Env: Send + Sync + 'static {
 
     /// A fresh initial state.
     fn reset(p: &Self::Params, rng: &mut Rng) -> Self::State;
+    /// Resets `s` after its episode ended (the executors' autoreset): by default a fresh
+    /// [`Env::reset`]. Envs whose reference reuses the simulator between episodes
+    /// (Atari: ale-py's `reset()` without a seed keeps the emulator and its random
+    /// generator; episodic life continues the game) override it.
+    fn reset_in_place(p: &Self::Params, s: &mut Self::State, rng: &mut Rng) {
+        *s = Self::reset(p, rng);
+    }
+    /// Whether `p` can run here at all, asked once before an executor is built: an env
+    /// that needs an outside resource (an Atari ROM) says which and where it looked.
+    fn check(p: &Self::Params) -> Result<(), String> {
+        let _ = p;
+        Ok(())
+    }
     /// Advances `s` by one step. `a` has been checked with [`Action::check`].
     fn step(p: &Self::Params, s: &mut Self::State, a: &Self::Action, rng: &mut Rng) -> Transition;
     /// Writes the observation of `s` into `out` (`OBS_DIM` long).

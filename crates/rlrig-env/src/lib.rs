@@ -30,7 +30,7 @@ pub mod vector;
 
 pub use env::{Action, ActionBuf, ActionFault, Env, Transition};
 pub use error::EnvError;
-pub use registry::{ENV_IDS, EnvSpec, EnvVisitor, make_async, make_sync, spec, visit};
+pub use registry::{ATARI_IDS, ENV_IDS, EnvSpec, EnvVisitor, make_async, make_sync, spec, visit};
 pub use rng::{Purpose, Rng};
 pub use sample::RandomActions;
 pub use space::{Dtype, Space};

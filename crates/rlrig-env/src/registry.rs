@@ -1,6 +1,8 @@
 //! Env ids and run-time dispatch to the statically typed envs.
 
 use crate::env::Env;
+#[cfg(feature = "atari")]
+use crate::envs::atari;
 use crate::envs::{
     Acrobot, Asterix, BipedalWalker, BipedalWalkerHardcore, Breakout, CartPole, Freeway,
     LunarLander, LunarLanderContinuous, MountainCar, MountainCarContinuous, Pendulum, Seaquest,
@@ -10,23 +12,57 @@ use crate::error::EnvError;
 use crate::space::Space;
 use crate::vector::{AsyncVecEnv, AsyncVecEnvDyn, SyncVecEnv, VecConfig, VecEnvDyn};
 
+macro_rules! ids {
+    ($($extra:expr),*) => {
+        &[
+            CartPole::ID,
+            Acrobot::ID,
+            MountainCar::ID,
+            MountainCarContinuous::ID,
+            Pendulum::ID,
+            LunarLander::ID,
+            LunarLanderContinuous::ID,
+            BipedalWalker::ID,
+            BipedalWalkerHardcore::ID,
+            Asterix::ID,
+            Breakout::ID,
+            Freeway::ID,
+            Seaquest::ID,
+            SpaceInvaders::ID,
+            $($extra),*
+        ]
+    };
+}
+
 /// Every registered id, in the order `rlrig envs` lists them.
-pub const ENV_IDS: &[&str] = &[
-    CartPole::ID,
-    Acrobot::ID,
-    MountainCar::ID,
-    MountainCarContinuous::ID,
-    Pendulum::ID,
-    LunarLander::ID,
-    LunarLanderContinuous::ID,
-    BipedalWalker::ID,
-    BipedalWalkerHardcore::ID,
-    Asterix::ID,
-    Breakout::ID,
-    Freeway::ID,
-    Seaquest::ID,
-    SpaceInvaders::ID,
-];
+#[cfg(not(feature = "atari"))]
+pub const ENV_IDS: &[&str] = ids!();
+/// Every registered id, in the order `rlrig envs` lists them (with the `atari` feature:
+/// each game's raw `ALE/<Game>-v5` and preprocessed `<Game>-v5`).
+#[cfg(feature = "atari")]
+pub const ENV_IDS: &[&str] = ids!(
+    atari::AlePongV5::ID,
+    atari::PongV5::ID,
+    atari::AleBreakoutV5::ID,
+    atari::BreakoutV5::ID,
+    atari::AleSpaceInvadersV5::ID,
+    atari::SpaceInvadersV5::ID,
+    atari::AleSeaquestV5::ID,
+    atari::SeaquestV5::ID,
+    atari::AleQbertV5::ID,
+    atari::QbertV5::ID,
+    atari::AleTetrisV5::ID,
+    atari::TetrisV5::ID
+);
+
+/// The Atari ids among [`ENV_IDS`] (empty without the `atari` feature): they need ROMs,
+/// and their state is the emulator's (no state vector).
+pub const ATARI_IDS: &[&str] = if cfg!(feature = "atari") {
+    let n = ENV_IDS.len() - ids!().len();
+    ENV_IDS.split_at(ENV_IDS.len() - n).1
+} else {
+    &[]
+};
 
 /// What a caller needs to know about an env without its type.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +124,30 @@ pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
         Freeway::ID => v.visit::<Freeway>(),
         Seaquest::ID => v.visit::<Seaquest>(),
         SpaceInvaders::ID => v.visit::<SpaceInvaders>(),
+        #[cfg(feature = "atari")]
+        <atari::AlePongV5 as Env>::ID => v.visit::<atari::AlePongV5>(),
+        #[cfg(feature = "atari")]
+        <atari::PongV5 as Env>::ID => v.visit::<atari::PongV5>(),
+        #[cfg(feature = "atari")]
+        <atari::AleBreakoutV5 as Env>::ID => v.visit::<atari::AleBreakoutV5>(),
+        #[cfg(feature = "atari")]
+        <atari::BreakoutV5 as Env>::ID => v.visit::<atari::BreakoutV5>(),
+        #[cfg(feature = "atari")]
+        <atari::AleSpaceInvadersV5 as Env>::ID => v.visit::<atari::AleSpaceInvadersV5>(),
+        #[cfg(feature = "atari")]
+        <atari::SpaceInvadersV5 as Env>::ID => v.visit::<atari::SpaceInvadersV5>(),
+        #[cfg(feature = "atari")]
+        <atari::AleSeaquestV5 as Env>::ID => v.visit::<atari::AleSeaquestV5>(),
+        #[cfg(feature = "atari")]
+        <atari::SeaquestV5 as Env>::ID => v.visit::<atari::SeaquestV5>(),
+        #[cfg(feature = "atari")]
+        <atari::AleQbertV5 as Env>::ID => v.visit::<atari::AleQbertV5>(),
+        #[cfg(feature = "atari")]
+        <atari::QbertV5 as Env>::ID => v.visit::<atari::QbertV5>(),
+        #[cfg(feature = "atari")]
+        <atari::AleTetrisV5 as Env>::ID => v.visit::<atari::AleTetrisV5>(),
+        #[cfg(feature = "atari")]
+        <atari::TetrisV5 as Env>::ID => v.visit::<atari::TetrisV5>(),
         _ => return Err(unknown(id)),
     })
 }

@@ -1,6 +1,8 @@
 //! The bundled environments.
 
 pub mod acrobot;
+#[cfg(feature = "atari")]
+pub mod atari;
 mod b2;
 pub mod bipedal_walker;
 pub mod cartpole;

@@ -61,7 +61,7 @@ impl<E: Env> Shared<E> {
             None => {
                 let mut g = self.slot(i);
                 let s = &mut *g;
-                s.state = E::reset(p, &mut s.rng);
+                E::reset_in_place(p, &mut s.state, &mut s.rng);
                 s.elapsed = 0;
                 s.needs_reset = false;
                 s.reward = 0.0;

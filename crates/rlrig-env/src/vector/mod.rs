@@ -137,7 +137,9 @@ impl VecConfig {
 
     /// `p` with [`VecConfig::env_args`] applied.
     pub(crate) fn params<E: crate::Env>(&self, p: E::Params) -> Result<E::Params, EnvError> {
-        crate::env::apply_params::<E>(p, &self.env_args)
+        let p = crate::env::apply_params::<E>(p, &self.env_args)?;
+        E::check(&p).map_err(|why| EnvError::Config(format!("{}: {why}", E::ID)))?;
+        Ok(p)
     }
 
     pub fn min_thread_work_ns(mut self, ns: u64) -> Self {
@@ -243,7 +245,7 @@ pub(crate) fn finish_env<E: Env>(
 ) {
     if *needs_reset {
         // NextStep mode: this step is the reset.
-        *state = E::reset(p, rng);
+        E::reset_in_place(p, state, rng);
         *elapsed = 0;
         *needs_reset = false;
         *reward = 0.0;
@@ -263,7 +265,7 @@ pub(crate) fn finish_env<E: Env>(
         AutoReset::SameStep => {
             if done {
                 E::observe(p, state, final_obs);
-                *state = E::reset(p, rng);
+                E::reset_in_place(p, state, rng);
                 *elapsed = 0;
             }
             E::observe(p, state, obs);

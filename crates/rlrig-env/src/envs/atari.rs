@@ -1,0 +1,711 @@
+//! Atari 2600 games on the Arcade Learning Environment (ALE 0.11.2, crate `rlrig-ale`;
+//! GPL-2.0-only, behind the `atari` feature).
+//!
+//! Two ids per game:
+//! - `ALE/<Game>-v5` is ale-py's `AtariEnv` as `gym.make("ALE/<Game>-v5")` makes it: RGB
+//!   frames (210 x 160 x 3), frameskip 4, sticky actions 0.25, the minimal action set,
+//!   episodes truncated at 108,000 frames.
+//! - `<Game>-v5` is EnvPool's id and EnvPool's defaults: the standard preprocessing of
+//!   Gymnasium's `AtariPreprocessing` + `FrameStackObservation` (no-op starts, frame skip
+//!   with a max-pool of the last two frames, ALE's grayscale, 84 x 84 by OpenCV's
+//!   `INTER_AREA`, a stack of 4, observation shape (4, 84, 84)), fire on reset, no sticky
+//!   actions, 27,000 steps; episodic life and reward clipping as env args.
+//!
+//! Observation values are the bytes (0..=255) written as f32 (the executors' buffers
+//! are float32).
+
+use crate::env::{Env, Transition};
+use crate::rng::Rng;
+use crate::space::{Dtype, Space};
+use rlrig_ale::{Ale, Settings};
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Screen height and width of every game.
+pub const HEIGHT: usize = 210;
+pub const WIDTH: usize = 160;
+/// The preprocessed frame's side and the stack depth.
+pub const SIZE: usize = 84;
+pub const STACK: usize = 4;
+
+/// One game: its ROM and the ids it is registered under.
+pub trait Game: Send + Sync + 'static {
+    /// ale-py's ROM name (`pong` for `pong.bin`).
+    const ROM: &'static str;
+    /// `ALE/Pong-v5`.
+    const RAW_ID: &'static str;
+    /// `Pong-v5`.
+    const PRE_ID: &'static str;
+    /// Size of the minimal action set (checked against ALE when the ROM loads).
+    const MINIMAL_ACTIONS: u32;
+}
+
+/// The parameters (ale-py's `AtariEnv` keywords; the preprocessing ones EnvPool's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AtariParams<const PRE: bool> {
+    /// Where the ROM is looked for first (`rlrig_ale::find_rom` lists the rest).
+    pub rom_dir: Option<PathBuf>,
+    pub mode: Option<u32>,
+    pub difficulty: Option<u32>,
+    pub repeat_action_probability: f32,
+    pub frameskip: u32,
+    pub full_action_space: bool,
+    /// Episodes end (truncated) after this many emulator frames.
+    pub max_num_frames_per_episode: u32,
+    /// Preprocessed ids only: at most this many no-op steps after a reset (uniform 1..=n).
+    pub noop_max: u32,
+    /// Preprocessed ids only: a life lost ends the episode; the next reset continues the
+    /// game (EnvPool's and Baselines' `EpisodicLifeEnv`) until it is over.
+    pub episodic_life: bool,
+    /// Preprocessed ids only: FIRE then UP after a reset, in games with FIRE
+    /// (Baselines' `FireResetEnv`).
+    pub fire_reset: bool,
+    /// Preprocessed ids only: rewards clipped to their sign.
+    pub clip_reward: bool,
+}
+
+impl<const PRE: bool> Default for AtariParams<PRE> {
+    fn default() -> Self {
+        AtariParams {
+            rom_dir: None,
+            mode: None,
+            difficulty: None,
+            repeat_action_probability: if PRE { 0.0 } else { 0.25 },
+            frameskip: 4,
+            full_action_space: false,
+            max_num_frames_per_episode: 108_000,
+            noop_max: 30,
+            episodic_life: false,
+            fire_reset: true,
+            clip_reward: false,
+        }
+    }
+}
+
+const RAW_PARAMS: &[&str] = &[
+    "rom_dir",
+    "mode",
+    "difficulty",
+    "repeat_action_probability",
+    "frameskip",
+    "full_action_space",
+    "max_num_frames_per_episode",
+];
+const PRE_PARAMS: &[&str] = &[
+    "rom_dir",
+    "mode",
+    "difficulty",
+    "repeat_action_probability",
+    "frameskip",
+    "full_action_space",
+    "max_num_frames_per_episode",
+    "noop_max",
+    "episodic_life",
+    "fire_reset",
+    "clip_reward",
+];
+
+fn bool_param(value: &str) -> Result<bool, String> {
+    match value.trim() {
+        "true" | "1" | "True" => Ok(true),
+        "false" | "0" | "False" => Ok(false),
+        _ => Err(format!("'{value}' is not true or false")),
+    }
+}
+
+/// What an emulator is made from: kept with each state so a state can be cloned.
+#[derive(Debug)]
+struct Setup {
+    rom: PathBuf,
+    settings: Settings,
+    /// ALE ids of the agent's actions.
+    actions: Vec<i32>,
+}
+
+/// One game in progress.
+#[derive(Debug, Default)]
+pub struct AtariState {
+    /// `None` only in `Default`. A mutex so `Clone` (through `&self`) may ask the
+    /// emulator for its state; the step path uses `get_mut` and never locks.
+    ale: Option<Mutex<Ale>>,
+    setup: Option<Arc<Setup>>,
+    /// Raw ids: the RGB screen. Preprocessed ids: the stack, oldest frame first.
+    frames: Vec<u8>,
+    /// Preprocessed ids: the last two grayscale screens of a skip (max-pooled in place
+    /// into the first, as Gymnasium's wrapper does).
+    pool: Vec<u8>,
+    lives: i32,
+    /// The game (not only a life) is over: the next reset starts a new game.
+    game_over: bool,
+}
+
+impl AtariState {
+    fn ale(&mut self) -> &mut Ale {
+        self.ale
+            .as_mut()
+            .expect("an Atari state is made by reset")
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl AtariState {
+    /// Lives left, as ALE counts them (`info["lives"]` in ale-py).
+    pub fn lives(&mut self) -> i32 {
+        self.ale().lives()
+    }
+}
+
+impl Clone for AtariState {
+    fn clone(&self) -> Self {
+        let (Some(ale), Some(setup)) = (&self.ale, &self.setup) else {
+            return AtariState::default();
+        };
+        let bytes = ale
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone_state()
+            .expect("ALE cloneState of a running game");
+        let mut copy = Ale::new(&setup.rom, &setup.settings).expect("the ROM loaded before");
+        copy.restore_state(&bytes)
+            .expect("ALE restoreState of its own state");
+        AtariState {
+            ale: Some(Mutex::new(copy)),
+            setup: Some(setup.clone()),
+            frames: self.frames.clone(),
+            pool: self.pool.clone(),
+            lives: self.lives,
+            game_over: self.game_over,
+        }
+    }
+}
+
+/// An Atari game; `PRE` selects the preprocessed id.
+pub struct Atari<G, const PRE: bool>(PhantomData<G>);
+
+fn resize_tables(src: usize, dst: usize) -> Vec<(usize, usize, f32)> {
+    // OpenCV's INTER_AREA for a non-integer shrink: each destination cell covers `scale`
+    // source pixels; partial pixels at its ends weigh their covered fraction; weights are
+    // divided by the cell's width and kept as f32 (cv::computeResizeAreaTab).
+    let scale = 1.0 / (dst as f64 / src as f64);
+    let mut tab = Vec::new();
+    for d in 0..dst {
+        let f1 = d as f64 * scale;
+        let f2 = f1 + scale;
+        let cell = scale.min(src as f64 - f1);
+        let mut s2 = f2.floor() as usize;
+        s2 = s2.min(src - 1);
+        let s1 = (f1.ceil() as usize).min(s2);
+        if s1 as f64 - f1 > 1e-3 {
+            tab.push((d, s1 - 1, ((s1 as f64 - f1) / cell) as f32));
+        }
+        for s in s1..s2 {
+            tab.push((d, s, (1.0 / cell) as f32));
+        }
+        if f2 - s2 as f64 > 1e-3 {
+            tab.push((d, s2, ((f2 - s2 as f64).min(1.0).min(cell) / cell) as f32));
+        }
+    }
+    tab
+}
+
+struct Resize {
+    x: Vec<(usize, usize, f32)>,
+    y: Vec<(usize, usize, f32)>,
+}
+
+fn tables() -> &'static Resize {
+    static T: std::sync::OnceLock<Resize> = std::sync::OnceLock::new();
+    T.get_or_init(|| Resize {
+        x: resize_tables(WIDTH, SIZE),
+        y: resize_tables(HEIGHT, SIZE),
+    })
+}
+
+/// `src` (HEIGHT x WIDTH) shrunk to SIZE x SIZE as `cv2.resize(src, (84, 84),
+/// interpolation=cv2.INTER_AREA)` computes it: rows summed in f32 in the order OpenCV
+/// sums them, rounded half to even.
+pub fn resize_area(src: &[u8], dst: &mut [u8]) {
+    let t = tables();
+    let mut buf = [0f32; SIZE];
+    let mut sum = [0f32; SIZE];
+    let mut prev = usize::MAX;
+    let flush = |row: usize, sum: &[f32; SIZE], dst: &mut [u8]| {
+        for (d, s) in dst[row * SIZE..(row + 1) * SIZE].iter_mut().zip(sum) {
+            *d = s.round_ties_even().clamp(0.0, 255.0) as u8;
+        }
+    };
+    for &(dy, sy, beta) in &t.y {
+        let row = &src[sy * WIDTH..(sy + 1) * WIDTH];
+        buf.fill(0.0);
+        for &(dx, sx, alpha) in &t.x {
+            buf[dx] += f32::from(row[sx]) * alpha;
+        }
+        if dy != prev {
+            if prev != usize::MAX {
+                flush(prev, &sum, dst);
+            }
+            for (s, b) in sum.iter_mut().zip(&buf) {
+                *s = beta * b;
+            }
+            prev = dy;
+        } else {
+            for (s, b) in sum.iter_mut().zip(&buf) {
+                *s += beta * b;
+            }
+        }
+    }
+    flush(prev, &sum, dst);
+}
+
+impl<G: Game, const PRE: bool> Atari<G, PRE> {
+    /// A new game with ALE's `random_seed` = `seed` and `noops` no-op steps (preprocessed
+    /// ids), as `reset` makes it from its draws. Errors name a missing ROM and where it
+    /// was looked for.
+    pub fn start(p: &AtariParams<PRE>, seed: i32, noops: u32) -> Result<AtariState, String> {
+        let rom = rlrig_ale::find_rom(G::ROM, p.rom_dir.as_deref())?;
+        let settings = Settings {
+            seed,
+            repeat_action_probability: p.repeat_action_probability,
+            // The time limit is the executors' (max_episode_steps), so ALE never truncates.
+            max_num_frames_per_episode: 0,
+            mode: p.mode,
+            difficulty: p.difficulty,
+        };
+        let mut ale = Ale::new(&rom, &settings)?;
+        let actions = ale.action_set(p.full_action_space);
+        let want = if p.full_action_space {
+            18
+        } else {
+            G::MINIMAL_ACTIONS
+        };
+        if actions.len() != want as usize {
+            return Err(format!(
+                "{} has {} actions in this ALE, rlrig expects {want}: is {} the right ROM?",
+                Self::ID,
+                actions.len(),
+                rom.display()
+            ));
+        }
+        ale.reset_game()?;
+        let mut s = AtariState {
+            ale: Some(Mutex::new(ale)),
+            setup: Some(Arc::new(Setup {
+                rom,
+                settings,
+                actions,
+            })),
+            ..AtariState::default()
+        };
+        if PRE {
+            s.frames = vec![0; STACK * SIZE * SIZE];
+            s.pool = vec![0; 2 * HEIGHT * WIDTH];
+            Self::new_game(p, &mut s, noops, false)?;
+        } else {
+            s.frames = vec![0; HEIGHT * WIDTH * 3];
+            Self::grab_rgb(&mut s);
+        }
+        Ok(s)
+    }
+
+    /// Preprocessed ids: the no-ops (and the fire reset) after `reset_game`, then the
+    /// stack filled with the first observation (Gymnasium's `AtariPreprocessing.reset`,
+    /// Baselines' `FireResetEnv`, `FrameStackObservation`'s padding with the reset frame).
+    fn new_game(
+        p: &AtariParams<PRE>,
+        s: &mut AtariState,
+        noops: u32,
+        reset_first: bool,
+    ) -> Result<(), String> {
+        if reset_first {
+            s.ale().reset_game()?;
+        }
+        for _ in 0..noops {
+            let noop = s.setup.as_ref().unwrap().actions[0];
+            s.ale().act(noop, 1.0)?;
+            if s.ale().game_over(false) {
+                s.ale().reset_game()?;
+            }
+        }
+        s.game_over = false;
+        s.lives = s.ale().lives();
+        Self::grab(s, 0);
+        s.pool[HEIGHT * WIDTH..].fill(0);
+        Self::push_frame(p, s, true);
+        let has_fire = s.setup.as_ref().unwrap().actions.len() >= 3
+            && s.setup.as_ref().unwrap().actions[1] == 1;
+        if p.fire_reset && has_fire {
+            for a in [1, 2] {
+                let t = Self::skip(p, s, a)?;
+                if t.terminated {
+                    return Self::new_game(p, s, 0, true);
+                }
+            }
+            let first = s.frames[(STACK - 1) * SIZE * SIZE..].to_vec();
+            for k in 0..STACK - 1 {
+                s.frames[k * SIZE * SIZE..(k + 1) * SIZE * SIZE].copy_from_slice(&first);
+            }
+        }
+        Ok(())
+    }
+
+    /// Raw ids: the RGB screen into `frames`.
+    fn grab_rgb(s: &mut AtariState) {
+        let mut rgb = std::mem::take(&mut s.frames);
+        s.ale().screen_rgb(&mut rgb);
+        s.frames = rgb;
+    }
+
+    /// The grayscale screen into pool buffer `k`.
+    fn grab(s: &mut AtariState, k: usize) {
+        let mut pool = std::mem::take(&mut s.pool);
+        s.ale()
+            .screen_grayscale(&mut pool[k * HEIGHT * WIDTH..(k + 1) * HEIGHT * WIDTH]);
+        s.pool = pool;
+    }
+
+    /// Max-pools the pool into its first buffer (with frame skip > 1), shrinks it and
+    /// pushes it on the stack (`fill`: into every slot).
+    fn push_frame(p: &AtariParams<PRE>, s: &mut AtariState, fill: bool) {
+        let n = HEIGHT * WIDTH;
+        if p.frameskip > 1 {
+            let (a, b) = s.pool.split_at_mut(n);
+            for (x, y) in a.iter_mut().zip(b.iter()) {
+                *x = (*x).max(*y);
+            }
+        }
+        let f = SIZE * SIZE;
+        s.frames.copy_within(f.., 0);
+        resize_area(&s.pool[..n], &mut s.frames[(STACK - 1) * f..]);
+        if fill {
+            for k in 0..STACK - 1 {
+                s.frames.copy_within((STACK - 1) * f.., k * f);
+            }
+        }
+    }
+
+    /// One agent step of the preprocessed ids (Gymnasium's `AtariPreprocessing.step`).
+    fn skip(p: &AtariParams<PRE>, s: &mut AtariState, a: i32) -> Result<Transition, String> {
+        let id = s.setup.as_ref().unwrap().actions[a as usize];
+        let fs = p.frameskip as usize;
+        let mut reward = 0i64;
+        let mut terminated = false;
+        for t in 0..fs {
+            reward += i64::from(s.ale().act(id, 1.0)?);
+            let over = s.ale().game_over(false);
+            s.game_over = over;
+            terminated = over;
+            if p.episodic_life {
+                let lives = s.ale().lives();
+                terminated |= lives < s.lives;
+                s.lives = lives;
+            }
+            if terminated {
+                break;
+            }
+            if t + 2 == fs {
+                Self::grab(s, 1);
+            } else if t + 1 == fs {
+                Self::grab(s, 0);
+            }
+        }
+        Self::push_frame(p, s, false);
+        let reward = if p.clip_reward {
+            reward.signum() as f64
+        } else {
+            reward as f64
+        };
+        Ok(Transition { reward, terminated })
+    }
+
+    fn draws(p: &AtariParams<PRE>, rng: &mut Rng) -> (i32, u32) {
+        // ALE takes seeds in 0..2^31.
+        let seed = (rng.next_u32() >> 1) as i32;
+        let noops = if PRE && p.noop_max > 0 {
+            1 + rng.below(p.noop_max)
+        } else {
+            0
+        };
+        (seed, noops)
+    }
+
+    fn fail(e: String) -> ! {
+        // The executors' reset has no error path; a missing ROM is caught earlier by
+        // `check`, so this is an emulator failure on a ROM that loaded before.
+        panic!("{}: {e}", Self::ID)
+    }
+}
+
+impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
+    type Params = AtariParams<PRE>;
+    type State = AtariState;
+    type Action = i32;
+    const ID: &'static str = if PRE { G::PRE_ID } else { G::RAW_ID };
+    const OBS_DIM: usize = if PRE {
+        STACK * SIZE * SIZE
+    } else {
+        HEIGHT * WIDTH * 3
+    };
+    const PARAMS: &'static [&'static str] = if PRE { PRE_PARAMS } else { RAW_PARAMS };
+    // Four emulated frames, measured on an EPYC core (BENCHMARKS.md, Atari).
+    const STEP_COST_NS: u64 = 60_000;
+    // ALE's OSystem, System, cartridge and screen buffers, measured with a heap profile.
+    const STATE_HEAP_BYTES: usize = 400_000;
+
+    fn observation_space(_: &Self::Params) -> Space {
+        let (n, shape) = if PRE {
+            (STACK * SIZE * SIZE, vec![STACK, SIZE, SIZE])
+        } else {
+            (HEIGHT * WIDTH * 3, vec![HEIGHT, WIDTH, 3])
+        };
+        Space::Box {
+            low: vec![0.0; n],
+            high: vec![255.0; n],
+            shape,
+            dtype: Dtype::Float32,
+        }
+    }
+
+    fn action_space(p: &Self::Params) -> Space {
+        Space::Discrete {
+            n: if p.full_action_space {
+                18
+            } else {
+                G::MINIMAL_ACTIONS
+            },
+        }
+    }
+
+    fn max_episode_steps(p: &Self::Params) -> Option<u32> {
+        (p.max_num_frames_per_episode > 0)
+            .then(|| p.max_num_frames_per_episode.div_ceil(p.frameskip))
+    }
+
+    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
+        use super::param;
+        if !Self::PARAMS.contains(&key) {
+            return Err(super::unknown_param(Self::PARAMS));
+        }
+        match key {
+            "rom_dir" => p.rom_dir = Some(PathBuf::from(value)),
+            "mode" => p.mode = Some(param(value, "a game mode (a whole number)")?),
+            "difficulty" => p.difficulty = Some(param(value, "a difficulty (a whole number)")?),
+            "repeat_action_probability" => {
+                let v: f32 = param(value, "a probability")?;
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(format!("{v} is not a probability in [0, 1]"));
+                }
+                p.repeat_action_probability = v;
+            }
+            "frameskip" => match param::<u32>(value, "a whole number of frames")? {
+                0 => return Err("frameskip must be at least 1".into()),
+                v => p.frameskip = v,
+            },
+            "full_action_space" => p.full_action_space = bool_param(value)?,
+            "max_num_frames_per_episode" => {
+                p.max_num_frames_per_episode = param(value, "a whole number of frames")?
+            }
+            "noop_max" => p.noop_max = param(value, "a whole number of steps")?,
+            "episodic_life" => p.episodic_life = bool_param(value)?,
+            "fire_reset" => p.fire_reset = bool_param(value)?,
+            "clip_reward" => p.clip_reward = bool_param(value)?,
+            _ => unreachable!("checked against PARAMS"),
+        }
+        Ok(())
+    }
+
+    fn check(p: &Self::Params) -> Result<(), String> {
+        // Load the ROM once: a missing ROM, an unknown mode or difficulty is an error
+        // here, before any executor is built.
+        Self::start(p, 0, 0).map(|_| ())
+    }
+
+    fn reset(p: &Self::Params, rng: &mut Rng) -> AtariState {
+        let (seed, noops) = Self::draws(p, rng);
+        Self::start(p, seed, noops).unwrap_or_else(|e| Self::fail(e))
+    }
+
+    fn reset_in_place(p: &Self::Params, s: &mut AtariState, rng: &mut Rng) {
+        if s.ale.is_none() {
+            *s = Self::reset(p, rng);
+            return;
+        }
+        // ale-py's reset without a seed: the same emulator, its random generator going on.
+        let (_, noops) = Self::draws(p, rng);
+        let r = if !PRE {
+            s.ale().reset_game().map(|()| Self::grab_rgb(s))
+        } else if p.episodic_life && !s.game_over {
+            // A life was lost: the game goes on from a no-op step.
+            Self::skip(p, s, 0).map(|_| {
+                let f = SIZE * SIZE;
+                for k in 0..STACK - 1 {
+                    s.frames.copy_within((STACK - 1) * f.., k * f);
+                }
+            })
+        } else {
+            Self::new_game(p, s, noops, true)
+        };
+        r.unwrap_or_else(|e| Self::fail(e));
+    }
+
+    fn step(p: &Self::Params, s: &mut AtariState, a: &i32, _: &mut Rng) -> Transition {
+        let r = if PRE {
+            Self::skip(p, s, *a)
+        } else {
+            let id = s.setup.as_ref().unwrap().actions[*a as usize];
+            let mut reward = 0i64;
+            let mut failed = None;
+            for _ in 0..p.frameskip {
+                match s.ale().act(id, 1.0) {
+                    Ok(r) => reward += i64::from(r),
+                    Err(e) => failed = Some(e),
+                }
+            }
+            let terminated = s.ale().game_over(false);
+            s.game_over = terminated;
+            Self::grab_rgb(s);
+            match failed {
+                Some(e) => Err(e),
+                None => Ok(Transition {
+                    reward: reward as f64,
+                    terminated,
+                }),
+            }
+        };
+        r.unwrap_or_else(|e| Self::fail(e))
+    }
+
+    fn observe(_: &Self::Params, s: &AtariState, out: &mut [f32]) {
+        for (o, &b) in out.iter_mut().zip(&s.frames) {
+            *o = f32::from(b);
+        }
+    }
+
+    /// The 128 bytes of RAM (the flat state Atari has; it cannot be set from them).
+    fn state_to_vec(s: &AtariState) -> Vec<f64> {
+        let mut ram = [0u8; rlrig_ale::RAM_SIZE];
+        if let Some(ale) = &s.ale {
+            ale.lock().unwrap_or_else(|e| e.into_inner()).ram(&mut ram);
+        }
+        ram.iter().map(|&b| f64::from(b)).collect()
+    }
+
+    fn state_from_slice(_: &Self::Params, _: &[f64]) -> Result<AtariState, String> {
+        Err(
+            "an Atari state is the emulator's; it cannot be set from a vector (restore a snapshot)"
+                .into(),
+        )
+    }
+
+    /// The emulator's serialised state and the frame buffers, four bytes per number.
+    fn snapshot(s: &AtariState) -> Vec<f64> {
+        let Some(ale) = &s.ale else {
+            return Vec::new();
+        };
+        let bytes = ale
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone_state()
+            .expect("ALE cloneState of a running game");
+        let mut v = vec![
+            SNAPSHOT_TAG,
+            bytes.len() as f64,
+            f64::from(s.lives),
+            f64::from(u8::from(s.game_over)),
+        ];
+        for part in [&bytes[..], &s.frames, &s.pool] {
+            v.extend(part.chunks(4).map(|c| {
+                let mut w = [0u8; 4];
+                w[..c.len()].copy_from_slice(c);
+                f64::from(u32::from_le_bytes(w))
+            }));
+        }
+        v
+    }
+
+    fn restore(p: &Self::Params, v: &[f64]) -> Result<AtariState, String> {
+        if v.len() < 4 || v[0] != SNAPSHOT_TAG {
+            return Err(format!("not a snapshot of {} (wrong header)", Self::ID));
+        }
+        let n_state = v[1] as usize;
+        let (n_frames, n_pool) = if PRE {
+            (STACK * SIZE * SIZE, 2 * HEIGHT * WIDTH)
+        } else {
+            (HEIGHT * WIDTH * 3, 0)
+        };
+        let words = |n: usize| n.div_ceil(4);
+        let want = 4 + words(n_state) + words(n_frames) + words(n_pool);
+        if v.len() != want {
+            return Err(format!(
+                "a snapshot of {} has {want} numbers, this one {}",
+                Self::ID,
+                v.len()
+            ));
+        }
+        let mut at = 4;
+        let mut take = |n: usize| -> Result<Vec<u8>, String> {
+            let mut out = Vec::with_capacity(words(n) * 4);
+            for &x in &v[at..at + words(n)] {
+                if !(0.0..=f64::from(u32::MAX)).contains(&x) || x.fract() != 0.0 {
+                    return Err(format!("snapshot word {x} is not a 32-bit word"));
+                }
+                out.extend_from_slice(&(x as u32).to_le_bytes());
+            }
+            at += words(n);
+            out.truncate(n);
+            Ok(out)
+        };
+        let bytes = take(n_state)?;
+        let frames = take(n_frames)?;
+        let pool = take(n_pool)?;
+        let mut s = Self::start(p, 0, 0)?;
+        s.ale().restore_state(&bytes)?;
+        s.frames = frames;
+        s.pool = pool;
+        s.lives = v[2] as i32;
+        s.game_over = v[3] != 0.0;
+        Ok(s)
+    }
+}
+
+/// First number of an Atari snapshot (format 1).
+const SNAPSHOT_TAG: f64 = 0x_a7a1_0001_u32 as f64;
+
+macro_rules! games {
+    ($($name:ident: $rom:literal, $raw:literal, $pre:literal, $n:literal;)*) => {
+        $(
+            #[doc = concat!("`", $raw, "` and `", $pre, "`.")]
+            pub struct $name;
+            impl Game for $name {
+                const ROM: &'static str = $rom;
+                const RAW_ID: &'static str = $raw;
+                const PRE_ID: &'static str = $pre;
+                const MINIMAL_ACTIONS: u32 = $n;
+            }
+        )*
+    };
+}
+
+games! {
+    Pong: "pong", "ALE/Pong-v5", "Pong-v5", 6;
+    Breakout: "breakout", "ALE/Breakout-v5", "Breakout-v5", 4;
+    SpaceInvaders: "space_invaders", "ALE/SpaceInvaders-v5", "SpaceInvaders-v5", 6;
+    Seaquest: "seaquest", "ALE/Seaquest-v5", "Seaquest-v5", 18;
+    Qbert: "qbert", "ALE/Qbert-v5", "Qbert-v5", 6;
+    Tetris: "tetris", "ALE/Tetris-v5", "Tetris-v5", 5;
+}
+
+/// The registered Atari envs: the raw id, then the preprocessed one, per game.
+pub type AlePongV5 = Atari<Pong, false>;
+pub type PongV5 = Atari<Pong, true>;
+pub type AleBreakoutV5 = Atari<Breakout, false>;
+pub type BreakoutV5 = Atari<Breakout, true>;
+pub type AleSpaceInvadersV5 = Atari<SpaceInvaders, false>;
+pub type SpaceInvadersV5 = Atari<SpaceInvaders, true>;
+pub type AleSeaquestV5 = Atari<Seaquest, false>;
+pub type SeaquestV5 = Atari<Seaquest, true>;
+pub type AleQbertV5 = Atari<Qbert, false>;
+pub type QbertV5 = Atari<Qbert, true>;
+pub type AleTetrisV5 = Atari<Tetris, false>;
+pub type TetrisV5 = Atari<Tetris, true>;
