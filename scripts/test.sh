@@ -4,6 +4,10 @@
 #
 # Box2D needs cmake and a C++ compiler: installed when missing (apt-get).
 #
+# The Atari tests need the ROMs of ale-py's wheel and ALE's source distribution, both
+# downloaded from PyPI (pinned by SHA-256) into the rlrig cache (~/.cache/rlrig);
+# RLRIG_SKIP_ATARI=1 skips them.
+#
 # The MPI tests (`rlrig train es|ga` under `mpirun -n 2`) need Open MPI and libclang;
 # on Debian/Ubuntu they are installed here when missing (as root or with password-less
 # sudo). RLRIG_SKIP_MPI=1 skips them where that is impossible.
@@ -85,9 +89,25 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   "$PYV/bin/python" -m mypy --config-file python/pyproject.toml python/rlrig
 fi
 
+# The binary again with its opt-in features, in one build: MPI (its tests run under
+# mpirun, tests/evolution.rs) and Atari (ALE 0.11.2, GPL-2.0: its C++ comes from ale-py's
+# source distribution on PyPI, which rlrig-ale's build script downloads into the rlrig
+# cache; the ROMs from ale-py's wheel, scripts/fetch_roms.sh): the Atari envs against
+# ale-py and Gymnasium's wrappers step by step, the executors' tests with Pong's two ids,
+# and the CLI. RLRIG_SKIP_ATARI=1 skips them.
+FEATURES=()
+TESTS=()
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
-  # The same binary with MPI, and its tests under mpirun (tests/evolution.rs).
-  cargo test --release --locked -p rlrig --features mpi --test evolution
+  FEATURES+=(rlrig/mpi)
+  TESTS+=(--test evolution)
+fi
+if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
+  bash scripts/fetch_roms.sh
+  FEATURES+=(rlrig/atari)
+  TESTS+=(--test atari --test atari_golden --test executors)
+fi
+if [ "${#TESTS[@]}" -gt 0 ]; then
+  cargo test --release --locked -p rlrig -p rlrig-env --features "$(IFS=,; echo "${FEATURES[*]}")" "${TESTS[@]}"
 fi
 
 if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then

@@ -169,3 +169,64 @@ fn preprocessed_stacks_follow_gymnasium_wrappers() {
     }
     let _ = (PongV5::ID, BreakoutV5::ID);
 }
+
+#[test]
+fn episodic_life_ends_an_episode_per_life_and_the_next_one_continues_the_game() {
+    use rlrig_env::{ActionBuf, SyncVecEnv, VecConfig, VecEnvDyn};
+    let cfg = VecConfig::new(1).seed(7).env_arg("episodic_life", "true");
+    let mut env = SyncVecEnv::<BreakoutV5>::new(cfg).unwrap();
+    let lives_at_start = env.state(0).lives();
+    assert_eq!(lives_at_start, 5);
+    let mut rng = Rng::stream(7, rlrig_env::Purpose::User, 0);
+    let mut ends = Vec::new();
+    for _ in 0..20_000 {
+        let a = [rng.below(4) as i32];
+        VecEnvDyn::step(&mut env, ActionBuf::Discrete(&a)).unwrap();
+        if env.terminated()[0] {
+            ends.push(env.state(0).lives());
+        }
+        if ends.len() == 6 {
+            break;
+        }
+    }
+    // One episode per life lost, the game going on (5 -> 4 -> ... -> 0), then a new game
+    // after the real game over.
+    assert_eq!(ends[..5], [4, 3, 2, 1, 0], "{ends:?}");
+    assert_eq!(ends[5], 4, "a new game after game over: {ends:?}");
+}
+
+#[test]
+fn bad_params_and_missing_roms_are_errors_that_say_what_and_where() {
+    use rlrig_env::{VecConfig, make_sync};
+    for (k, v, want) in [
+        ("frameskip", "0", "frameskip must be at least 1"),
+        ("repeat_action_probability", "1.5", "not a probability"),
+        ("episodic_life", "maybe", "not true or false"),
+        ("noop_maxx", "3", "noop_max"),
+    ] {
+        let e = make_sync("Pong-v5", VecConfig::new(1).env_arg(k, v))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("Pong-v5") && e.contains(want), "{k}={v}: {e}");
+    }
+    // The raw id takes only ale-py's keywords.
+    assert!(make_sync("ALE/Pong-v5", VecConfig::new(1).env_arg("noop_max", "3")).is_err());
+    let dir = std::env::temp_dir().join("rlrig-no-roms-here");
+    let e = rlrig_env::envs::atari::find_rom("no_such_game", Some(&dir)).unwrap_err();
+    assert!(
+        e.contains("no_such_game.bin")
+            && e.contains(&dir.display().to_string())
+            && e.contains("scripts/fetch_roms.sh"),
+        "{e}"
+    );
+    // A mode the game does not have: ALE's message, before any env is built.
+    let e = make_sync("Pong-v5", VecConfig::new(1).env_arg("mode", "99"))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("Pong-v5") && e.to_lowercase().contains("mode"),
+        "{e}"
+    );
+}

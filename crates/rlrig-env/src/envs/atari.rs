@@ -18,6 +18,7 @@ use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::{Dtype, Space};
 use rlrig_ale::{Ale, Settings};
+pub use rlrig_ale::{cache_dir, find_rom};
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -152,8 +153,10 @@ impl AtariState {
 
 impl AtariState {
     /// Lives left, as ALE counts them (`info["lives"]` in ale-py).
-    pub fn lives(&mut self) -> i32 {
-        self.ale().lives()
+    pub fn lives(&self) -> i32 {
+        self.ale
+            .as_ref()
+            .map_or(0, |a| a.lock().unwrap_or_else(|e| e.into_inner()).lives())
     }
 }
 
@@ -210,53 +213,101 @@ fn resize_tables(src: usize, dst: usize) -> Vec<(usize, usize, f32)> {
     tab
 }
 
+/// Entries of one destination column or row: OpenCV's table regrouped per destination,
+/// at most `TAPS` source pixels each (a shrink by less than 3), zero-weight padded.
+const TAPS: usize = 3;
+
 struct Resize {
-    x: Vec<(usize, usize, f32)>,
-    y: Vec<(usize, usize, f32)>,
+    /// Per destination column: source columns and weights.
+    x_src: [[usize; SIZE]; TAPS],
+    x_w: [[f32; SIZE]; TAPS],
+    /// Per destination row: its (source row, weight) entries in OpenCV's order.
+    y: Vec<Vec<(usize, f32)>>,
 }
 
 fn tables() -> &'static Resize {
     static T: std::sync::OnceLock<Resize> = std::sync::OnceLock::new();
-    T.get_or_init(|| Resize {
-        x: resize_tables(WIDTH, SIZE),
-        y: resize_tables(HEIGHT, SIZE),
+    T.get_or_init(|| {
+        let mut r = Resize {
+            x_src: [[0; SIZE]; TAPS],
+            x_w: [[0.0; SIZE]; TAPS],
+            y: vec![Vec::new(); SIZE],
+        };
+        let mut taps = [0usize; SIZE];
+        for (d, src, w) in resize_tables(WIDTH, SIZE) {
+            assert!(
+                taps[d] < TAPS,
+                "INTER_AREA column {d} has more than {TAPS} taps"
+            );
+            r.x_src[taps[d]][d] = src;
+            r.x_w[taps[d]][d] = w;
+            taps[d] += 1;
+        }
+        for (d, src, w) in resize_tables(HEIGHT, SIZE) {
+            r.y[d].push((src, w));
+        }
+        r
     })
 }
 
 /// `src` (HEIGHT x WIDTH) shrunk to SIZE x SIZE as `cv2.resize(src, (84, 84),
-/// interpolation=cv2.INTER_AREA)` computes it: rows summed in f32 in the order OpenCV
-/// sums them, rounded half to even.
+/// interpolation=cv2.INTER_AREA)` computes it, bit for bit: each source row is shrunk
+/// horizontally (`0 + p0 + p1 + p2` in f32, in OpenCV's order; a padded tap adds an
+/// exact zero), then rows are weighted and summed in OpenCV's order (`beta0 * r0`, then
+/// `+= beta * r`), and rounded half to even. OpenCV redoes the horizontal pass for a
+/// row two destination rows share; it is done once here (same numbers).
 pub fn resize_area(src: &[u8], dst: &mut [u8]) {
     let t = tables();
-    let mut buf = [0f32; SIZE];
-    let mut sum = [0f32; SIZE];
-    let mut prev = usize::MAX;
-    let flush = |row: usize, sum: &[f32; SIZE], dst: &mut [u8]| {
-        for (d, s) in dst[row * SIZE..(row + 1) * SIZE].iter_mut().zip(sum) {
-            *d = s.round_ties_even().clamp(0.0, 255.0) as u8;
-        }
-    };
-    for &(dy, sy, beta) in &t.y {
-        let row = &src[sy * WIDTH..(sy + 1) * WIDTH];
-        buf.fill(0.0);
-        for &(dx, sx, alpha) in &t.x {
-            buf[dx] += f32::from(row[sx]) * alpha;
-        }
-        if dy != prev {
-            if prev != usize::MAX {
-                flush(prev, &sum, dst);
+    // Horizontal pass, eight source rows at a time (lanes = rows, so every tap is one
+    // contiguous load and the per-pixel order of operations is unchanged).
+    const L: usize = 8;
+    let mut rows = [[0f32; SIZE]; HEIGHT.next_multiple_of(L)];
+    for (g, group) in src.chunks(L * WIDTH).enumerate() {
+        let mut cols = [[0f32; L]; WIDTH];
+        for (lane, row) in group.chunks_exact(WIDTH).enumerate() {
+            for (c, &b) in cols.iter_mut().zip(row) {
+                c[lane] = f32::from(b);
             }
-            for (s, b) in sum.iter_mut().zip(&buf) {
-                *s = beta * b;
+        }
+        let mut out = [[0f32; L]; SIZE];
+        for (d, o) in out.iter_mut().enumerate() {
+            let (c0, w0) = (&cols[t.x_src[0][d]], t.x_w[0][d]);
+            let mut acc = [0f32; L];
+            for l in 0..L {
+                acc[l] = c0[l] * w0;
             }
-            prev = dy;
-        } else {
-            for (s, b) in sum.iter_mut().zip(&buf) {
-                *s += beta * b;
+            for k in 1..TAPS {
+                let (c, w) = (&cols[t.x_src[k][d]], t.x_w[k][d]);
+                for l in 0..L {
+                    acc[l] += c[l] * w;
+                }
+            }
+            *o = acc;
+        }
+        for (lane, row) in rows[g * L..(g + 1) * L].iter_mut().enumerate() {
+            for (r, o) in row.iter_mut().zip(&out) {
+                *r = o[lane];
             }
         }
     }
-    flush(prev, &sum, dst);
+    for (entries, out) in t.y.iter().zip(dst.chunks_exact_mut(SIZE)) {
+        let (s0, b0) = entries[0];
+        let mut sum = [0f32; SIZE];
+        for (s, r) in sum.iter_mut().zip(&rows[s0]) {
+            *s = b0 * r;
+        }
+        for &(sy, beta) in &entries[1..] {
+            for (s, r) in sum.iter_mut().zip(&rows[sy]) {
+                *s += beta * r;
+            }
+        }
+        for (o, s) in out.iter_mut().zip(&sum) {
+            // Round half to even (cvRound) without a libm call: for 0 <= s < 2^23, adding
+            // and subtracting 2^23 in f32 rounds to an integer in the default mode.
+            const MAGIC: f32 = 8_388_608.0;
+            *o = ((s.max(0.0) + MAGIC) - MAGIC).min(255.0) as u8;
+        }
+    }
 }
 
 impl<G: Game, const PRE: bool> Atari<G, PRE> {

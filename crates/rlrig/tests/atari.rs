@@ -1,0 +1,82 @@
+//! The Atari envs from the command line (`--features atari`; ROMs from
+//! `scripts/fetch_roms.sh`): listed, benchmarked, and clear errors for bad input.
+#![cfg(feature = "atari")]
+
+mod common;
+
+use common::{fails_with, rlrig};
+
+#[test]
+fn envs_lists_both_ids_of_each_game_with_their_spaces() {
+    let o = rlrig(&["envs"]);
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    let raw = out.lines().find(|l| l.starts_with("ALE/Pong-v5 ")).unwrap();
+    assert!(
+        raw.contains("Discrete(6)") && raw.contains("(210, 160, 3)"),
+        "{raw}"
+    );
+    let pre = out.lines().find(|l| l.starts_with("Pong-v5 ")).unwrap();
+    assert!(
+        pre.contains("(4, 84, 84)") && pre.contains("episodic_life"),
+        "{pre}"
+    );
+}
+
+#[test]
+fn bench_env_steps_pong_with_the_standard_preprocessing() {
+    for id in ["Pong-v5", "ALE/Pong-v5"] {
+        let o = rlrig(&[
+            "bench",
+            "env",
+            "--env",
+            id,
+            "--num-envs",
+            "3",
+            "--threads",
+            "2",
+            "--steps",
+            "90",
+            "--warmup",
+            "0",
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["env"], id);
+        assert!(v["steps"].as_u64().unwrap() >= 90);
+        assert!(v["steps_per_sec"].as_f64().unwrap() > 0.0);
+    }
+}
+
+#[test]
+fn bad_env_args_are_errors_naming_the_env_and_the_key() {
+    fails_with(
+        &[
+            "bench",
+            "env",
+            "--env",
+            "Pong-v5",
+            "--env-arg",
+            "frameskip=0",
+            "--steps",
+            "8",
+        ],
+        None,
+        &["Pong-v5", "frameskip"],
+    );
+    fails_with(
+        &[
+            "bench",
+            "env",
+            "--env",
+            "Pong-v5",
+            "--env-arg",
+            "mode=99",
+            "--steps",
+            "8",
+        ],
+        None,
+        &["Pong-v5", "mode"],
+    );
+}
