@@ -27,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import time
 
@@ -34,11 +35,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ENVS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "MountainCarContinuous-v0", "Pendulum-v1",
         "MinAtar/Asterix-v1", "MinAtar/Breakout-v1", "MinAtar/Freeway-v1", "MinAtar/Seaquest-v1",
         "MinAtar/SpaceInvaders-v1", "LunarLander-v3", "LunarLanderContinuous-v3", "BipedalWalker-v3",
-        "BipedalWalkerHardcore-v3"]
+        "BipedalWalkerHardcore-v3",
+        # Atari with the standard preprocessing (rlrig's `atari` feature): EnvPool's ids.
+        "Pong-v5", "Breakout-v5"]
 MINATAR = ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]
 # gymnax and pgx name the MinAtar games differently.
 GYMNAX_IDS = {f"MinAtar/{g}-v1": f"{g}-MinAtar" for g in MINATAR}
-PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "pgx", "operant"]
+PEERS = ["gymnasium-sync", "gymnasium-numpy", "envpool", "envpool-async", "gymnax", "pgx", "operant",
+         "ale-vector"]
 ACTION_POOL = 64  # pre-generated action batches, cycled (power of two)
 WARMUP_SECONDS = 0.3
 
@@ -167,6 +171,25 @@ def run_envpool_async(args):
     return dict(threads=args.threads, mode="async", iters=iters, seconds=seconds, batch_size=bs,
                 version=f"envpool {pkg_version('envpool')}",
                 note="recv()/send(actions, env_id) with batch_size < num_envs; C++ thread pool of num_threads")
+
+
+def run_ale_vector(args):
+    """ale-py's own vector env (C++ thread pool, EnvPool's preprocessing and defaults)."""
+    import numpy as np
+    from ale_py.vector_env import AtariVectorEnv
+
+    if not args.env.endswith("-v5") or "/" in args.env:
+        raise Unsupported(f"ale-vector runs the preprocessed Atari ids, not {args.env}")
+    game = re.sub(r"(?<!^)(?=[A-Z])", "_", args.env[: -len("-v5")]).lower()
+    env = AtariVectorEnv(game, num_envs=args.num_envs, num_threads=args.threads, reward_clipping=False)
+    env.reset(seed=0)
+    info = gym_space_info(np, env.single_action_space)
+    pool = action_pool(np, num_envs=args.num_envs, dtype=np.int64, **info)
+    iters, seconds = calibrate_and_run(env.step, pool, args.iters, args.target_seconds)
+    env.close()
+    return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
+                version=f"ale-py {pkg_version('ale-py')}",
+                note="ale_py.vector_env.AtariVectorEnv.step, batch = num_envs, num_threads threads")
 
 
 def run_operant(args):
@@ -382,6 +405,7 @@ def main(argv=None):
         "gymnax": lambda: run_gymnax(args),
         "pgx": lambda: run_pgx(args),
         "operant": lambda: run_operant(args),
+        "ale-vector": lambda: run_ale_vector(args),
     }
     try:
         r = runners[args.peer]()

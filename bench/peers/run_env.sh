@@ -11,12 +11,15 @@
 #   --no-build        use target/release/rlrig as it is (default: cargo build
 #                     --release -p rlrig first, which is a no-op when fresh)
 #   --target-seconds  length of each timed run (default 2)
-#   --only GROUP      run one block of the matrix: classic, box2d or minatar
+#   --only GROUP      run one block of the matrix: classic, box2d, minatar or atari
 #
 # Matrix: CartPole-v1 x 4096 envs x threads {1,2} (rlrig sync and async, all
 # peers; single-threaded peers only at threads=1), then every env x 256 envs x
 # 1 thread, then the Box2D envs x 256 envs x threads {1,2}, then MinAtar Breakout x
-# {256, 4096} envs x threads {1,2} against gymnax and pgx. Run ./setup.sh first;
+# {256, 4096} envs x threads {1,2} against gymnax and pgx, then Atari Pong-v5 (standard
+# preprocessing; needs an rlrig built with --features atari and the ROMs of
+# scripts/fetch_roms.sh) x {8, 16} envs x threads {1,2} against EnvPool and ale-py's
+# AtariVectorEnv (ATARI_THREADS="1 2 ..." overrides the thread counts). Run ./setup.sh first;
 # peers that are missing are skipped.
 # Environment: RLRIG=/path/to/rlrig overrides the binary.
 set -u -o pipefail
@@ -31,8 +34,8 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0 ;;
         --target-seconds) TARGET=$2; shift ;;
         --only)
-            case "${2:-}" in classic|box2d|minatar) ONLY=$2 ;;
-                *) echo "run_env.sh: --only takes classic, box2d or minatar" >&2; exit 2 ;; esac
+            case "${2:-}" in classic|box2d|minatar|atari) ONLY=$2 ;;
+                *) echo "run_env.sh: --only takes classic, box2d, minatar or atari" >&2; exit 2 ;; esac
             shift ;;
         -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "run_env.sh: unknown argument $1" >&2; exit 2 ;;
@@ -49,8 +52,9 @@ RLRIG_SET=${RLRIG:+1}
 RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
 
 if [ "$BUILD" = 1 ] && [ -z "${RLRIG_SET:-}" ]; then
-    echo "[run] cargo build --release -p rlrig" >&2
-    if ! (cd "$ROOT" && cargo build --release -p rlrig -q) >&2; then
+    FEAT=(); [ "$ONLY" = atari ] && FEAT=(--features atari)
+    echo "[run] cargo build --release -p rlrig ${FEAT[*]}" >&2
+    if ! (cd "$ROOT" && cargo build --release -p rlrig -q "${FEAT[@]}") >&2; then
         if [ -x "$RLRIG" ]; then
             echo "[run] WARNING: build failed; using the existing $RLRIG" >&2
         else
@@ -176,6 +180,19 @@ want minatar && for g in Asterix Freeway Seaquest SpaceInvaders; do
         run_rlrig "MinAtar/$g-v1" 4096 "$t" sync
         run_peer gymnax "MinAtar/$g-v1" 4096 "$t"
         run_peer pgx "MinAtar/$g-v1" 4096 "$t"
+    done
+done
+
+# Atari: the same emulator (ALE) everywhere, so the ratios are batching and preprocessing.
+# Alternating rlrig and the peers, twice.
+want atari && for n in 8 16; do
+    for t in ${ATARI_THREADS:-1 2}; do
+        [ "$n" -lt "$t" ] && continue
+        for rep in 1 2; do
+            run_rlrig Pong-v5 "$n" "$t" sync
+            run_peer envpool Pong-v5 "$n" "$t"
+            run_peer ale-vector Pong-v5 "$n" "$t"
+        done
     done
 done
 

@@ -93,6 +93,10 @@ install_peer box2d Box2D box2d pygame
 # Keep gymnasium pinned so envpool's 'gymnasium>=0.26' cannot move it.
 install_peer envpool envpool envpool "$GYMNASIUM_SPEC"
 
+# ale-py 0.11.2 (ALE, its AtariVectorEnv, the ROMs) and OpenCV: the Atari peer and the
+# reference of scripts/golden/make_golden_atari.py (Gymnasium's AtariPreprocessing).
+install_peer ale-py ale_py "ale-py==0.11.2" opencv-python-headless "$GYMNASIUM_SPEC"
+
 # JAX on CPU + gymnax (gymnax pins gymnasium<1.4, hence --no-deps; see top).
 if v=$(have gymnax); then
     note "gymnax: already installed (gymnax $v, jax $(have jax))"

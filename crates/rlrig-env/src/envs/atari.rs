@@ -499,10 +499,13 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
         HEIGHT * WIDTH * 3
     };
     const PARAMS: &'static [&'static str] = if PRE { PRE_PARAMS } else { RAW_PARAMS };
-    // Four emulated frames, measured on an EPYC core (BENCHMARKS.md, Atari).
-    const STEP_COST_NS: u64 = 60_000;
-    // ALE's OSystem, System, cartridge and screen buffers, measured with a heap profile.
-    const STATE_HEAP_BYTES: usize = 400_000;
+    // Four emulated frames and the preprocessing: ~410 us per step on an AMD EPYC core
+    // (`rlrig bench env --env Pong-v5`, 2,420 steps/s).
+    const STEP_COST_NS: u64 = 400_000;
+    // The emulator (ALE's OSystem, System, cartridge, screen buffers) and the frame
+    // buffers: peak RSS of `rlrig bench env` with 272 envs minus 16, per env, less the
+    // executor's two observation rows (Pong-v5 873 KB, ALE/Pong-v5 1,161 KB).
+    const STATE_HEAP_BYTES: usize = if PRE { 650_000 } else { 360_000 };
 
     fn observation_space(_: &Self::Params) -> Space {
         let (n, shape) = if PRE {
