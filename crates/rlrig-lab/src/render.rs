@@ -10,7 +10,9 @@ fn fps(env: &str) -> u32 {
     match env {
         "CartPole-v1" => 50,
         id if id.starts_with("MinAtar/") => 10,
+        // Atari: 60 frames/s, four per step.
         "Acrobot-v1" => 15,
+        id if id.ends_with("-v5") => 15,
         "LunarLander-v3"
         | "LunarLanderContinuous-v3"
         | "BipedalWalker-v3"
@@ -25,6 +27,7 @@ fn size(env: &str) -> (u32, u32) {
     match env {
         "Pendulum-v1" => (400, 400),
         id if id.starts_with("MinAtar/") => (400, 430),
+        id if id.ends_with("-v5") => (2 * 160, 30 + 2 * 210),
         "Acrobot-v1" => (500, 500),
         _ => (600, 400),
     }
@@ -209,6 +212,36 @@ fn draw_minatar(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
+/// An Atari screen (`Atari::render_state`: height, width, RGB bytes four to a number),
+/// each pixel 2 x 2 below a 30-pixel caption band.
+fn draw_atari(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+    let (h, w) = (
+        s.first().copied().unwrap_or(0.0) as usize,
+        s.get(1).copied().unwrap_or(0.0) as usize,
+    );
+    if h == 0 || w == 0 || s.len() != 2 + (h * w * 3).div_ceil(4) {
+        return Err(format!(
+            "an Atari frame is height, width, then height x width x 3 bytes four to a number; got {} values",
+            s.len()
+        ));
+    }
+    let bytes: Vec<u8> = s[2..]
+        .iter()
+        .flat_map(|&x| (x as u32).to_le_bytes())
+        .collect();
+    for y in 0..h {
+        for x in 0..w {
+            let p = &bytes[(y * w + x) * 3..][..3];
+            let c = RGBColor(p[0], p[1], p[2]);
+            for (dx, dy) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
+                a.draw_pixel((2 * x as i32 + dx, 30 + 2 * y as i32 + dy), &c)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A body-fixed polygon (vertices in world units) at pose (x, y, angle), as pixels of a
 /// viewport that starts at world x `scroll` and draws 30 px per unit, y up.
 fn placed(pts: &[(f64, f64)], pose: (f64, f64, f64), scroll: f64, height: i32) -> Vec<(i32, i32)> {
@@ -370,6 +403,7 @@ fn drawer(env: &str) -> Result<Draw, String> {
         id if id.starts_with("MinAtar/") => draw_minatar,
         "LunarLander-v3" | "LunarLanderContinuous-v3" => draw_lunar_lander,
         "BipedalWalker-v3" | "BipedalWalkerHardcore-v3" => draw_bipedal_walker,
+        id if id.ends_with("-v5") => draw_atari,
         other => return Err(format!("no renderer for {other}")),
     })
 }

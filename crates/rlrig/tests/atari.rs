@@ -80,3 +80,37 @@ fn bad_env_args_are_errors_naming_the_env_and_the_key() {
         &["Pong-v5", "mode"],
     );
 }
+
+#[test]
+fn play_draws_the_screen_in_colour() {
+    let d = common::tmp("atari-play");
+    let run = d.join("pong");
+    let o = rlrig(&[
+        "train",
+        "ppo",
+        "--env",
+        "Pong-v5",
+        "--total-steps",
+        "256",
+        "--set",
+        "num_steps=64",
+        "--set",
+        "num_envs=2",
+        "--quiet",
+        "--eval-episodes",
+        "1",
+        "--run-dir",
+        run.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let gif = d.join("pong.gif");
+    let out = common::play_gif(&run, &gif, &["--max-frames", "8"]);
+    assert!(out.contains("episode 1"), "{out}");
+    // Pong's colours reach the palette: the court's brown (144, 72, 17) is in the GIF's
+    // colour table.
+    let bytes = std::fs::read(&gif).unwrap();
+    assert!(
+        bytes.windows(3).any(|w| w == [144, 72, 17]),
+        "no Pong brown in the GIF"
+    );
+}

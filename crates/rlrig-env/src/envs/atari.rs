@@ -636,6 +636,23 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
         }
     }
 
+    /// The screen in colour for `rlrig play`: height, width, then the RGB bytes packed
+    /// four to a number (little-endian), as `rlrig_lab::render` unpacks them.
+    fn render_state(s: &AtariState) -> Vec<f64> {
+        let mut rgb = vec![0u8; HEIGHT * WIDTH * 3];
+        if let Some(ale) = &s.ale {
+            ale.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .screen_rgb(&mut rgb);
+        }
+        let mut v = vec![HEIGHT as f64, WIDTH as f64];
+        v.extend(
+            rgb.chunks_exact(4)
+                .map(|c| f64::from(u32::from_le_bytes(c.try_into().unwrap()))),
+        );
+        v
+    }
+
     /// The 128 bytes of RAM (the flat state Atari has; it cannot be set from them).
     fn state_to_vec(s: &AtariState) -> Vec<f64> {
         let mut ram = [0u8; rlrig_ale::RAM_SIZE];
