@@ -225,10 +225,7 @@ fn draw_atari(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
             s.len()
         ));
     }
-    let bytes: Vec<u8> = s[2..]
-        .iter()
-        .flat_map(|&x| (x as u32).to_le_bytes())
-        .collect();
+    let bytes = rlrig_env::envs::unpack_bytes(&s[2..], h * w * 3)?;
     for y in 0..h {
         for x in 0..w {
             let p = &bytes[(y * w + x) * 3..][..3];

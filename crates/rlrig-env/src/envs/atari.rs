@@ -84,15 +84,7 @@ impl<const PRE: bool> Default for AtariParams<PRE> {
     }
 }
 
-const RAW_PARAMS: &[&str] = &[
-    "rom_dir",
-    "mode",
-    "difficulty",
-    "repeat_action_probability",
-    "frameskip",
-    "full_action_space",
-    "max_num_frames_per_episode",
-];
+/// The preprocessed ids' keys; the raw ids take the first seven (ale-py's keywords).
 const PRE_PARAMS: &[&str] = &[
     "rom_dir",
     "mode",
@@ -106,14 +98,7 @@ const PRE_PARAMS: &[&str] = &[
     "fire_reset",
     "clip_reward",
 ];
-
-fn bool_param(value: &str) -> Result<bool, String> {
-    match value.trim() {
-        "true" | "1" | "True" => Ok(true),
-        "false" | "0" | "False" => Ok(false),
-        _ => Err(format!("'{value}' is not true or false")),
-    }
-}
+const RAW_PARAMS: &[&str] = PRE_PARAMS.split_at(7).0;
 
 /// What an emulator is made from: kept with each state so a state can be cloned.
 #[derive(Debug)]
@@ -149,9 +134,7 @@ impl AtariState {
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
     }
-}
 
-impl AtariState {
     /// Lives left, as ALE counts them (`info["lives"]` in ale-py).
     pub fn lives(&self) -> i32 {
         self.ale
@@ -311,6 +294,10 @@ pub fn resize_area(src: &[u8], dst: &mut [u8]) {
 }
 
 impl<G: Game, const PRE: bool> Atari<G, PRE> {
+    /// Bytes of the max-pool buffers (two grayscale screens; none for the raw ids). The
+    /// frame buffer is [`Env::OBS_DIM`] bytes: the stack, or the RGB screen.
+    const POOL: usize = if PRE { 2 * HEIGHT * WIDTH } else { 0 };
+
     /// A new game with ALE's `random_seed` = `seed` and `noops` no-op steps (preprocessed
     /// ids), as `reset` makes it from its draws. Errors name a missing ROM and where it
     /// was looked for.
@@ -347,14 +334,13 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
                 settings,
                 actions,
             })),
+            frames: vec![0; Self::OBS_DIM],
+            pool: vec![0; Self::POOL],
             ..AtariState::default()
         };
         if PRE {
-            s.frames = vec![0; STACK * SIZE * SIZE];
-            s.pool = vec![0; 2 * HEIGHT * WIDTH];
             Self::new_game(p, &mut s, noops, false)?;
         } else {
-            s.frames = vec![0; HEIGHT * WIDTH * 3];
             Self::grab_rgb(&mut s);
         }
         Ok(s)
@@ -383,9 +369,10 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         s.lives = s.ale().lives();
         Self::grab(s, 0);
         s.pool[HEIGHT * WIDTH..].fill(0);
-        Self::push_frame(p, s, true);
-        let has_fire = s.setup.as_ref().unwrap().actions.len() >= 3
-            && s.setup.as_ref().unwrap().actions[1] == 1;
+        Self::push_frame(p, s);
+        Self::fill_stack(s);
+        let actions = &s.setup.as_ref().unwrap().actions;
+        let has_fire = actions.len() >= 3 && actions[1] == 1;
         if p.fire_reset && has_fire {
             for a in [1, 2] {
                 let t = Self::skip(p, s, a)?;
@@ -393,12 +380,18 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
                     return Self::new_game(p, s, 0, true);
                 }
             }
-            let first = s.frames[(STACK - 1) * SIZE * SIZE..].to_vec();
-            for k in 0..STACK - 1 {
-                s.frames[k * SIZE * SIZE..(k + 1) * SIZE * SIZE].copy_from_slice(&first);
-            }
+            Self::fill_stack(s);
         }
         Ok(())
+    }
+
+    /// Preprocessed ids: every slot of the stack holds its newest frame
+    /// (`FrameStackObservation`'s padding after a reset).
+    fn fill_stack(s: &mut AtariState) {
+        let f = SIZE * SIZE;
+        for k in 0..STACK - 1 {
+            s.frames.copy_within((STACK - 1) * f.., k * f);
+        }
     }
 
     /// Raw ids: the RGB screen into `frames`.
@@ -417,8 +410,8 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
     }
 
     /// Max-pools the pool into its first buffer (with frame skip > 1), shrinks it and
-    /// pushes it on the stack (`fill`: into every slot).
-    fn push_frame(p: &AtariParams<PRE>, s: &mut AtariState, fill: bool) {
+    /// pushes it on the stack.
+    fn push_frame(p: &AtariParams<PRE>, s: &mut AtariState) {
         let n = HEIGHT * WIDTH;
         if p.frameskip > 1 {
             let (a, b) = s.pool.split_at_mut(n);
@@ -429,11 +422,6 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         let f = SIZE * SIZE;
         s.frames.copy_within(f.., 0);
         resize_area(&s.pool[..n], &mut s.frames[(STACK - 1) * f..]);
-        if fill {
-            for k in 0..STACK - 1 {
-                s.frames.copy_within((STACK - 1) * f.., k * f);
-            }
-        }
     }
 
     /// One agent step of the preprocessed ids (Gymnasium's `AtariPreprocessing.step`).
@@ -461,7 +449,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
                 Self::grab(s, 0);
             }
         }
-        Self::push_frame(p, s, false);
+        Self::push_frame(p, s);
         let reward = if p.clip_reward {
             reward.signum() as f64
         } else {
@@ -508,14 +496,14 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
     const STATE_HEAP_BYTES: usize = if PRE { 650_000 } else { 360_000 };
 
     fn observation_space(_: &Self::Params) -> Space {
-        let (n, shape) = if PRE {
-            (STACK * SIZE * SIZE, vec![STACK, SIZE, SIZE])
+        let shape = if PRE {
+            vec![STACK, SIZE, SIZE]
         } else {
-            (HEIGHT * WIDTH * 3, vec![HEIGHT, WIDTH, 3])
+            vec![HEIGHT, WIDTH, 3]
         };
         Space::Box {
-            low: vec![0.0; n],
-            high: vec![255.0; n],
+            low: vec![0.0; Self::OBS_DIM],
+            high: vec![255.0; Self::OBS_DIM],
             shape,
             dtype: Dtype::Float32,
         }
@@ -556,14 +544,14 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
                 0 => return Err("frameskip must be at least 1".into()),
                 v => p.frameskip = v,
             },
-            "full_action_space" => p.full_action_space = bool_param(value)?,
+            "full_action_space" => p.full_action_space = param(value, "true or false")?,
             "max_num_frames_per_episode" => {
                 p.max_num_frames_per_episode = param(value, "a whole number of frames")?
             }
             "noop_max" => p.noop_max = param(value, "a whole number of steps")?,
-            "episodic_life" => p.episodic_life = bool_param(value)?,
-            "fire_reset" => p.fire_reset = bool_param(value)?,
-            "clip_reward" => p.clip_reward = bool_param(value)?,
+            "episodic_life" => p.episodic_life = param(value, "true or false")?,
+            "fire_reset" => p.fire_reset = param(value, "true or false")?,
+            "clip_reward" => p.clip_reward = param(value, "true or false")?,
             _ => unreachable!("checked against PARAMS"),
         }
         Ok(())
@@ -591,12 +579,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
             s.ale().reset_game().map(|()| Self::grab_rgb(s))
         } else if p.episodic_life && !s.game_over {
             // A life was lost: the game goes on from a no-op step.
-            Self::skip(p, s, 0).map(|_| {
-                let f = SIZE * SIZE;
-                for k in 0..STACK - 1 {
-                    s.frames.copy_within((STACK - 1) * f.., k * f);
-                }
-            })
+            Self::skip(p, s, 0).map(|_| Self::fill_stack(s))
         } else {
             Self::new_game(p, s, noops, true)
         };
@@ -608,24 +591,16 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
             Self::skip(p, s, *a)
         } else {
             let id = s.setup.as_ref().unwrap().actions[*a as usize];
-            let mut reward = 0i64;
-            let mut failed = None;
-            for _ in 0..p.frameskip {
-                match s.ale().act(id, 1.0) {
-                    Ok(r) => reward += i64::from(r),
-                    Err(e) => failed = Some(e),
-                }
-            }
-            let terminated = s.ale().game_over(false);
-            s.game_over = terminated;
-            Self::grab_rgb(s);
-            match failed {
-                Some(e) => Err(e),
-                None => Ok(Transition {
-                    reward: reward as f64,
-                    terminated,
-                }),
-            }
+            (0..p.frameskip)
+                .try_fold(0i64, |sum, _| Ok(sum + i64::from(s.ale().act(id, 1.0)?)))
+                .map(|reward| {
+                    s.game_over = s.ale().game_over(false);
+                    Self::grab_rgb(s);
+                    Transition {
+                        reward: reward as f64,
+                        terminated: s.game_over,
+                    }
+                })
         };
         r.unwrap_or_else(|e| Self::fail(e))
     }
@@ -646,10 +621,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
                 .screen_rgb(&mut rgb);
         }
         let mut v = vec![HEIGHT as f64, WIDTH as f64];
-        v.extend(
-            rgb.chunks_exact(4)
-                .map(|c| f64::from(u32::from_le_bytes(c.try_into().unwrap()))),
-        );
+        v.extend(super::pack_bytes(&rgb));
         v
     }
 
@@ -686,11 +658,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
             f64::from(u8::from(s.game_over)),
         ];
         for part in [&bytes[..], &s.frames, &s.pool] {
-            v.extend(part.chunks(4).map(|c| {
-                let mut w = [0u8; 4];
-                w[..c.len()].copy_from_slice(c);
-                f64::from(u32::from_le_bytes(w))
-            }));
+            v.extend(super::pack_bytes(part));
         }
         v
     }
@@ -699,12 +667,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
         if v.len() < 4 || v[0] != SNAPSHOT_TAG {
             return Err(format!("not a snapshot of {} (wrong header)", Self::ID));
         }
-        let n_state = v[1] as usize;
-        let (n_frames, n_pool) = if PRE {
-            (STACK * SIZE * SIZE, 2 * HEIGHT * WIDTH)
-        } else {
-            (HEIGHT * WIDTH * 3, 0)
-        };
+        let (n_state, n_frames, n_pool) = (v[1] as usize, Self::OBS_DIM, Self::POOL);
         let words = |n: usize| n.div_ceil(4);
         let want = 4 + words(n_state) + words(n_frames) + words(n_pool);
         if v.len() != want {
@@ -715,17 +678,9 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
             ));
         }
         let mut at = 4;
-        let mut take = |n: usize| -> Result<Vec<u8>, String> {
-            let mut out = Vec::with_capacity(words(n) * 4);
-            for &x in &v[at..at + words(n)] {
-                if !(0.0..=f64::from(u32::MAX)).contains(&x) || x.fract() != 0.0 {
-                    return Err(format!("snapshot word {x} is not a 32-bit word"));
-                }
-                out.extend_from_slice(&(x as u32).to_le_bytes());
-            }
+        let mut take = |n: usize| {
             at += words(n);
-            out.truncate(n);
-            Ok(out)
+            super::unpack_bytes(&v[at - words(n)..at], n)
         };
         let bytes = take(n_state)?;
         let frames = take(n_frames)?;

@@ -65,6 +65,33 @@ pub(crate) fn unknown_param(known: &[&str]) -> String {
     }
 }
 
+/// Bytes carried in a `Vec<f64>` (Atari snapshots and screens): four to a number, as a
+/// little-endian u32 (exact in f64), the last word zero-padded.
+pub fn pack_bytes(bytes: &[u8]) -> impl Iterator<Item = f64> + '_ {
+    bytes.chunks(4).map(|c| {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        f64::from(u32::from_le_bytes(w))
+    })
+}
+
+/// The first `n` bytes of [`pack_bytes`]'s `words`; an error names a number that is not
+/// a 32-bit word or too few words.
+pub fn unpack_bytes(words: &[f64], n: usize) -> Result<Vec<u8>, String> {
+    if words.len() * 4 < n {
+        return Err(format!("{} words hold fewer than {n} bytes", words.len()));
+    }
+    let mut out = Vec::with_capacity(words.len() * 4);
+    for &x in words {
+        if !(0.0..=f64::from(u32::MAX)).contains(&x) || x.fract() != 0.0 {
+            return Err(format!("{x} is not a 32-bit word"));
+        }
+        out.extend_from_slice(&(x as u32).to_le_bytes());
+    }
+    out.truncate(n);
+    Ok(out)
+}
+
 /// A state vector of exactly `N` finite numbers; `names` describes the layout for errors.
 pub(crate) fn fixed<const N: usize>(v: &[f64], names: &str) -> Result<[f64; N], String> {
     let arr: [f64; N] = v
