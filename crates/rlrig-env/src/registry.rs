@@ -12,57 +12,50 @@ use crate::error::EnvError;
 use crate::space::Space;
 use crate::vector::{AsyncVecEnv, AsyncVecEnvDyn, SyncVecEnv, VecConfig, VecEnvDyn};
 
-macro_rules! ids {
-    ($($extra:expr),*) => {
-        &[
-            CartPole::ID,
-            Acrobot::ID,
-            MountainCar::ID,
-            MountainCarContinuous::ID,
-            Pendulum::ID,
-            LunarLander::ID,
-            LunarLanderContinuous::ID,
-            BipedalWalker::ID,
-            BipedalWalkerHardcore::ID,
-            Asterix::ID,
-            Breakout::ID,
-            Freeway::ID,
-            Seaquest::ID,
-            SpaceInvaders::ID,
-            $($extra),*
-        ]
-    };
+/// The ids of the envs that are always built, in the order `rlrig envs` lists them.
+const BASE_IDS: &[&str] = &[
+    CartPole::ID,
+    Acrobot::ID,
+    MountainCar::ID,
+    MountainCarContinuous::ID,
+    Pendulum::ID,
+    LunarLander::ID,
+    LunarLanderContinuous::ID,
+    BipedalWalker::ID,
+    BipedalWalkerHardcore::ID,
+    Asterix::ID,
+    Breakout::ID,
+    Freeway::ID,
+    Seaquest::ID,
+    SpaceInvaders::ID,
+];
+
+/// `a` then `b`, as an array of `N = a.len() + b.len()` (slices cannot be joined in a
+/// `const` otherwise).
+#[cfg(feature = "atari")]
+const fn joined<const N: usize>(a: &[&'static str], b: &[&'static str]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < a.len() { a[i] } else { b[i - a.len()] };
+        i += 1;
+    }
+    out
 }
 
-/// Every registered id, in the order `rlrig envs` lists them.
-#[cfg(not(feature = "atari"))]
-pub const ENV_IDS: &[&str] = ids!();
-/// Every registered id, in the order `rlrig envs` lists them (with the `atari` feature:
-/// each game's raw `ALE/<Game>-v5` and preprocessed `<Game>-v5`).
 #[cfg(feature = "atari")]
-pub const ENV_IDS: &[&str] = ids!(
-    atari::AlePongV5::ID,
-    atari::PongV5::ID,
-    atari::AleBreakoutV5::ID,
-    atari::BreakoutV5::ID,
-    atari::AleSpaceInvadersV5::ID,
-    atari::SpaceInvadersV5::ID,
-    atari::AleSeaquestV5::ID,
-    atari::SeaquestV5::ID,
-    atari::AleQbertV5::ID,
-    atari::QbertV5::ID,
-    atari::AleTetrisV5::ID,
-    atari::TetrisV5::ID
-);
+const ALL_IDS: [&str; BASE_IDS.len() + atari::IDS.len()] = joined(BASE_IDS, atari::IDS);
+
+/// Every registered id, in the order `rlrig envs` lists them (with the `atari` feature,
+/// then each game's raw `ALE/<Game>-v5` and preprocessed `<Game>-v5`).
+#[cfg(feature = "atari")]
+pub const ENV_IDS: &[&str] = &ALL_IDS;
+#[cfg(not(feature = "atari"))]
+pub const ENV_IDS: &[&str] = BASE_IDS;
 
 /// The Atari ids among [`ENV_IDS`] (empty without the `atari` feature): they need ROMs,
 /// and their state is the emulator's (no state vector).
-pub const ATARI_IDS: &[&str] = if cfg!(feature = "atari") {
-    let n = ENV_IDS.len() - ids!().len();
-    ENV_IDS.split_at(ENV_IDS.len() - n).1
-} else {
-    &[]
-};
+pub const ATARI_IDS: &[&str] = ENV_IDS.split_at(BASE_IDS.len()).1;
 
 /// What a caller needs to know about an env without its type.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,29 +118,8 @@ pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, EnvError> {
         Seaquest::ID => v.visit::<Seaquest>(),
         SpaceInvaders::ID => v.visit::<SpaceInvaders>(),
         #[cfg(feature = "atari")]
-        <atari::AlePongV5 as Env>::ID => v.visit::<atari::AlePongV5>(),
-        #[cfg(feature = "atari")]
-        <atari::PongV5 as Env>::ID => v.visit::<atari::PongV5>(),
-        #[cfg(feature = "atari")]
-        <atari::AleBreakoutV5 as Env>::ID => v.visit::<atari::AleBreakoutV5>(),
-        #[cfg(feature = "atari")]
-        <atari::BreakoutV5 as Env>::ID => v.visit::<atari::BreakoutV5>(),
-        #[cfg(feature = "atari")]
-        <atari::AleSpaceInvadersV5 as Env>::ID => v.visit::<atari::AleSpaceInvadersV5>(),
-        #[cfg(feature = "atari")]
-        <atari::SpaceInvadersV5 as Env>::ID => v.visit::<atari::SpaceInvadersV5>(),
-        #[cfg(feature = "atari")]
-        <atari::AleSeaquestV5 as Env>::ID => v.visit::<atari::AleSeaquestV5>(),
-        #[cfg(feature = "atari")]
-        <atari::SeaquestV5 as Env>::ID => v.visit::<atari::SeaquestV5>(),
-        #[cfg(feature = "atari")]
-        <atari::AleQbertV5 as Env>::ID => v.visit::<atari::AleQbertV5>(),
-        #[cfg(feature = "atari")]
-        <atari::QbertV5 as Env>::ID => v.visit::<atari::QbertV5>(),
-        #[cfg(feature = "atari")]
-        <atari::AleTetrisV5 as Env>::ID => v.visit::<atari::AleTetrisV5>(),
-        #[cfg(feature = "atari")]
-        <atari::TetrisV5 as Env>::ID => v.visit::<atari::TetrisV5>(),
+        _ => return atari::visit(id, v).map_err(|_| unknown(id)),
+        #[cfg(not(feature = "atari"))]
         _ => return Err(unknown(id)),
     })
 }

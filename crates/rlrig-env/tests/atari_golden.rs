@@ -6,9 +6,7 @@
 #![cfg(feature = "atari")]
 
 use base64::Engine as _;
-use rlrig_env::envs::atari::{
-    AleBreakoutV5, AlePongV5, Atari, AtariParams, AtariState, BreakoutV5, Game, PongV5,
-};
+use rlrig_env::envs::atari::{Atari, AtariParams, AtariState, Breakout, Game, Pong};
 use rlrig_env::{Env, Rng};
 use serde_json::Value;
 
@@ -35,39 +33,39 @@ fn frame<E: Env<State = AtariState>>(p: &E::Params, s: &AtariState) -> Vec<u8> {
     obs.iter().map(|&x| x as u8).collect()
 }
 
-/// Replays every episode of `eps` and returns (steps compared, steps whose frame differed,
-/// the largest grey-level difference seen on the kept stacks).
-fn replay<G: Game, const PRE: bool>(p: &AtariParams<PRE>, eps: &Value) -> (usize, usize) {
+/// Asserts that `got` is the kept stack `b64` of the golden file, naming the largest
+/// grey-level difference.
+fn assert_stack(b64: &Value, got: &[u8], what: &str) {
+    let want = base64::engine::general_purpose::STANDARD
+        .decode(b64.as_str().unwrap())
+        .unwrap();
+    let worst = want.iter().zip(got).map(|(a, b)| a.abs_diff(*b)).max();
+    assert_eq!(
+        worst,
+        Some(0),
+        "{what} differs by up to {worst:?} grey levels"
+    );
+}
+
+/// Replays every episode of the golden file's `key` (`raw` or `preprocessed`) for `game`
+/// with `p`: rewards, flags and lives must be equal at every step, and every frame's hash
+/// (and the kept whole stacks) too.
+fn follows<G: Game, const PRE: bool>(game: &str, key: &str, p: &AtariParams<PRE>) {
+    let id = Atari::<G, PRE>::ID;
     let mut compared = 0;
-    let mut differed = 0;
     let mut rng = Rng::stream(0, rlrig_env::Purpose::User, 0);
-    for (k, ep) in eps.as_array().unwrap().iter().enumerate() {
+    for (k, ep) in golden(game)[key].as_array().unwrap().iter().enumerate() {
         let seed = ep["ale_seed"].as_i64().unwrap() as i32;
         let noops = ep.get("noops").map_or(0, |n| n.as_u64().unwrap() as u32);
         let mut s = Atari::<G, PRE>::start(p, seed, noops).unwrap();
         let first = frame::<Atari<G, PRE>>(p, &s);
         if let Some(b64) = ep.get("first_stack") {
-            let want = base64::engine::general_purpose::STANDARD
-                .decode(b64.as_str().unwrap())
-                .unwrap();
-            let worst = want
-                .iter()
-                .zip(&first)
-                .map(|(a, b)| a.abs_diff(*b))
-                .max()
-                .unwrap();
-            assert_eq!(
-                worst,
-                0,
-                "{}: episode {k}: first stack differs by up to {worst} grey levels",
-                Atari::<G, PRE>::ID
-            );
+            assert_stack(b64, &first, &format!("{id}: episode {k}: first stack"));
         }
         assert_eq!(
             fnv1a(first),
             ep["first"].as_str().unwrap(),
-            "{}: episode {k}: first frame",
-            Atari::<G, PRE>::ID
+            "{id}: episode {k}: first frame"
         );
         let actions = ep["actions"].as_array().unwrap();
         for (t, (a, want)) in actions
@@ -77,104 +75,53 @@ fn replay<G: Game, const PRE: bool>(p: &AtariParams<PRE>, eps: &Value) -> (usize
         {
             let a = a.as_i64().unwrap() as i32;
             let tr = Atari::<G, PRE>::step(p, &mut s, &a, &mut rng);
-            let where_ = format!("{}: episode {k} step {t}", Atari::<G, PRE>::ID);
-            assert_eq!(tr.reward, want[1].as_f64().unwrap(), "{where_}: reward");
+            let at = format!("{id}: episode {k} step {t}");
+            assert_eq!(tr.reward, want[1].as_f64().unwrap(), "{at}: reward");
             assert_eq!(
                 tr.terminated,
                 want[2].as_bool().unwrap(),
-                "{where_}: terminated"
+                "{at}: terminated"
             );
+            assert_eq!(s.lives() as i64, want[4].as_i64().unwrap(), "{at}: lives");
+            let got = fnv1a(frame::<Atari<G, PRE>>(p, &s));
             assert_eq!(
-                s.lives() as i64,
-                want[4].as_i64().unwrap(),
-                "{where_}: lives"
+                got,
+                want[0].as_str().unwrap(),
+                "{at}: frame differs from the reference"
             );
             compared += 1;
-            if fnv1a(frame::<Atari<G, PRE>>(p, &s)) != want[0].as_str().unwrap() {
-                differed += 1;
-            }
         }
         if let Some(b64) = ep.get("last_stack") {
-            let want = base64::engine::general_purpose::STANDARD
-                .decode(b64.as_str().unwrap())
-                .unwrap();
-            let got = frame::<Atari<G, PRE>>(p, &s);
-            let worst = want
-                .iter()
-                .zip(&got)
-                .map(|(a, b)| a.abs_diff(*b))
-                .max()
-                .unwrap();
-            assert_eq!(
-                worst,
-                0,
-                "{}: episode {k}: last stack differs by up to {worst} grey levels",
-                Atari::<G, PRE>::ID
-            );
+            let last = frame::<Atari<G, PRE>>(p, &s);
+            assert_stack(b64, &last, &format!("{id}: episode {k}: last stack"));
         }
     }
-    (compared, differed)
-}
-
-fn reference_preprocessing() -> AtariParams<true> {
-    // Gymnasium's chain has v5's sticky actions and no fire reset.
-    AtariParams {
-        repeat_action_probability: 0.25,
-        fire_reset: false,
-        ..AtariParams::default()
-    }
+    assert!(compared >= 400, "{id}: only {compared} steps compared");
 }
 
 #[test]
 fn raw_frames_follow_ale_py() {
-    for (game, run) in [
-        (
-            "Pong",
-            replay::<rlrig_env::envs::atari::Pong, false>
-                as fn(&AtariParams<false>, &Value) -> (usize, usize),
-        ),
-        (
-            "Breakout",
-            replay::<rlrig_env::envs::atari::Breakout, false>,
-        ),
-    ] {
-        let g = golden(game);
-        let (n, bad) = run(&AtariParams::default(), &g["raw"]);
-        assert!(n >= 400, "{game}: only {n} steps compared");
-        assert_eq!(
-            bad, 0,
-            "{game}: {bad} of {n} RGB frames differ from ale-py's"
-        );
-    }
-    let _ = (AlePongV5::ID, AleBreakoutV5::ID);
+    follows::<Pong, false>("Pong", "raw", &AtariParams::default());
+    follows::<Breakout, false>("Breakout", "raw", &AtariParams::default());
 }
 
 #[test]
 fn preprocessed_stacks_follow_gymnasium_wrappers() {
-    for (game, run) in [
-        (
-            "Pong",
-            replay::<rlrig_env::envs::atari::Pong, true>
-                as fn(&AtariParams<true>, &Value) -> (usize, usize),
-        ),
-        ("Breakout", replay::<rlrig_env::envs::atari::Breakout, true>),
-    ] {
-        let g = golden(game);
-        let (n, bad) = run(&reference_preprocessing(), &g["preprocessed"]);
-        assert!(n >= 400, "{game}: only {n} steps compared");
-        assert_eq!(
-            bad, 0,
-            "{game}: {bad} of {n} stacks differ from Gymnasium's"
-        );
-    }
-    let _ = (PongV5::ID, BreakoutV5::ID);
+    // Gymnasium's chain has v5's sticky actions and no fire reset.
+    let p = AtariParams {
+        repeat_action_probability: 0.25,
+        fire_reset: false,
+        ..AtariParams::default()
+    };
+    follows::<Pong, true>("Pong", "preprocessed", &p);
+    follows::<Breakout, true>("Breakout", "preprocessed", &p);
 }
 
 #[test]
 fn episodic_life_ends_an_episode_per_life_and_the_next_one_continues_the_game() {
     use rlrig_env::{ActionBuf, SyncVecEnv, VecConfig, VecEnvDyn};
     let cfg = VecConfig::new(1).seed(7).env_arg("episodic_life", "true");
-    let mut env = SyncVecEnv::<BreakoutV5>::new(cfg).unwrap();
+    let mut env = SyncVecEnv::<Atari<Breakout, true>>::new(cfg).unwrap();
     let lives_at_start = env.state(0).lives();
     assert_eq!(lives_at_start, 5);
     let mut rng = Rng::stream(7, rlrig_env::Purpose::User, 0);

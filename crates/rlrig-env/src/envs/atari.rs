@@ -15,6 +15,7 @@
 //! are float32).
 
 use crate::env::{Env, Transition};
+use crate::registry::EnvVisitor;
 use crate::rng::Rng;
 use crate::space::{Dtype, Space};
 use rlrig_ale::{Ale, Settings};
@@ -710,9 +711,27 @@ macro_rules! games {
                 const MINIMAL_ACTIONS: u32 = $n;
             }
         )*
+
+        /// Every Atari id: per game, the raw id, then the preprocessed one.
+        pub const IDS: &[&str] = &[$($raw, $pre),*];
+
+        /// Runs `v` with the Atari env registered under `id` (the registry's dispatch for
+        /// these ids); gives `v` back when no game has that id.
+        pub fn visit<V: EnvVisitor>(id: &str, v: V) -> Result<V::Output, V> {
+            $(
+                if id == $raw {
+                    return Ok(v.visit::<Atari<$name, false>>());
+                }
+                if id == $pre {
+                    return Ok(v.visit::<Atari<$name, true>>());
+                }
+            )*
+            Err(v)
+        }
     };
 }
 
+// One line per game: its type, ROM, ids and minimal action count.
 games! {
     Pong: "pong", "ALE/Pong-v5", "Pong-v5", 6;
     Breakout: "breakout", "ALE/Breakout-v5", "Breakout-v5", 4;
@@ -721,17 +740,3 @@ games! {
     Qbert: "qbert", "ALE/Qbert-v5", "Qbert-v5", 6;
     Tetris: "tetris", "ALE/Tetris-v5", "Tetris-v5", 5;
 }
-
-/// The registered Atari envs: the raw id, then the preprocessed one, per game.
-pub type AlePongV5 = Atari<Pong, false>;
-pub type PongV5 = Atari<Pong, true>;
-pub type AleBreakoutV5 = Atari<Breakout, false>;
-pub type BreakoutV5 = Atari<Breakout, true>;
-pub type AleSpaceInvadersV5 = Atari<SpaceInvaders, false>;
-pub type SpaceInvadersV5 = Atari<SpaceInvaders, true>;
-pub type AleSeaquestV5 = Atari<Seaquest, false>;
-pub type SeaquestV5 = Atari<Seaquest, true>;
-pub type AleQbertV5 = Atari<Qbert, false>;
-pub type QbertV5 = Atari<Qbert, true>;
-pub type AleTetrisV5 = Atari<Tetris, false>;
-pub type TetrisV5 = Atari<Tetris, true>;
