@@ -19,16 +19,8 @@ const SDIST: &str = "ale_py-0.11.2.tar.gz";
 const URL: &str = "https://files.pythonhosted.org/packages/2c/85/fffbe95501efc9ecf73e02fb62e7a99401e12dcb8217313016dd00b13cdc/ale_py-0.11.2.tar.gz";
 const SHA256: &str = "cc6fed9d994d796d76b0d042fbe0a7101834faa55b5e70b1e1f14367ed9e2a8a";
 
-fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("RLRIG_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Path::new(&d).join("rlrig");
-    }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
-    Path::new(&home).join(".cache").join("rlrig")
-}
+// `cache_dir()`, shared with the library (src/cache.rs).
+include!("src/cache.rs");
 
 fn fail(msg: String) -> ! {
     panic!(

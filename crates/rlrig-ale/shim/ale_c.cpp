@@ -89,11 +89,7 @@ int rlrig_ale_game_over(const ALEInterface* a, int with_truncation) {
   return a->game_over(with_truncation != 0) ? 1 : 0;
 }
 
-int rlrig_ale_truncated(const ALEInterface* a) { return a->game_truncated() ? 1 : 0; }
-
 int rlrig_ale_lives(ALEInterface* a) { return a->lives(); }
-
-int rlrig_ale_episode_frame_number(const ALEInterface* a) { return a->getEpisodeFrameNumber(); }
 
 void rlrig_ale_screen_dims(const ALEInterface* a, int32_t* height, int32_t* width) {
   const ale::ALEScreen& s = a->getScreen();
@@ -124,18 +120,6 @@ void rlrig_ale_ram(const ALEInterface* a, uint8_t* out) {
 // set and returns how many there are.
 int rlrig_ale_action_set(const ALEInterface* a, int minimal, int32_t* out, int cap) {
   ale::ActionVect v = minimal ? a->getMinimalActionSet() : a->getLegalActionSet();
-  for (size_t i = 0; i < v.size() && static_cast<int>(i) < cap; i++) out[i] = v[i];
-  return static_cast<int>(v.size());
-}
-
-int rlrig_ale_modes(const ALEInterface* a, int32_t* out, int cap) {
-  ale::ModeVect v = a->getAvailableModes();
-  for (size_t i = 0; i < v.size() && static_cast<int>(i) < cap; i++) out[i] = v[i];
-  return static_cast<int>(v.size());
-}
-
-int rlrig_ale_difficulties(const ALEInterface* a, int32_t* out, int cap) {
-  ale::DifficultyVect v = a->getAvailableDifficulties();
   for (size_t i = 0; i < v.size() && static_cast<int>(i) < cap; i++) out[i] = v[i];
   return static_cast<int>(v.size());
 }

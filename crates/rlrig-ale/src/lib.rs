@@ -28,10 +28,8 @@ unsafe extern "C" {
     fn rlrig_ale_act(a: *mut AleInterface, action: i32, strength: f32, reward: *mut i32) -> c_int;
     fn rlrig_ale_reset(a: *mut AleInterface) -> c_int;
     fn rlrig_ale_game_over(a: *const AleInterface, with_truncation: c_int) -> c_int;
-    fn rlrig_ale_truncated(a: *const AleInterface) -> c_int;
-    fn rlrig_ale_lives(a: *mut AleInterface) -> c_int;
-    fn rlrig_ale_episode_frame_number(a: *const AleInterface) -> c_int;
     fn rlrig_ale_screen_dims(a: *const AleInterface, height: *mut i32, width: *mut i32);
+    fn rlrig_ale_lives(a: *mut AleInterface) -> c_int;
     fn rlrig_ale_screen_rgb(a: *const AleInterface, out: *mut u8);
     fn rlrig_ale_screen_grayscale(a: *const AleInterface, out: *mut u8);
     fn rlrig_ale_ram(a: *const AleInterface, out: *mut u8);
@@ -41,8 +39,6 @@ unsafe extern "C" {
         out: *mut i32,
         cap: c_int,
     ) -> c_int;
-    fn rlrig_ale_modes(a: *const AleInterface, out: *mut i32, cap: c_int) -> c_int;
-    fn rlrig_ale_difficulties(a: *const AleInterface, out: *mut i32, cap: c_int) -> c_int;
     fn rlrig_ale_clone_state(a: *mut AleInterface, bytes: *mut *mut u8, len: *mut usize) -> c_int;
     fn rlrig_ale_free_bytes(bytes: *mut u8);
     fn rlrig_ale_get_sticky(a: *const AleInterface, out: *mut f32);
@@ -147,11 +143,6 @@ impl Ale {
         })
     }
 
-    /// Screen height and width in pixels (210 x 160 for every game).
-    pub fn screen_dims(&self) -> (usize, usize) {
-        (self.height, self.width)
-    }
-
     /// Emulates one frame with the ALE action id `action`; returns the frame's reward.
     pub fn act(&mut self, action: i32, strength: f32) -> Result<i32, String> {
         let mut r = 0;
@@ -168,25 +159,16 @@ impl Ale {
         check(unsafe { rlrig_ale_reset(self.raw) }, "reset_game")
     }
 
-    /// The game ended (`with_truncation`: or reached the frame limit).
-    pub fn game_over(&mut self, with_truncation: bool) -> bool {
+    /// The game ended (ALE's own frame limit is not counted: rlrig's executors keep the
+    /// time limit).
+    pub fn game_over(&mut self) -> bool {
         // SAFETY: live object.
-        unsafe { rlrig_ale_game_over(self.raw, c_int::from(with_truncation)) != 0 }
-    }
-
-    pub fn game_truncated(&mut self) -> bool {
-        // SAFETY: live object.
-        unsafe { rlrig_ale_truncated(self.raw) != 0 }
+        unsafe { rlrig_ale_game_over(self.raw, 0) != 0 }
     }
 
     pub fn lives(&mut self) -> i32 {
         // SAFETY: live object.
         unsafe { rlrig_ale_lives(self.raw) }
-    }
-
-    pub fn episode_frame_number(&mut self) -> i32 {
-        // SAFETY: live object.
-        unsafe { rlrig_ale_episode_frame_number(self.raw) }
     }
 
     /// Writes the screen as RGB (height x width x 3 bytes).
@@ -208,36 +190,13 @@ impl Ale {
         unsafe { rlrig_ale_ram(self.raw, out.as_mut_ptr()) }
     }
 
-    fn list(
-        &mut self,
-        f: unsafe extern "C" fn(*const AleInterface, *mut i32, c_int) -> c_int,
-    ) -> Vec<i32> {
-        let mut buf = vec![0i32; 32];
-        loop {
-            // SAFETY: the shim writes at most `buf.len()` ids and returns the true count.
-            let n = unsafe { f(self.raw, buf.as_mut_ptr(), buf.len() as c_int) } as usize;
-            if n <= buf.len() {
-                buf.truncate(n);
-                return buf;
-            }
-            buf.resize(n, 0);
-        }
-    }
-
     /// ALE action ids of the game's minimal action set (`full`: all 18 legal actions).
     pub fn action_set(&mut self, full: bool) -> Vec<i32> {
-        // SAFETY: live object; `buf` as in `list`.
+        // SAFETY: live object; the shim writes at most 18 ids (ALE has 18 legal actions)
+        // and returns how many there are.
         let mut buf = [0i32; 18];
         let n = unsafe { rlrig_ale_action_set(self.raw, c_int::from(!full), buf.as_mut_ptr(), 18) };
         buf[..(n as usize).min(18)].to_vec()
-    }
-
-    pub fn available_modes(&mut self) -> Vec<i32> {
-        self.list(rlrig_ale_modes)
-    }
-
-    pub fn available_difficulties(&mut self) -> Vec<i32> {
-        self.list(rlrig_ale_difficulties)
     }
 
     /// The emulator's whole state, its random generator included, and the actions a
@@ -323,18 +282,8 @@ pub fn rom_dirs(dir: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
-/// The rlrig cache: `RLRIG_CACHE_DIR`, else `$XDG_CACHE_HOME/rlrig`, else `~/.cache/rlrig`
-/// (the same rule as `build.rs`).
-pub fn cache_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("RLRIG_CACHE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return Path::new(&d).join("rlrig");
-    }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
-    Path::new(&home).join(".cache").join("rlrig")
-}
+// `cache_dir()`: the same file build.rs includes, so the two agree.
+include!("cache.rs");
 
 /// The ROM file of `rom` (ale-py's name, e.g. `pong`), or an error naming the file,
 /// every place looked and how to get it.

@@ -18,8 +18,8 @@ use crate::env::{Env, Transition};
 use crate::registry::EnvVisitor;
 use crate::rng::Rng;
 use crate::space::{Dtype, Space};
+pub use rlrig_ale::find_rom;
 use rlrig_ale::{Ale, Settings};
-pub use rlrig_ale::{cache_dir, find_rom};
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -362,7 +362,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         for _ in 0..noops {
             let noop = s.setup.as_ref().unwrap().actions[0];
             s.ale().act(noop, 1.0)?;
-            if s.ale().game_over(false) {
+            if s.ale().game_over() {
                 s.ale().reset_game()?;
             }
         }
@@ -433,7 +433,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         let mut terminated = false;
         for t in 0..fs {
             reward += i64::from(s.ale().act(id, 1.0)?);
-            let over = s.ale().game_over(false);
+            let over = s.ale().game_over();
             s.game_over = over;
             terminated = over;
             if p.episodic_life {
@@ -595,7 +595,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
             (0..p.frameskip)
                 .try_fold(0i64, |sum, _| Ok(sum + i64::from(s.ale().act(id, 1.0)?)))
                 .map(|reward| {
-                    s.game_over = s.ale().game_over(false);
+                    s.game_over = s.ale().game_over();
                     Self::grab_rgb(s);
                     Transition {
                         reward: reward as f64,
