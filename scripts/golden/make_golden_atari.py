@@ -50,12 +50,14 @@ def fnv1a_np(a: np.ndarray) -> str:
     return fnv1a(np.ascontiguousarray(a, dtype=np.uint8).tobytes())
 
 
-def raw_episode(game, seed, rng):
-    env = gym.make(f"ALE/{game}-v5")
-    obs, info = env.reset(seed=seed)
-    ale_seed = int(info["seeds"][1])
+def b64(obs):
+    return base64.b64encode(np.asarray(obs, dtype=np.uint8).tobytes()).decode()
+
+
+def play(env, ep, rng):
+    """Random actions until the episode ends or STEPS: each step's action, frame hash,
+    reward, flags and lives into `ep`. Returns the last observation."""
     n = env.action_space.n
-    ep = {"ale_seed": ale_seed, "first": fnv1a_np(obs), "actions": [], "steps": []}
     for _ in range(STEPS):
         a = int(rng.integers(n))
         obs, r, term, trunc, info = env.step(a)
@@ -63,6 +65,14 @@ def raw_episode(game, seed, rng):
         ep["steps"].append([fnv1a_np(obs), float(r), bool(term), bool(trunc), int(info["lives"])])
         if term or trunc:
             break
+    return obs
+
+
+def raw_episode(game, seed, rng):
+    env = gym.make(f"ALE/{game}-v5")
+    obs, info = env.reset(seed=seed)
+    ep = {"ale_seed": int(info["seeds"][1]), "first": fnv1a_np(obs), "actions": [], "steps": []}
+    play(env, ep, rng)
     env.close()
     return ep
 
@@ -76,19 +86,12 @@ def pre_episode(game, seed, rng, keep):
     noops = int(g.integers(1, 31))
     # The wrapper drew from the same generator: after one draw both must agree.
     assert g.bit_generator.state == base.unwrapped.np_random.bit_generator.state, "noop draw"
-    n = env.action_space.n
     ep = {"ale_seed": ale_seed, "noops": noops, "first": fnv1a_np(obs), "actions": [], "steps": []}
     if keep:
-        ep["first_stack"] = base64.b64encode(np.asarray(obs, dtype=np.uint8).tobytes()).decode()
-    for _ in range(STEPS):
-        a = int(rng.integers(n))
-        obs, r, term, trunc, info = env.step(a)
-        ep["actions"].append(a)
-        ep["steps"].append([fnv1a_np(obs), float(r), bool(term), bool(trunc), int(info["lives"])])
-        if term or trunc:
-            break
+        ep["first_stack"] = b64(obs)
+    last = play(env, ep, rng)
     if keep:
-        ep["last_stack"] = base64.b64encode(np.asarray(obs, dtype=np.uint8).tobytes()).decode()
+        ep["last_stack"] = b64(last)
     env.close()
     return ep
 

@@ -51,34 +51,22 @@ fn bench_env_steps_pong_with_the_standard_preprocessing() {
 
 #[test]
 fn bad_env_args_are_errors_naming_the_env_and_the_key() {
-    fails_with(
-        &[
-            "bench",
-            "env",
-            "--env",
-            "Pong-v5",
-            "--env-arg",
-            "frameskip=0",
-            "--steps",
-            "8",
-        ],
-        None,
-        &["Pong-v5", "frameskip"],
-    );
-    fails_with(
-        &[
-            "bench",
-            "env",
-            "--env",
-            "Pong-v5",
-            "--env-arg",
-            "mode=99",
-            "--steps",
-            "8",
-        ],
-        None,
-        &["Pong-v5", "mode"],
-    );
+    for (arg, key) in [("frameskip=0", "frameskip"), ("mode=99", "mode")] {
+        fails_with(
+            &[
+                "bench",
+                "env",
+                "--env",
+                "Pong-v5",
+                "--env-arg",
+                arg,
+                "--steps",
+                "8",
+            ],
+            None,
+            &["Pong-v5", key],
+        );
+    }
 }
 
 #[test]
