@@ -34,7 +34,8 @@ def sequential(t, prefix, layers, x):
             w, b = t[f"{prefix}.{i}.weight"], t[f"{prefix}.{i}.bias"]
             pad = int(re.search(r"padding=(\d+)", module).group(1))
             x = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-            win = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))
+            stride = int(re.search(r"stride=(\d+)", module).group(1))
+            win = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=(2, 3))[:, :, ::stride, ::stride]
             x = np.einsum("nchwij,ocij->nohw", win, w) + b[None, :, None, None]
         elif module == "Flatten()":
             x = x.reshape(len(x), -1)
@@ -52,6 +53,8 @@ def numpy_actions(t, meta, obs):
     algo, action = meta["algo"], meta["action"]
     if "obs_layout" in meta and "HWC" in meta["obs_layout"]:
         obs = obs.transpose(0, 3, 1, 2)
+    if "obs_layout" in meta and "reads obs * " in meta["obs_layout"]:
+        obs = obs * float(meta["obs_layout"].split("reads obs * ")[1])
     if meta["obs_norm"] != "none":
         obs = np.clip((obs - t["obs_rms.mean"]) / np.sqrt(t["obs_rms.var"] + 1e-8), -10, 10)
     if action == "argmax(actor(obs), -1)":
@@ -110,7 +113,7 @@ def test_minatar_conv_policy_exports_as_pytorch_conv2d(tmp_path):
                       quiet=True, eval_episodes=1, num_steps=128)
     policy = rlrig.load(run["run_dir"])
     t, meta = policy.state_dict(), policy.metadata
-    assert meta["actor.layers"].startswith("Conv2d(4, 16, kernel_size=3, padding=0), ReLU(), Flatten(), Linear(1024, ")
+    assert meta["actor.layers"].startswith("Conv2d(4, 16, kernel_size=3, stride=1, padding=0), ReLU(), Flatten(), Linear(1024, ")
     assert t["actor.0.weight"].shape == (16, 4, 3, 3) and t["actor.3.weight"].shape[1] == 1024
     rng = np.random.default_rng(0)
     obs = (rng.random((32, 10, 10, 4)) < 0.1).astype(np.float32)

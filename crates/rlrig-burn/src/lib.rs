@@ -214,7 +214,14 @@ impl Burn {
                         &self.device,
                     )
                 };
-                let mut a = relu(conv_on(p, &c.stem, x));
+                let mut a = if c.scale == 1.0 {
+                    x
+                } else {
+                    x.mul_scalar(c.scale)
+                };
+                for layer in &c.layers {
+                    a = relu(conv_on(p, layer, a));
+                }
                 for (ca, cb) in &c.blocks {
                     let inner = relu(conv_on(p, ca, a.clone()));
                     a = relu(a + conv_on(p, cb, inner));
@@ -265,7 +272,7 @@ fn conv_on(p: &Tensor<1>, c: &Conv2d, x: Tensor<4>) -> Tensor<4> {
         x,
         w,
         Some(b),
-        ConvOptions::new([1, 1], [c.pad, c.pad], [1, 1], 1),
+        ConvOptions::new([c.stride, c.stride], [c.pad, c.pad], [1, 1], 1),
     )
 }
 

@@ -100,4 +100,39 @@ criterion_group! {
     config = Criterion::default().warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(1));
     targets = gemm_shapes
 }
-criterion_main!(mlp, shapes);
+/// The Nature CNN of the Atari presets (4 x 84 x 84 bytes -> 32/64/64 convolutions ->
+/// 512 -> 7 outputs), on one thread: inference on 16 rows (A2C's envs) and a training
+/// pass (forward and backward) on 80 rows (A2C's 16 envs x 5 steps).
+fn nature_cnn(c: &mut Criterion) {
+    use rlrig_learn::conv::{ConvCache, ConvNet, NATURE};
+    let net = ConvNet::tower((4, 84, 84), &NATURE, 0, &[512], 7, 0).with_scale(1.0 / 255.0);
+    let mut rng = Rng::stream(2, Purpose::Bench, 0);
+    let mut params = vec![0.0; net.end()];
+    net.init(&mut params, std::f32::consts::SQRT_2, 1.0, &mut rng);
+    let mut g = c.benchmark_group("nature_cnn");
+    for (name, batch) in [("inference", 16usize), ("train_pass", 80)] {
+        let x: Vec<f32> = (0..batch * net.input_dim())
+            .map(|_| (rng.below(256)) as f32)
+            .collect();
+        let dout: Vec<f32> = (0..batch * 7).map(|_| normal(&mut rng) as f32).collect();
+        let mut cache = ConvCache::default();
+        let mut grads = vec![0.0; params.len()];
+        g.throughput(Throughput::Elements(batch as u64));
+        g.bench_function(BenchmarkId::new(name, batch), |b| {
+            b.iter(|| {
+                std::hint::black_box(net.forward(&params, &x, batch, &mut cache));
+                if name == "train_pass" {
+                    net.backward(&params, &mut grads, &dout, &mut cache);
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = cnn;
+    config = Criterion::default().warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(3));
+    targets = nature_cnn
+}
+criterion_main!(mlp, shapes, cnn);

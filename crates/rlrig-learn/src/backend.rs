@@ -79,6 +79,14 @@ impl Net {
         }
     }
 
+    /// Floating-point operations (2 x multiply-adds) of a forward pass over one row.
+    pub fn flops_per_row(&self) -> f64 {
+        match self {
+            Net::Mlp(m) => m.flops_per_row(),
+            Net::Conv(c) => c.flops_per_row(),
+        }
+    }
+
     /// Forward pass over `batch` rows of `x` on the native path.
     pub fn forward<'c>(
         &self,
@@ -113,6 +121,18 @@ pub struct NetLayout {
 }
 
 impl NetLayout {
+    /// The fewest rows of a chunk of a pass over these networks (by the costliest):
+    /// of a training pass (whose backward pass follows) or of an inference pass.
+    pub fn min_chunk_rows(&self, train: bool) -> usize {
+        let flops = self.nets.iter().map(Net::flops_per_row).fold(1.0, f64::max);
+        let work = if train {
+            MIN_TRAIN_CHUNK_FLOPS
+        } else {
+            MIN_CHUNK_FLOPS
+        };
+        ((work / flops) as usize).clamp(MIN_CHUNK_ROWS_LARGE, MIN_CHUNK_ROWS)
+    }
+
     /// Checks that the networks and the free range tile `0..total` without overlap.
     pub fn validate(&self) -> Result<(), String> {
         let mut spans: Vec<Range<usize>> = self.nets.iter().map(|n| n.start()..n.end()).collect();
@@ -250,17 +270,31 @@ pub type BackendMaker = Arc<
     dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, String> + Send + Sync,
 >;
 
-/// Rows of a training pass are split into this many chunks: `rows / MIN_CHUNK_ROWS`,
-/// at least 1 and at most [`MAX_CHUNKS`]. The count depends on the rows only, never on
-/// the thread count, and chunk gradients are summed in chunk order, so any `--threads`
-/// gives the same bits (see [`Native`]).
+/// Rows of a training pass are split into this many chunks: `rows / min_rows`, at
+/// least 1 and at most [`MAX_CHUNKS`], where `min_rows` is the layout's
+/// [`NetLayout::min_chunk_rows`]. The count depends on the rows and the networks only,
+/// never on the thread count, and chunk gradients are summed in chunk order, so any
+/// `--threads` gives the same bits (see [`Native`]).
 pub const MIN_CHUNK_ROWS: usize = 64;
+/// The fewest rows a chunk holds however large the network.
+pub const MIN_CHUNK_ROWS_LARGE: usize = 4;
+/// A chunk of an inference pass holds at least this much forward work (2 x
+/// multiply-adds), within [`MIN_CHUNK_ROWS_LARGE`]..=[`MIN_CHUNK_ROWS`] rows: networks
+/// under 2 MFLOP per row (MLPs, MinAtar's CNN) keep 64 rows a chunk, the Atari CNN
+/// (18.7 MFLOP) 8: every chunk reads its 6.4 MB 512-unit layer once, so A2C's 16 envs
+/// take 2 chunks (measured on 2 cores: 7 % less inference time than 4 chunks).
+pub const MIN_CHUNK_FLOPS: f64 = 150e6;
+/// The same for a training pass, whose chunks each also zero and add a whole gradient
+/// (the Atari CNN's 1.7 M floats): its training chunks take 34 rows, so A2C's 80-row
+/// update is 2 chunks and PPO's 256-row minibatch 7 (measured on 2 cores: 0.82x the
+/// update time of 13-row chunks).
+pub const MIN_TRAIN_CHUNK_FLOPS: f64 = 640e6;
 /// The most chunks a pass is split into: enough for 16 cores.
 pub const MAX_CHUNKS: usize = 16;
 
-/// Chunks of a pass over `rows` rows.
-pub fn chunk_count(rows: usize) -> usize {
-    (rows / MIN_CHUNK_ROWS).clamp(1, MAX_CHUNKS)
+/// Chunks of a pass over `rows` rows, chunks of at least `min_rows` rows.
+pub fn chunk_count(rows: usize, min_rows: usize) -> usize {
+    (rows / min_rows).clamp(1, MAX_CHUNKS)
 }
 
 /// Rows of chunk `c` of `k` over `rows` rows: the first `rows % k` chunks take one more.
@@ -295,8 +329,9 @@ pub struct Native {
     opt: Adam,
     target: Vec<f32>,
     chunks: Vec<Chunk>,
-    /// Rows of each network's last pass (its backward pass splits them the same way).
-    pass_rows: Vec<Option<usize>>,
+    /// Rows and chunks of each network's last pass (its backward pass splits them the
+    /// same way).
+    pass_rows: Vec<Option<(usize, usize)>>,
     /// Each network's output of its last pass, `rows x out`.
     outs: Vec<Vec<f32>>,
     target_outs: Vec<Vec<f32>>,
@@ -307,6 +342,8 @@ pub struct Native {
     /// Squared gradient norm of each [`NORM_SLICE`] slice, summed in order.
     sumsq: Vec<f64>,
     pool: Option<Arc<Pool>>,
+    /// [`NetLayout::min_chunk_rows`] of the layout: inference, training passes.
+    min_rows: (usize, usize),
 }
 
 /// Adds the pending chunk gradients that fall in `g` (the parameters from `at`).
@@ -354,9 +391,9 @@ fn chunked_forward(
     params: &[f32],
     x: &[f32],
     rows: usize,
+    k: usize,
     outs: &mut [Vec<f32>],
 ) {
-    let k = chunk_count(rows);
     for &i in ids {
         assert_eq!(x.len(), rows * nets[i].input_dim(), "forward: input shape");
         outs[i].resize(rows * nets[i].output_dim(), 0.0);
@@ -416,14 +453,21 @@ impl Native {
             pending: Vec::new(),
             sumsq: Vec::new(),
             pool: None,
+            min_rows: (layout.min_chunk_rows(false), layout.min_chunk_rows(true)),
         }
     }
 
     /// Forward passes of `nets` on the same rows, with the parameters (outputs in
     /// `self.outs`; the backward pass splits by this pass's chunks) or the target
-    /// parameters (outputs in `self.target_outs`).
-    fn pass(&mut self, target: bool, nets: &[usize], x: &[f32], rows: usize) {
-        let k = chunk_count(rows);
+    /// parameters (outputs in `self.target_outs`). A `train` pass is split into the
+    /// larger chunks of a pass a backward pass follows.
+    fn pass(&mut self, target: bool, train: bool, nets: &[usize], x: &[f32], rows: usize) {
+        let min_rows = if train {
+            self.min_rows.1
+        } else {
+            self.min_rows.0
+        };
+        let k = chunk_count(rows, min_rows);
         self.ensure_chunks(k);
         let (params, outs) = if target {
             assert_eq!(
@@ -434,7 +478,7 @@ impl Native {
             (&self.target, &mut self.target_outs)
         } else {
             for &n in nets {
-                self.pass_rows[n] = Some(rows);
+                self.pass_rows[n] = Some((rows, k));
             }
             (&self.params, &mut self.outs)
         };
@@ -447,6 +491,7 @@ impl Native {
             params,
             x,
             rows,
+            k,
             outs,
         );
     }
@@ -538,13 +583,15 @@ impl NetBackend for Native {
     }
 
     fn forward(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        self.pass(false, &[net], x, rows);
+        self.pass(false, false, &[net], x, rows);
         &self.outs[net]
     }
 
     fn forward_train(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        // The native forward always keeps its activations.
-        self.forward(net, x, rows)
+        // The native forward always keeps its activations; a training pass is split
+        // into a backward pass's chunks.
+        self.pass(false, true, &[net], x, rows);
+        &self.outs[net]
     }
 
     fn forward_train_into(
@@ -554,7 +601,7 @@ impl NetBackend for Native {
         rows: usize,
         outs: &mut [&mut [f32]],
     ) {
-        self.pass(false, nets, x, rows);
+        self.pass(false, true, nets, x, rows);
         copy_outs(&self.outs, nets, outs);
     }
 
@@ -563,11 +610,11 @@ impl NetBackend for Native {
             self.pass_rows[n]
                 .unwrap_or_else(|| panic!("backward of network {n} before its forward pass"))
         };
-        let Some(rows) = passes.first().map(|(n, _)| rows_of(*n)) else {
+        let Some((rows, k)) = passes.first().map(|(n, _)| rows_of(*n)) else {
             return;
         };
-        if passes.iter().any(|(n, _)| rows_of(*n) != rows) {
-            // Passes over different rows split differently: one at a time.
+        if passes.iter().any(|(n, _)| rows_of(*n) != (rows, k)) {
+            // Passes split differently: one at a time.
             for pass in passes {
                 self.backward_many(std::slice::from_ref(pass));
             }
@@ -577,7 +624,6 @@ impl NetBackend for Native {
             let od = self.layout.nets[*n].output_dim();
             assert_eq!(dout.len(), rows * od, "backward: gradient shape");
         }
-        let k = chunk_count(rows);
         if k > 1 {
             self.chunked_backward(passes, rows, k);
             return;
@@ -679,9 +725,8 @@ impl NetBackend for Native {
         let Net::Mlp(m) = &self.layout.nets[net] else {
             panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
         };
-        let rows = self.pass_rows[net]
+        let (rows, k) = self.pass_rows[net]
             .unwrap_or_else(|| panic!("input_grad of network {net} before its forward pass"));
-        let k = chunk_count(rows);
         let (id, od) = (m.input_dim(), m.output_dim());
         assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
         self.dinput.resize(rows * id, 0.0);
@@ -712,7 +757,7 @@ impl NetBackend for Native {
     }
 
     fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
-        self.pass(true, &[net], x, rows);
+        self.pass(true, false, &[net], x, rows);
         &self.target_outs[net]
     }
 
@@ -723,7 +768,7 @@ impl NetBackend for Native {
         rows: usize,
         outs: &mut [&mut [f32]],
     ) {
-        self.pass(true, nets, x, rows);
+        self.pass(true, false, nets, x, rows);
         copy_outs(&self.target_outs, nets, outs);
     }
 
@@ -822,7 +867,7 @@ mod tests {
         let lay = layout();
         let p = noise(lay.total, 3);
         let rows = 333;
-        assert!(chunk_count(rows) > 1);
+        assert!(chunk_count(rows, lay.min_chunk_rows(true)) > 1);
         let x = noise(rows * 6, 4);
         let (d0, d1) = (noise(rows * 3, 5), noise(rows, 6));
         let mut b = Native::new(&lay, &p, Adam::new(lay.total, 1e-8))
@@ -846,17 +891,19 @@ mod tests {
 
     #[test]
     fn chunks_cover_the_rows_in_order() {
-        for rows in 0..2000 {
-            let k = chunk_count(rows);
-            assert!((1..=MAX_CHUNKS).contains(&k));
-            let mut at = 0;
-            for c in 0..k {
-                let r = chunk_rows(rows, k, c);
-                assert_eq!(r.start, at);
-                assert!(rows < MIN_CHUNK_ROWS || r.len() >= MIN_CHUNK_ROWS);
-                at = r.end;
+        for min_rows in [MIN_CHUNK_ROWS_LARGE, 17, MIN_CHUNK_ROWS] {
+            for rows in 0..2000 {
+                let k = chunk_count(rows, min_rows);
+                assert!((1..=MAX_CHUNKS).contains(&k));
+                let mut at = 0;
+                for c in 0..k {
+                    let r = chunk_rows(rows, k, c);
+                    assert_eq!(r.start, at);
+                    assert!(rows < min_rows || r.len() >= min_rows);
+                    at = r.end;
+                }
+                assert_eq!(at, rows);
             }
-            assert_eq!(at, rows);
         }
     }
 }

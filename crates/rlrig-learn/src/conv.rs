@@ -1,21 +1,24 @@
-//! Small convolutional networks on the native path: 3x3 (or any square) convolutions
-//! by im2col + the same strided sgemm as the MLPs, ReLU, optional residual blocks,
-//! then an [`Mlp`] head. Two shapes matter to rlrig: MinAtar's reference network (one
-//! 3x3 conv, 16 channels, no padding, then 128 units) and AlphaZero's residual tower
-//! (a 3x3 "same" stem and residual blocks, then policy and value outputs).
+//! Small convolutional networks on the native path: square convolutions (any stride
+//! and zero padding) by im2col + the same strided sgemm as the MLPs, ReLU, optional
+//! residual blocks, then an [`Mlp`] head. Three shapes matter to rlrig: MinAtar's
+//! reference network (one 3x3 conv, 16 channels, no padding, then 128 units), the Nature
+//! DQN network for Atari (8x8/4, 4x4/2 and 3x3/1 convolutions with 32, 64 and 64
+//! channels, then 512 units; Mnih et al. 2015) and AlphaZero's residual tower (a 3x3
+//! "same" stem and residual blocks, then policy and value outputs).
 //!
 //! Activations are kept batch-major and channels-last (NHWC), so a convolution's input
 //! patches are contiguous runs of channels and im2col is a series of copies. Inputs
 //! arrive as environments give them, planes first (CHW per sample), and are transposed
-//! once. Weights sit in the flat parameter vector as `[(ky, kx, cin), cout]` row-major
-//! (the im2col matrix times this is the convolution), then `cout` biases.
+//! (and scaled, e.g. by 1/255 for Atari's bytes) once. Weights sit in the flat parameter
+//! vector as `[(ky, kx, cin), cout]` row-major (the im2col matrix times this is the
+//! convolution), then `cout` biases.
 
 use rlrig_env::Rng;
 
 use crate::nn::{Activation, Mlp, MlpCache, gemm};
 
-/// One convolution: square kernel `k`, stride 1, zero padding `pad`, ReLU after it
-/// (inside a residual block, the second convolution's ReLU follows the skip sum).
+/// One convolution: square kernel `k`, stride `stride`, zero padding `pad`, ReLU after
+/// it (inside a residual block, the second convolution's ReLU follows the skip sum).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conv2d {
     pub w: usize,
@@ -23,25 +26,52 @@ pub struct Conv2d {
     pub cin: usize,
     pub cout: usize,
     pub k: usize,
+    pub stride: usize,
     pub pad: usize,
     /// Input height and width.
     pub h: usize,
     pub wd: usize,
 }
 
+/// The shape of one plain convolution of a [`ConvNet`]: output channels, kernel size,
+/// stride, padding.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConvSpec {
+    pub cout: usize,
+    pub k: usize,
+    pub stride: usize,
+    pub pad: usize,
+}
+
+impl ConvSpec {
+    pub const fn new(cout: usize, k: usize, stride: usize, pad: usize) -> ConvSpec {
+        ConvSpec {
+            cout,
+            k,
+            stride,
+            pad,
+        }
+    }
+}
+
+/// The Nature DQN convolutions (Mnih et al. 2015), shared by DQN, A2C and PPO on Atari.
+pub const NATURE: [ConvSpec; 3] = [
+    ConvSpec::new(32, 8, 4, 0),
+    ConvSpec::new(64, 4, 2, 0),
+    ConvSpec::new(64, 3, 1, 0),
+];
+
 impl Conv2d {
-    pub fn new(
-        offset: usize,
-        cin: usize,
-        cout: usize,
-        k: usize,
-        pad: usize,
-        h: usize,
-        wd: usize,
-    ) -> Conv2d {
+    pub fn new(offset: usize, cin: usize, spec: ConvSpec, h: usize, wd: usize) -> Conv2d {
+        let ConvSpec {
+            cout,
+            k,
+            stride,
+            pad,
+        } = spec;
         assert!(
-            h + 2 * pad >= k && wd + 2 * pad >= k,
-            "Conv2d: kernel larger than the padded input"
+            h + 2 * pad >= k && wd + 2 * pad >= k && stride >= 1,
+            "Conv2d: kernel larger than the padded input, or stride 0"
         );
         Conv2d {
             w: offset,
@@ -49,6 +79,7 @@ impl Conv2d {
             cin,
             cout,
             k,
+            stride,
             pad,
             h,
             wd,
@@ -56,11 +87,11 @@ impl Conv2d {
     }
 
     pub fn out_h(&self) -> usize {
-        self.h + 2 * self.pad + 1 - self.k
+        (self.h + 2 * self.pad - self.k) / self.stride + 1
     }
 
     pub fn out_w(&self) -> usize {
-        self.wd + 2 * self.pad + 1 - self.k
+        (self.wd + 2 * self.pad - self.k) / self.stride + 1
     }
 
     /// Rows of the im2col matrix per sample (output positions).
@@ -73,27 +104,47 @@ impl Conv2d {
         self.k * self.k * self.cin
     }
 
+    /// Output values per sample.
+    pub fn out_len(&self) -> usize {
+        self.positions() * self.cout
+    }
+
     pub fn end(&self) -> usize {
         self.b + self.cout
     }
 
-    /// `cols[(n, oy, ox), (ky, kx, c)] = x[n, oy + ky - pad, ox + kx - pad, c]` (0 outside).
+    /// `cols[(n, oy, ox), (ky, kx, c)] = x[n, oy * stride + ky - pad, ox * stride + kx - pad, c]`
+    /// (0 outside). A kernel row inside the input is one contiguous run of `k * cin`.
     fn im2col(&self, x: &[f32], batch: usize, cols: &mut [f32]) {
         let (oh, ow, k, cin, f) = (self.out_h(), self.out_w(), self.k, self.cin, self.field());
+        let (s, pad) = (self.stride, self.pad as isize);
         for n in 0..batch {
             for oy in 0..oh {
                 for ox in 0..ow {
                     let row = &mut cols[((n * oh + oy) * ow + ox) * f..][..f];
+                    let ix0 = (ox * s) as isize - pad;
+                    let inside_x = ix0 >= 0 && ix0 as usize + k <= self.wd;
                     for ky in 0..k {
-                        let iy = (oy + ky) as isize - self.pad as isize;
+                        let iy = (oy * s + ky) as isize - pad;
+                        let dst = &mut row[ky * k * cin..(ky + 1) * k * cin];
+                        if iy < 0 || iy >= self.h as isize {
+                            dst.fill(0.0);
+                            continue;
+                        }
+                        let line = (n * self.h + iy as usize) * self.wd;
+                        if inside_x {
+                            let at = (line + ix0 as usize) * cin;
+                            dst.copy_from_slice(&x[at..at + k * cin]);
+                            continue;
+                        }
                         for kx in 0..k {
-                            let ix = (ox + kx) as isize - self.pad as isize;
-                            let dst = &mut row[(ky * k + kx) * cin..][..cin];
-                            if iy < 0 || ix < 0 || iy >= self.h as isize || ix >= self.wd as isize {
-                                dst.fill(0.0);
+                            let ix = ix0 + kx as isize;
+                            let d = &mut dst[kx * cin..(kx + 1) * cin];
+                            if ix < 0 || ix >= self.wd as isize {
+                                d.fill(0.0);
                             } else {
-                                let at = ((n * self.h + iy as usize) * self.wd + ix as usize) * cin;
-                                dst.copy_from_slice(&x[at..at + cin]);
+                                let at = (line + ix as usize) * cin;
+                                d.copy_from_slice(&x[at..at + cin]);
                             }
                         }
                     }
@@ -105,17 +156,18 @@ impl Conv2d {
     /// The adjoint of [`Conv2d::im2col`]: adds each column entry back to its input cell.
     fn col2im(&self, dcols: &[f32], batch: usize, dx: &mut [f32]) {
         let (oh, ow, k, cin, f) = (self.out_h(), self.out_w(), self.k, self.cin, self.field());
+        let (s, pad) = (self.stride, self.pad as isize);
         for n in 0..batch {
             for oy in 0..oh {
                 for ox in 0..ow {
                     let row = &dcols[((n * oh + oy) * ow + ox) * f..][..f];
                     for ky in 0..k {
-                        let iy = (oy + ky) as isize - self.pad as isize;
+                        let iy = (oy * s + ky) as isize - pad;
                         if iy < 0 || iy >= self.h as isize {
                             continue;
                         }
                         for kx in 0..k {
-                            let ix = (ox + kx) as isize - self.pad as isize;
+                            let ix = (ox * s + kx) as isize - pad;
                             if ix < 0 || ix >= self.wd as isize {
                                 continue;
                             }
@@ -217,9 +269,10 @@ impl Conv2d {
     }
 }
 
-/// A convolutional tower and an MLP head in one flat parameter vector: a stem
-/// convolution, `blocks` residual blocks (two same-padded convolutions and a skip), then
-/// the head on the flattened features. ReLU throughout.
+/// A convolutional tower and an MLP head in one flat parameter vector: plain
+/// convolutions (the first is the stem), then `blocks` residual blocks (two
+/// same-padded 3x3 convolutions and a skip), then the head on the flattened features.
+/// ReLU throughout.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvNet {
     /// Input planes, height, width (observations are `planes x h x w`, planes first,
@@ -230,7 +283,10 @@ pub struct ConvNet {
     /// Observations arrive `h x w x planes` (MinAtar's and Gymnasium's image layout)
     /// instead of planes first; the network is the same, only the input is read so.
     pub channels_last: bool,
-    pub stem: Conv2d,
+    /// Inputs are multiplied by this first (1/255 for Atari's bytes).
+    pub scale: f32,
+    /// The plain convolutions, in order; at least one.
+    pub layers: Vec<Conv2d>,
     pub blocks: Vec<(Conv2d, Conv2d)>,
     pub head: Mlp,
 }
@@ -241,9 +297,9 @@ pub struct ConvCache {
     batch: usize,
     /// Input transposed to NHWC.
     x: Vec<f32>,
-    /// im2col matrices: stem, then two per block.
+    /// im2col matrices: the plain layers, then two per block.
     cols: Vec<Vec<f32>>,
-    /// Post-ReLU outputs: stem, then per block (inner, outer).
+    /// Post-ReLU outputs: the plain layers, then per block (inner, outer).
     acts: Vec<Vec<f32>>,
     head: MlpCache,
     // Backward scratch.
@@ -268,18 +324,46 @@ impl ConvNet {
         outputs: usize,
         offset: usize,
     ) -> ConvNet {
-        let stem = Conv2d::new(offset, planes, channels, k, pad, h, w);
-        let (oh, ow) = (stem.out_h(), stem.out_w());
-        let mut at = stem.end();
+        Self::tower(
+            (planes, h, w),
+            &[ConvSpec::new(channels, k, 1, pad)],
+            blocks,
+            hidden,
+            outputs,
+            offset,
+        )
+    }
+
+    /// `planes x h x w` inputs through the plain convolutions `convs`, then `blocks`
+    /// residual blocks on the last one's channels, then head `hidden` then `outputs`.
+    pub fn tower(
+        (planes, h, w): (usize, usize, usize),
+        convs: &[ConvSpec],
+        blocks: usize,
+        hidden: &[usize],
+        outputs: usize,
+        offset: usize,
+    ) -> ConvNet {
+        assert!(!convs.is_empty(), "ConvNet: at least one convolution");
+        let (mut at, mut cin, mut ih, mut iw) = (offset, planes, h, w);
+        let layers: Vec<Conv2d> = convs
+            .iter()
+            .map(|&spec| {
+                let c = Conv2d::new(at, cin, spec, ih, iw);
+                (at, cin, ih, iw) = (c.end(), c.cout, c.out_h(), c.out_w());
+                c
+            })
+            .collect();
         let blocks: Vec<(Conv2d, Conv2d)> = (0..blocks)
             .map(|_| {
-                let a = Conv2d::new(at, channels, channels, 3, 1, oh, ow);
-                let b = Conv2d::new(a.end(), channels, channels, 3, 1, oh, ow);
+                let same = ConvSpec::new(cin, 3, 1, 1);
+                let a = Conv2d::new(at, cin, same, ih, iw);
+                let b = Conv2d::new(a.end(), cin, same, ih, iw);
                 at = b.end();
                 (a, b)
             })
             .collect();
-        let sizes: Vec<usize> = std::iter::once(oh * ow * channels)
+        let sizes: Vec<usize> = std::iter::once(ih * iw * cin)
             .chain(hidden.iter().copied())
             .chain([outputs])
             .collect();
@@ -289,7 +373,8 @@ impl ConvNet {
             h,
             w,
             channels_last: false,
-            stem,
+            scale: 1.0,
+            layers,
             blocks,
             head,
         }
@@ -299,6 +384,22 @@ impl ConvNet {
     pub fn with_channels_last(mut self) -> ConvNet {
         self.channels_last = true;
         self
+    }
+
+    /// The same network on inputs multiplied by `scale` first.
+    pub fn with_scale(mut self, scale: f32) -> ConvNet {
+        self.scale = scale;
+        self
+    }
+
+    /// The first convolution.
+    pub fn stem(&self) -> &Conv2d {
+        &self.layers[0]
+    }
+
+    /// The last plain convolution (its output feeds the blocks, or the head).
+    fn trunk(&self) -> &Conv2d {
+        self.layers.last().expect("at least one convolution")
     }
 
     /// CleanRL's `layer_init`: orthogonal weights (each convolution as its
@@ -319,12 +420,23 @@ impl ConvNet {
         self.head.init(params, hidden_gain, out_gain, rng);
     }
 
-    fn convs(&self) -> impl Iterator<Item = &Conv2d> {
-        std::iter::once(&self.stem).chain(self.blocks.iter().flat_map(|(a, b)| [a, b]))
+    pub fn convs(&self) -> impl Iterator<Item = &Conv2d> {
+        self.layers
+            .iter()
+            .chain(self.blocks.iter().flat_map(|(a, b)| [a, b]))
     }
 
     pub fn input_dim(&self) -> usize {
         self.planes * self.h * self.w
+    }
+
+    /// Floating-point operations (2 x multiply-adds) of a forward pass over one input.
+    pub fn flops_per_row(&self) -> f64 {
+        let convs: usize = self
+            .convs()
+            .map(|c| 2 * c.positions() * c.field() * c.cout)
+            .sum();
+        convs as f64 + self.head.flops_per_row()
     }
 
     pub fn output_dim(&self) -> usize {
@@ -333,7 +445,7 @@ impl ConvNet {
 
     /// First parameter index.
     pub fn start(&self) -> usize {
-        self.stem.w
+        self.stem().w
     }
 
     /// One past the last parameter index.
@@ -357,12 +469,15 @@ impl ConvNet {
     }
 
     fn prepare(&self, cache: &mut ConvCache, batch: usize) {
-        let feat = batch * self.stem.positions() * self.stem.cout;
-        if cache.batch != batch || cache.acts.len() != 1 + 2 * self.blocks.len() {
+        let n = self.layers.len() + 2 * self.blocks.len();
+        if cache.batch != batch || cache.acts.len() != n {
             cache.batch = batch;
             cache.x = vec![0.0; batch * self.input_dim()];
-            cache.cols = vec![Vec::new(); 1 + 2 * self.blocks.len()];
-            cache.acts = vec![vec![0.0; feat]; 1 + 2 * self.blocks.len()];
+            cache.cols = vec![Vec::new(); n];
+            cache.acts = self
+                .convs()
+                .map(|c| vec![0.0; batch * c.out_len()])
+                .collect();
         }
     }
 
@@ -381,36 +496,37 @@ impl ConvNet {
             "ConvNet::forward: input shape"
         );
         self.prepare(cache, batch);
-        let (p, hw) = (self.planes, self.h * self.w);
+        let (p, hw, scale) = (self.planes, self.h * self.w, self.scale);
         if self.channels_last {
-            cache.x.copy_from_slice(x);
+            for (d, s) in cache.x.iter_mut().zip(x) {
+                *d = s * scale;
+            }
         } else {
             for n in 0..batch {
                 for c in 0..p {
                     for i in 0..hw {
-                        cache.x[(n * hw + i) * p + c] = x[(n * p + c) * hw + i];
+                        cache.x[(n * hw + i) * p + c] = x[(n * p + c) * hw + i] * scale;
                     }
                 }
             }
         }
         let relu = |v: &mut [f32]| v.iter_mut().for_each(|x| *x = x.max(0.0));
-        self.stem.forward(
-            params,
-            &cache.x,
-            batch,
-            &mut cache.cols[0],
-            &mut cache.acts[0],
-        );
-        relu(&mut cache.acts[0]);
+        let nl = self.layers.len();
+        for (i, c) in self.layers.iter().enumerate() {
+            let (before, after) = cache.acts.split_at_mut(i);
+            let input = if i == 0 { &cache.x } else { &before[i - 1] };
+            c.forward(params, input, batch, &mut cache.cols[i], &mut after[0]);
+            relu(&mut after[0]);
+        }
         for (i, (a, b)) in self.blocks.iter().enumerate() {
-            let (before, after) = cache.acts.split_at_mut(1 + 2 * i);
-            let input = &before[2 * i];
+            let (before, after) = cache.acts.split_at_mut(nl + 2 * i);
+            let input = &before[nl + 2 * i - 1];
             let (inner, rest) = after.split_at_mut(1);
             a.forward(
                 params,
                 input,
                 batch,
-                &mut cache.cols[1 + 2 * i],
+                &mut cache.cols[nl + 2 * i],
                 &mut inner[0],
             );
             relu(&mut inner[0]);
@@ -418,14 +534,14 @@ impl ConvNet {
                 params,
                 &inner[0],
                 batch,
-                &mut cache.cols[2 + 2 * i],
+                &mut cache.cols[nl + 2 * i + 1],
                 &mut rest[0],
             );
             for (o, s) in rest[0].iter_mut().zip(input.iter()) {
                 *o = (*o + s).max(0.0);
             }
         }
-        let features = cache.acts.last().expect("at least the stem");
+        let features = cache.acts.last().expect("at least one convolution");
         self.head.forward(params, features, batch, &mut cache.head)
     }
 
@@ -433,7 +549,8 @@ impl ConvNet {
     /// into `grads` given d loss / d output.
     pub fn backward(&self, params: &[f32], grads: &mut [f32], dout: &[f32], cache: &mut ConvCache) {
         let batch = cache.batch;
-        let feat = cache.acts[0].len();
+        let nl = self.layers.len();
+        let feat = batch * self.trunk().out_len();
         cache.d.resize(feat, 0.0);
         cache.d.fill(0.0);
         self.head.backward_full(
@@ -443,47 +560,57 @@ impl ConvNet {
             &mut cache.head,
             Some(&mut cache.d),
         );
-        for (i, (a, b)) in self.blocks.iter().enumerate().rev() {
-            // out = relu(input + conv_b(relu(conv_a(input)))): d flows through the ReLU,
-            // then to both the skip and conv_b.
-            let out = &cache.acts[2 + 2 * i];
-            for (d, o) in cache.d.iter_mut().zip(out) {
+        let mask = |d: &mut [f32], act: &[f32]| {
+            for (d, o) in d.iter_mut().zip(act) {
                 if *o <= 0.0 {
                     *d = 0.0;
                 }
             }
+        };
+        for (i, (a, b)) in self.blocks.iter().enumerate().rev() {
+            // out = relu(input + conv_b(relu(conv_a(input)))): d flows through the ReLU,
+            // then to both the skip and conv_b.
+            mask(&mut cache.d, &cache.acts[nl + 2 * i + 1]);
             cache.d_inner.resize(feat, 0.0);
             cache.d_inner.fill(0.0);
             b.backward(
                 params,
                 grads,
-                &cache.cols[2 + 2 * i],
+                &cache.cols[nl + 2 * i + 1],
                 &cache.d,
                 batch,
                 Some((&mut cache.d_inner, &mut cache.dcols)),
             );
-            for (d, o) in cache.d_inner.iter_mut().zip(&cache.acts[1 + 2 * i]) {
-                if *o <= 0.0 {
-                    *d = 0.0;
-                }
-            }
+            mask(&mut cache.d_inner, &cache.acts[nl + 2 * i]);
             // cache.d already holds the skip's share; conv_a adds its input gradient.
             a.backward(
                 params,
                 grads,
-                &cache.cols[1 + 2 * i],
+                &cache.cols[nl + 2 * i],
                 &cache.d_inner,
                 batch,
                 Some((&mut cache.d, &mut cache.dcols)),
             );
         }
-        for (d, o) in cache.d.iter_mut().zip(&cache.acts[0]) {
-            if *o <= 0.0 {
-                *d = 0.0;
+        for (i, c) in self.layers.iter().enumerate().rev() {
+            mask(&mut cache.d, &cache.acts[i]);
+            if i == 0 {
+                // No gradient for the observations.
+                c.backward(params, grads, &cache.cols[0], &cache.d, batch, None);
+            } else {
+                cache.d_inner.resize(cache.acts[i - 1].len(), 0.0);
+                cache.d_inner.fill(0.0);
+                c.backward(
+                    params,
+                    grads,
+                    &cache.cols[i],
+                    &cache.d,
+                    batch,
+                    Some((&mut cache.d_inner, &mut cache.dcols)),
+                );
+                std::mem::swap(&mut cache.d, &mut cache.d_inner);
             }
         }
-        self.stem
-            .backward(params, grads, &cache.cols[0], &cache.d, batch, None);
     }
 }
 
@@ -497,8 +624,15 @@ mod tests {
     #[test]
     fn conv_matches_a_direct_convolution() {
         let mut rng = Rng::stream(5, Purpose::User, 0);
-        for (pad, k) in [(0, 3), (1, 3), (2, 5)] {
-            let c = Conv2d::new(0, 2, 3, k, pad, 5, 6);
+        for (pad, k, stride) in [
+            (0, 3, 1),
+            (1, 3, 1),
+            (2, 5, 1),
+            (0, 2, 2),
+            (1, 3, 2),
+            (0, 3, 3),
+        ] {
+            let c = Conv2d::new(0, 2, ConvSpec::new(3, k, stride, pad), 5, 6);
             let params: Vec<f32> = (0..c.end()).map(|_| normal(&mut rng) as f32).collect();
             let batch = 2;
             let x: Vec<f32> = (0..batch * 5 * 6 * 2)
@@ -514,7 +648,7 @@ mod tests {
                             let mut s = f64::from(params[c.b + co]);
                             for ky in 0..k {
                                 for kx in 0..k {
-                                    let (iy, ix) = (oy + ky, ox + kx);
+                                    let (iy, ix) = (oy * stride + ky, ox * stride + kx);
                                     if iy < pad || ix < pad || iy - pad >= 5 || ix - pad >= 6 {
                                         continue;
                                     }
@@ -528,7 +662,7 @@ mod tests {
                             let got = out[((n * oh + oy) * ow + ox) * 3 + co];
                             assert!(
                                 (f64::from(got) - s).abs() < 1e-4,
-                                "pad {pad} k {k}: {got} vs {s}"
+                                "pad {pad} k {k} stride {stride}: {got} vs {s}"
                             );
                         }
                     }
@@ -573,16 +707,64 @@ mod tests {
         assert_eq!(g1, g2);
         // The orthogonal init zeroes biases and scales the output layer by its gain.
         assert!(
-            params[first.stem.b..first.stem.end()]
+            params[first.stem().b..first.stem().end()]
                 .iter()
                 .all(|&v| v == 0.0)
         );
     }
 
+    /// The strided towers of the Nature network: output sizes as PyTorch computes them.
+    #[test]
+    fn nature_tower_shapes() {
+        let net = ConvNet::tower((4, 84, 84), &NATURE, 0, &[512], 7, 0);
+        let sides: Vec<(usize, usize)> =
+            net.layers.iter().map(|c| (c.out_h(), c.out_w())).collect();
+        assert_eq!(sides, [(20, 20), (9, 9), (7, 7)]);
+        assert_eq!(net.head.input_dim(), 3136);
+        // 8*8*4*32+32 + 4*4*32*64+64 + 3*3*64*64+64 + 3136*512+512 + 512*7+7
+        assert_eq!(
+            net.num_params(),
+            8_224 + 32_832 + 36_928 + 1_606_144 + 3_591
+        );
+        // Its passes split into fewer rows a chunk than an MLP's (backend.rs).
+        let big = crate::backend::NetLayout {
+            total: net.end(),
+            nets: vec![net.into()],
+            free: 0..0,
+        };
+        assert_eq!(
+            (big.min_chunk_rows(false), big.min_chunk_rows(true)),
+            (8, 34)
+        );
+        let mlp = crate::backend::NetLayout {
+            nets: vec![Mlp::new(&[4, 64, 64, 2], 0).into()],
+            total: 4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2,
+            free: 0..0,
+        };
+        assert_eq!(
+            (mlp.min_chunk_rows(false), mlp.min_chunk_rows(true)),
+            (64, 64)
+        );
+    }
+
     #[test]
     fn backward_matches_finite_differences() {
+        // A strided, scaled stack of plain convolutions: the Nature network's shape.
+        let net = ConvNet::tower(
+            (2, 11, 9),
+            &[ConvSpec::new(3, 3, 2, 0), ConvSpec::new(4, 2, 1, 1)],
+            0,
+            &[5],
+            2,
+            0,
+        )
+        .with_scale(0.5);
+        check_gradients(&net);
         // Two residual blocks and a padded stem: every path of the backward pass.
-        let net = ConvNet::new(2, 4, 5, 3, 3, 1, 2, &[6], 2, 0);
+        check_gradients(&ConvNet::new(2, 4, 5, 3, 3, 1, 2, &[6], 2, 0));
+    }
+
+    fn check_gradients(net: &ConvNet) {
         let mut rng = Rng::stream(6, Purpose::User, 0);
         let mut params = vec![0.0; net.end()];
         net.init_torch_default(&mut params, &mut rng);

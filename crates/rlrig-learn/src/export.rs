@@ -105,50 +105,60 @@ impl PolicyExport {
     }
 
     /// A convolutional network without residual blocks (MinAtar's: one convolution,
-    /// ReLU, an MLP head) as PyTorch's `Conv2d(...), ReLU(), Flatten(), Linear(...), ...`
-    /// on NCHW input: conv weights `[cout, cin, ky, kx]`, the first linear layer's
-    /// inputs in `Flatten`'s (channel, row, column) order.
+    /// ReLU, an MLP head; the Nature network: three) as PyTorch's `Conv2d(...), ReLU(),
+    /// ..., Flatten(), Linear(...), ...` on NCHW input: conv weights `[cout, cin, ky,
+    /// kx]`, the first linear layer's inputs in `Flatten`'s (channel, row, column) order.
     pub fn conv_net(&mut self, prefix: &str, net: &ConvNet, params: &[f32]) -> Result<(), String> {
         if !net.blocks.is_empty() {
             return Err("residual towers (AlphaZero's) are not exported yet".into());
         }
-        let c = &net.stem;
-        let (k, cin, cout) = (c.k, c.cin, c.cout);
-        // [(ky, kx, cin), cout] -> [cout, cin, ky, kx].
-        let w = &params[c.w..c.w + k * k * cin * cout];
-        let mut wt = Vec::with_capacity(w.len());
-        for o in 0..cout {
-            for ci in 0..cin {
-                for ky in 0..k {
-                    for kx in 0..k {
-                        wt.push(w[((ky * k + kx) * cin + ci) * cout + o]);
+        let mut modules = Vec::new();
+        for c in &net.layers {
+            let (k, cin, cout) = (c.k, c.cin, c.cout);
+            // [(ky, kx, cin), cout] -> [cout, cin, ky, kx].
+            let w = &params[c.w..c.w + k * k * cin * cout];
+            let mut wt = Vec::with_capacity(w.len());
+            for o in 0..cout {
+                for ci in 0..cin {
+                    for ky in 0..k {
+                        for kx in 0..k {
+                            wt.push(w[((ky * k + kx) * cin + ci) * cout + o]);
+                        }
                     }
                 }
             }
+            let at = modules.len();
+            self.tensor(&format!("{prefix}.{at}.weight"), vec![cout, cin, k, k], wt);
+            self.vector(
+                &format!("{prefix}.{at}.bias"),
+                params[c.b..c.b + cout].to_vec(),
+            );
+            modules.push(format!(
+                "Conv2d({cin}, {cout}, kernel_size={k}, stride={}, padding={})",
+                c.stride, c.pad
+            ));
+            modules.push("ReLU()".to_string());
         }
-        self.tensor(&format!("{prefix}.0.weight"), vec![cout, cin, k, k], wt);
-        self.vector(
-            &format!("{prefix}.0.bias"),
-            params[c.b..c.b + cout].to_vec(),
-        );
-        let mut modules = vec![
-            format!("Conv2d({cin}, {cout}, kernel_size={k}, padding={})", c.pad),
-            "ReLU()".to_string(),
-            "Flatten()".to_string(),
-        ];
+        modules.push("Flatten()".to_string());
         // rlrig flattens features (row, column, channel); Flatten does (channel, row, column).
-        let (oh, ow) = (c.out_h(), c.out_w());
+        let c = net.layers.last().expect("at least one convolution");
+        let (oh, ow, cout) = (c.out_h(), c.out_w(), c.cout);
         let order: Vec<usize> = (0..cout)
             .flat_map(|ch| (0..oh * ow).map(move |pix| pix * cout + ch))
             .collect();
         self.linears(prefix, &net.head, params, &mut modules, Some(&order));
         self.note(&format!("{prefix}.layers"), modules.join(", "));
+        let scaled = if net.scale == 1.0 {
+            String::new()
+        } else {
+            format!("; the network reads obs * {}", net.scale)
+        };
         self.note(
             "obs_layout",
             if net.channels_last {
-                format!("obs arrive [n, {}, {}, {}] (HWC): x = obs.transpose(0, 3, 1, 2) for the NCHW network", net.h, net.w, net.planes)
+                format!("obs arrive [n, {}, {}, {}] (HWC): x = obs.transpose(0, 3, 1, 2) for the NCHW network{scaled}", net.h, net.w, net.planes)
             } else {
-                format!("obs arrive [n, {}, {}, {}] (CHW), as the network reads them", net.planes, net.h, net.w)
+                format!("obs arrive [n, {}, {}, {}] (CHW), as the network reads them{scaled}", net.planes, net.h, net.w)
             },
         );
         Ok(())

@@ -404,6 +404,14 @@ impl Mlp {
         &self.layers
     }
 
+    /// Floating-point operations (2 x multiply-adds) of a forward pass over one row.
+    pub fn flops_per_row(&self) -> f64 {
+        self.layers
+            .iter()
+            .map(|l| 2.0 * (l.fan_in * l.fan_out) as f64)
+            .sum()
+    }
+
     pub fn num_params(&self) -> usize {
         self.layers
             .iter()
