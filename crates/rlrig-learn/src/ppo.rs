@@ -16,7 +16,7 @@ use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync}
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout};
-use crate::conv::ConvNet;
+use crate::conv::{ConvNet, NATURE};
 use crate::nn::{Mlp, normal};
 use crate::normalize::RunningMeanStd;
 use crate::optim::Adam;
@@ -70,6 +70,11 @@ pub struct PpoConfig {
     /// observations (`h x w x planes`, e.g. MinAtar); 0: plain MLPs on the flat
     /// observation.
     pub conv_channels: usize,
+    /// `"nature"`: the Nature DQN CNN (8x8/4, 4x4/2, 3x3/1 convolutions with 32, 64, 64
+    /// channels, then the `hidden` ReLU layers) as one trunk under both heads, on
+    /// planes-first image observations (Atari's `4 x 84 x 84`), bytes scaled by 1/255:
+    /// CleanRL's `ppo_atari` agent. Empty: `conv_channels` decides.
+    pub cnn: String,
     /// Normalise observations with running statistics.
     pub norm_obs: bool,
     /// Scale rewards by the running std of the discounted return.
@@ -148,6 +153,7 @@ impl Default for PpoConfig {
             max_grad_norm: 0.5,
             hidden: vec![64, 64],
             conv_channels: 0,
+            cnn: String::new(),
             norm_obs: false,
             norm_reward: false,
             clip_obs: 10.0,
@@ -176,9 +182,22 @@ impl PpoConfig {
             env: env.to_string(),
             ..PpoConfig::default()
         };
-        let continuous = rlrig_env::spec(env)
+        let spec = rlrig_env::spec(env).ok();
+        let continuous = spec
+            .as_ref()
             .map(|s| !s.action_space.is_discrete())
             .unwrap_or(false);
+        if spec.is_some_and(|s| nature_shape(&s.observation_space).is_some()) {
+            // Atari (the preprocessed `<Game>-v5` ids): CleanRL's ppo_atari.py, for 10 M
+            // frames (2.5 M steps at frameskip 4) instead of its 40 M.
+            c.cnn = "nature".into();
+            c.hidden = vec![512];
+            c.total_steps = 2_500_000;
+            c.num_envs = 8;
+            c.num_steps = 128;
+            c.clip_coef = 0.1;
+            return c;
+        }
         if continuous {
             // ppo_continuous_action.py
             c.total_steps = 1_000_000;
@@ -299,6 +318,17 @@ impl PpoConfig {
             optimizer: "rmsprop".into(),
             ..base
         };
+        if a2c.cnn == "nature" {
+            // OpenAI Baselines' A2C on Atari, the seed's run: 16 envs x 5 steps, RMSprop
+            // (alpha 0.99, eps 1e-5) at 7e-4 decayed linearly, entropy 0.01, value 0.5.
+            return PpoConfig {
+                num_envs: 16,
+                ent_coef: 0.01,
+                vf_coef: 0.5,
+                anneal_lr: true,
+                ..a2c
+            };
+        }
         if env.starts_with("MinAtar/") {
             // rl-baselines3-zoo's Atari A2C: 16 envs, entropy 0.01, value 0.25. Without
             // the entropy bonus the conv policy collapses to one action within 50k steps.
@@ -398,6 +428,29 @@ impl PpoConfig {
                     "conv_channels: {} has no image observations (h x w x planes, at least \
                      3 x 3); set conv_channels = 0",
                     self.env
+                ));
+            }
+        }
+        match self.cnn.as_str() {
+            "" => {}
+            "nature" => {
+                let space = rlrig_env::spec(&self.env)
+                    .map_err(|e| format!("env: {e}"))?
+                    .observation_space;
+                if nature_shape(&space).is_none() {
+                    return Err(format!(
+                        "cnn = \"nature\": {} has no planes-first image observations of at \
+                         least 36 x 36 (Atari's 4 x 84 x 84); set cnn = \"\"",
+                        self.env
+                    ));
+                }
+                if self.conv_channels > 0 {
+                    return Err("cnn = \"nature\" and conv_channels > 0: choose one".into());
+                }
+            }
+            other => {
+                return Err(format!(
+                    "cnn must be \"nature\" or \"\" (no CNN, or conv_channels'), got \"{other}\""
                 ));
             }
         }
@@ -504,10 +557,12 @@ pub enum Head {
     },
 }
 
-/// Index of the critic in the agent's [`NetLayout`].
+/// Index of the critic in the agent's [`NetLayout`] (networks apart).
 pub const CRITIC: usize = 0;
-/// Index of the actor in the agent's [`NetLayout`].
+/// Index of the actor in the agent's [`NetLayout`] (networks apart).
 pub const ACTOR: usize = 1;
+/// Index of the one network of an agent with a shared trunk.
+pub const SHARED: usize = 0;
 
 /// Low and high bounds of a Box action space.
 type Bounds = (Vec<f32>, Vec<f32>);
@@ -523,16 +578,50 @@ pub fn image_shape(space: &Space) -> Option<(usize, usize, usize)> {
     }
 }
 
-/// Actor and critic networks in one flat parameter buffer: `[critic | actor | logstd]`.
-/// MLPs (tanh), or for image observations MinAtar's network (one 3x3 convolution,
-/// ReLU, then ReLU layers) each.
+/// `(planes, h, w)` of a planes-first image observation space the Nature CNN reads
+/// (at least 36 x 36), and the input scale: 1/255 for bytes (`high` 255).
+pub fn nature_shape(space: &Space) -> Option<((usize, usize, usize), f32)> {
+    match space {
+        Space::Box { shape, high, .. } if shape.len() == 3 && shape[1] >= 36 && shape[2] >= 36 => {
+            let scale = if high.iter().all(|&h| h == 255.0) {
+                1.0 / 255.0
+            } else {
+                1.0
+            };
+            Some(((shape[0], shape[1], shape[2]), scale))
+        }
+        _ => None,
+    }
+}
+
+/// The networks of an agent.
+#[derive(Clone, Debug)]
+pub enum AgentNets {
+    /// Critic and actor apart, `[critic | actor]` ([`CRITIC`], [`ACTOR`]): CleanRL's MLP
+    /// agents, MinAtar's CNNs.
+    Separate { critic: Net, actor: Net },
+    /// One network ([`SHARED`]) whose output 0 is the value and outputs 1.. the
+    /// policy's: CleanRL's Atari agent (one Nature CNN trunk, two linear heads).
+    Shared(Net),
+}
+
+/// Actor and critic in one flat parameter buffer, then the Gaussian log-stds. MLPs
+/// (tanh), for image observations MinAtar's network (one 3x3 convolution, ReLU, then
+/// ReLU layers) each, or one Nature CNN with both heads.
 #[derive(Clone, Debug)]
 pub struct Agent {
     pub obs_dim: usize,
-    pub critic: Net,
-    pub actor: Net,
+    pub nets: AgentNets,
     pub head: Head,
     pub params: Vec<f32>,
+}
+
+/// Copies columns `from..from + width` of the `rows x cols` matrix `m` into `out`.
+fn columns(m: &[f32], rows: usize, cols: usize, from: usize, width: usize, out: &mut Vec<f32>) {
+    out.clear();
+    for r in 0..rows {
+        out.extend_from_slice(&m[r * cols + from..r * cols + from + width]);
+    }
 }
 
 impl Agent {
@@ -541,8 +630,7 @@ impl Agent {
     fn shapes(&self) -> Agent {
         Agent {
             obs_dim: self.obs_dim,
-            critic: self.critic.clone(),
-            actor: self.actor.clone(),
+            nets: self.nets.clone(),
             head: self.head.clone(),
             params: Vec::new(),
         }
@@ -566,17 +654,33 @@ impl Agent {
         let actor = Mlp::new(&sizes(out), critic.end());
         Self::assemble(
             obs_dim,
-            critic.into(),
-            actor.into(),
+            AgentNets::Separate {
+                critic: critic.into(),
+                actor: actor.into(),
+            },
             action_space,
             init_logstd,
             rng,
         )
     }
 
-    /// The agent `cfg` asks for on `spec`'s spaces: MLPs, or convolutional networks
-    /// with `conv_channels` (the caller has validated the config).
+    /// The agent `cfg` asks for on `spec`'s spaces: MLPs, MinAtar's convolutional
+    /// networks with `conv_channels`, or the Nature CNN with `cnn = "nature"` (the
+    /// caller has validated the config).
     pub fn for_config(spec: &rlrig_env::EnvSpec, cfg: &PpoConfig, rng: &mut Rng) -> Agent {
+        let (out, _) = Self::outputs(&spec.action_space);
+        if cfg.cnn == "nature" {
+            let (shape, scale) =
+                nature_shape(&spec.observation_space).expect("validated: image observations");
+            let net = ConvNet::tower(shape, &NATURE, 0, &cfg.hidden, 1 + out, 0).with_scale(scale);
+            return Self::assemble(
+                spec.obs_dim,
+                AgentNets::Shared(net.into()),
+                &spec.action_space,
+                cfg.init_logstd,
+                rng,
+            );
+        }
         match image_shape(&spec.observation_space).filter(|_| cfg.conv_channels > 0) {
             None => Agent::new(
                 spec.obs_dim,
@@ -586,7 +690,6 @@ impl Agent {
                 rng,
             ),
             Some((h, w, planes)) => {
-                let (out, _) = Self::outputs(&spec.action_space);
                 let net = |outputs: usize, offset: usize| {
                     ConvNet::new(
                         planes,
@@ -606,8 +709,10 @@ impl Agent {
                 let actor = net(out, critic.end());
                 Self::assemble(
                     spec.obs_dim,
-                    critic.into(),
-                    actor.into(),
+                    AgentNets::Separate {
+                        critic: critic.into(),
+                        actor: actor.into(),
+                    },
                     &spec.action_space,
                     cfg.init_logstd,
                     rng,
@@ -626,23 +731,26 @@ impl Agent {
 
     fn assemble(
         obs_dim: usize,
-        critic: Net,
-        actor: Net,
+        nets: AgentNets,
         action_space: &Space,
         init_logstd: f64,
         rng: &mut Rng,
     ) -> Agent {
         let (out, head) = Self::outputs(action_space);
+        let nets_end = match &nets {
+            AgentNets::Separate { actor, .. } => actor.end(),
+            AgentNets::Shared(net) => net.end(),
+        };
         let head = match head {
             None => Head::Categorical { n: out },
             Some((low, high)) => Head::Gaussian {
                 dim: out,
                 low,
                 high,
-                logstd: actor.end(),
+                logstd: nets_end,
             },
         };
-        let total = actor.end()
+        let total = nets_end
             + if matches!(head, Head::Gaussian { .. }) {
                 out
             } else {
@@ -650,10 +758,33 @@ impl Agent {
             };
         let mut params = vec![0.0; total];
         // CleanRL's layer_init: sqrt(2) hidden, 1.0 critic output, 0.01 actor output.
-        for (net, out_gain) in [(&critic, 1.0), (&actor, 0.01)] {
-            match net {
-                Net::Mlp(m) => m.init(&mut params, std::f32::consts::SQRT_2, out_gain, rng),
-                Net::Conv(c) => c.init(&mut params, std::f32::consts::SQRT_2, out_gain, rng),
+        let init = |net: &Net, out_gain: f32, params: &mut [f32], rng: &mut Rng| match net {
+            Net::Mlp(m) => m.init(params, std::f32::consts::SQRT_2, out_gain, rng),
+            Net::Conv(c) => c.init(params, std::f32::consts::SQRT_2, out_gain, rng),
+        };
+        match &nets {
+            AgentNets::Separate { critic, actor } => {
+                init(critic, 1.0, &mut params, rng);
+                init(actor, 0.01, &mut params, rng);
+            }
+            AgentNets::Shared(net) => {
+                init(net, 1.0, &mut params, rng);
+                // The two heads are one output layer: the value column with gain 1,
+                // the policy's columns with 0.01, each orthogonal on its own.
+                let Net::Conv(c) = net else {
+                    unreachable!("shared trunks are CNNs")
+                };
+                let last = c.head.layers().last().expect("a head layer");
+                let (fi, fo) = (last.fan_in, last.fan_out);
+                let mut value = vec![0.0; fi];
+                let mut policy = vec![0.0; fi * (fo - 1)];
+                crate::nn::orthogonal(&mut value, fi, 1, 1.0, rng);
+                crate::nn::orthogonal(&mut policy, fi, fo - 1, 0.01, rng);
+                for r in 0..fi {
+                    let row = &mut params[last.w + r * fo..last.w + (r + 1) * fo];
+                    row[0] = value[r];
+                    row[1..].copy_from_slice(&policy[r * (fo - 1)..(r + 1) * (fo - 1)]);
+                }
             }
         }
         if let Head::Gaussian { logstd, dim, .. } = &head {
@@ -661,23 +792,34 @@ impl Agent {
         }
         Agent {
             obs_dim,
-            critic,
-            actor,
+            nets,
             head,
             params,
         }
     }
 
-    /// The networks ([`CRITIC`], [`ACTOR`]) and the log-std for a [`NetBackend`].
+    /// The networks and the log-std for a [`NetBackend`].
     pub fn layout(&self) -> NetLayout {
         let free = match &self.head {
             Head::Gaussian { logstd, dim, .. } => *logstd..*logstd + *dim,
             Head::Categorical { .. } => self.params.len()..self.params.len(),
         };
+        let nets = match &self.nets {
+            AgentNets::Separate { critic, actor } => vec![critic.clone(), actor.clone()],
+            AgentNets::Shared(net) => vec![net.clone()],
+        };
         NetLayout {
-            nets: vec![self.critic.clone(), self.actor.clone()],
+            nets,
             free,
             total: self.params.len(),
+        }
+    }
+
+    /// The networks by their names in an export: `actor` and `critic`, or `net`.
+    pub fn named_nets(&self) -> Vec<(&'static str, &Net)> {
+        match &self.nets {
+            AgentNets::Separate { critic, actor } => vec![("actor", actor), ("critic", critic)],
+            AgentNets::Shared(net) => vec![("net", net)],
         }
     }
 
@@ -685,6 +827,131 @@ impl Agent {
         match &self.head {
             Head::Categorical { .. } => 1,
             Head::Gaussian { dim, .. } => *dim,
+        }
+    }
+
+    /// Outputs of the policy head per observation (logits or Gaussian means).
+    pub fn policy_dim(&self) -> usize {
+        match &self.head {
+            Head::Categorical { n } => *n,
+            Head::Gaussian { dim, .. } => *dim,
+        }
+    }
+
+    /// The policy head's outputs for `n` observations on the host (`params` in this
+    /// agent's layout), into `out` (`n x policy_dim`).
+    pub fn policy_on_host(
+        &self,
+        params: &[f32],
+        obs: &[f32],
+        n: usize,
+        cache: &mut NetCache,
+        out: &mut Vec<f32>,
+    ) {
+        match &self.nets {
+            AgentNets::Separate { actor, .. } => {
+                out.clear();
+                out.extend_from_slice(actor.forward(params, obs, n, cache));
+            }
+            AgentNets::Shared(net) => {
+                let y = net.forward(params, obs, n, cache);
+                columns(y, n, 1 + self.policy_dim(), 1, self.policy_dim(), out);
+            }
+        }
+    }
+
+    /// The values of `n` observations on the host, into `out`.
+    pub fn values_on_host(
+        &self,
+        params: &[f32],
+        obs: &[f32],
+        n: usize,
+        cache: &mut NetCache,
+        out: &mut Vec<f32>,
+    ) {
+        match &self.nets {
+            AgentNets::Separate { critic, .. } => {
+                out.clear();
+                out.extend_from_slice(critic.forward(params, obs, n, cache));
+            }
+            AgentNets::Shared(net) => {
+                let y = net.forward(params, obs, n, cache);
+                columns(y, n, 1 + self.policy_dim(), 0, 1, out);
+            }
+        }
+    }
+
+    /// The values of `n` observations on `backend`, into `out`.
+    pub fn values(&self, backend: &mut dyn NetBackend, obs: &[f32], n: usize, out: &mut Vec<f32>) {
+        match &self.nets {
+            AgentNets::Separate { .. } => {
+                out.clear();
+                out.extend_from_slice(backend.forward(CRITIC, obs, n));
+            }
+            AgentNets::Shared(_) => {
+                let y = backend.forward(SHARED, obs, n);
+                columns(y, n, 1 + self.policy_dim(), 0, 1, out);
+            }
+        }
+    }
+
+    /// Policy outputs (into `policy`, `n x policy_dim`) and values (into `values`) of
+    /// `n` observations on `backend`; with `train`, the backend keeps the activations
+    /// for [`Agent::backward`].
+    pub fn forward(
+        &self,
+        backend: &mut dyn NetBackend,
+        obs: &[f32],
+        n: usize,
+        train: bool,
+        policy: &mut [f32],
+        values: &mut [f32],
+    ) {
+        match &self.nets {
+            AgentNets::Separate { .. } if train => {
+                backend.forward_train_into(&[ACTOR, CRITIC], obs, n, &mut [policy, values]);
+            }
+            AgentNets::Separate { .. } => {
+                values.copy_from_slice(backend.forward(CRITIC, obs, n));
+                policy.copy_from_slice(backend.forward(ACTOR, obs, n));
+            }
+            AgentNets::Shared(_) => {
+                let y = if train {
+                    backend.forward_train(SHARED, obs, n)
+                } else {
+                    backend.forward(SHARED, obs, n)
+                };
+                let p = self.policy_dim();
+                for (r, row) in y.chunks_exact(1 + p).enumerate() {
+                    values[r] = row[0];
+                    policy[r * p..(r + 1) * p].copy_from_slice(&row[1..]);
+                }
+            }
+        }
+    }
+
+    /// The backward pass of the last training [`Agent::forward`] given d loss / d policy
+    /// outputs and d loss / d values (`scratch` joins them for a shared trunk).
+    pub fn backward(
+        &self,
+        backend: &mut dyn NetBackend,
+        d_policy: &[f32],
+        d_values: &[f32],
+        scratch: &mut Vec<f32>,
+    ) {
+        match &self.nets {
+            AgentNets::Separate { .. } => {
+                backend.backward_many(&[(ACTOR, d_policy), (CRITIC, d_values)]);
+            }
+            AgentNets::Shared(_) => {
+                let p = self.policy_dim();
+                scratch.clear();
+                for (r, dv) in d_values.iter().enumerate() {
+                    scratch.push(*dv);
+                    scratch.extend_from_slice(&d_policy[r * p..(r + 1) * p]);
+                }
+                backend.backward(SHARED, scratch);
+            }
         }
     }
 }
@@ -877,6 +1144,7 @@ struct PublishedPolicy {
     agent: Agent,
     latest: Published,
     cache: NetCache,
+    out: Vec<f32>,
 }
 
 impl crate::mcts::Evaluator for PublishedPolicy {
@@ -887,8 +1155,9 @@ impl crate::mcts::Evaluator for PublishedPolicy {
             .expect("the learner does not panic holding it")
             .1
             .clone();
-        let out = self.agent.actor.forward(&params, obs, n, &mut self.cache);
-        logits[..out.len()].copy_from_slice(out);
+        self.agent
+            .policy_on_host(&params, obs, n, &mut self.cache, &mut self.out);
+        logits[..self.out.len()].copy_from_slice(&self.out);
         // V-trace recomputes values in the learner.
         values.fill(0.0);
     }
@@ -984,7 +1253,9 @@ fn collect(
     let mut out_stats = RolloutStats::default();
     let mut act_f32 = vec![0.0f32; e * adim];
     let mut act_i32 = vec![0i32; e];
-    let mut logp_row = vec![0.0f32; agent.actor.output_dim()];
+    let mut logp_row = vec![0.0f32; agent.policy_dim()];
+    let mut pol = vec![0.0f32; e * agent.policy_dim()];
+    let mut final_values = Vec::new();
     let mut final_obs = Vec::new();
     let mut trunc_envs = Vec::new();
 
@@ -998,15 +1269,18 @@ fn collect(
         for k in 0..e {
             buf.dones[t * e + k] = f32::from(u8::from(act.next_done[k]));
         }
-        let out = match &mut policy {
+        let out: &[f32] = match &mut policy {
             Policy::Backend(backend) => {
-                let values = backend.forward(CRITIC, obs_t, e);
-                buf.values[t * e..(t + 1) * e].copy_from_slice(values);
-                backend.forward(ACTOR, obs_t, e)
+                let values = &mut buf.values[t * e..(t + 1) * e];
+                agent.forward(&mut **backend, obs_t, e, false, &mut pol, values);
+                &pol
             }
             // V-trace recomputes the values with the learner's parameters: the
             // actor only needs its policy.
-            Policy::Host { params, cache } => agent.actor.forward(params, obs_t, e, cache),
+            Policy::Host { params, cache } => {
+                agent.policy_on_host(params, obs_t, e, cache, &mut pol);
+                &pol
+            }
             Policy::Server {
                 client,
                 logits,
@@ -1014,7 +1288,7 @@ fn collect(
                 ..
             } => {
                 use crate::mcts::Evaluator;
-                logits.resize(e * agent.actor.output_dim(), 0.0);
+                logits.resize(e * agent.policy_dim(), 0.0);
                 values.resize(e, 0.0);
                 client.evaluate(obs_t, e, logits, values);
                 &logits[..]
@@ -1119,14 +1393,17 @@ fn collect(
             if let Some(rms) = &act.obs_rms {
                 rms.normalize(&mut final_obs, cfg.clip_obs);
             }
-            let v = match &mut policy {
-                Policy::Backend(backend) => backend.forward(CRITIC, &final_obs, trunc_envs.len()),
-                Policy::Host { params, cache } | Policy::Server { params, cache, .. } => agent
-                    .critic
-                    .forward(params, &final_obs, trunc_envs.len(), cache),
+            let n = trunc_envs.len();
+            match &mut policy {
+                Policy::Backend(backend) => {
+                    agent.values(&mut **backend, &final_obs, n, &mut final_values)
+                }
+                Policy::Host { params, cache } | Policy::Server { params, cache, .. } => {
+                    agent.values_on_host(params, &final_obs, n, cache, &mut final_values)
+                }
             };
             for (j, &k) in trunc_envs.iter().enumerate() {
-                buf.rewards[t * e + k] += (cfg.gamma as f32) * v[j];
+                buf.rewards[t * e + k] += (cfg.gamma as f32) * final_values[j];
             }
         }
         let t3 = std::time::Instant::now();
@@ -1520,7 +1797,9 @@ impl Ppo {
         // Targets over the rollout, bootstrapped from the value of the next observation.
         let mut next_obs = vec![0.0f32; e * d];
         self.current_obs(&mut next_obs);
-        let next_value = self.backend.forward(CRITIC, &next_obs, e).to_vec();
+        let mut next_value = Vec::new();
+        self.agent
+            .values(&mut *self.backend, &next_obs, e, &mut next_value);
         let home = self
             .actor
             .as_ref()
@@ -1598,8 +1877,9 @@ impl Ppo {
                 agent: self.agent.shapes(),
                 latest: latest.clone(),
                 cache: NetCache::default(),
+                out: Vec::new(),
             };
-            let out = self.agent.actor.output_dim();
+            let out = self.agent.policy_dim();
             crate::serve::InferenceServer::start(
                 policy,
                 self.agent.obs_dim,
@@ -1708,7 +1988,9 @@ impl Ppo {
 
         let t_learn = std::time::Instant::now();
         self.learn_next_done = r.next_done;
-        let next_value = self.backend.forward(CRITIC, &r.next_obs, e).to_vec();
+        let mut next_value = Vec::new();
+        self.agent
+            .values(&mut *self.backend, &r.next_obs, e, &mut next_value);
         self.vtrace_targets(&next_value);
         self.update(lr, it, &mut stats);
         let pool = self.pool.as_mut().expect("running");
@@ -1771,12 +2053,17 @@ impl Ppo {
         let (t_max, e) = (cfg.num_steps, cfg.num_envs);
         let n = t_max * e;
         let adim = self.agent.action_dim();
-        self.buf
-            .values
-            .copy_from_slice(self.backend.forward(CRITIC, &self.buf.obs, n));
-        let out = self.backend.forward(ACTOR, &self.buf.obs, n).to_vec();
+        let mut out = vec![0.0; n * self.agent.policy_dim()];
+        self.agent.forward(
+            &mut *self.backend,
+            &self.buf.obs,
+            n,
+            false,
+            &mut out,
+            &mut self.buf.values,
+        );
         let ls = self.backend.free_params().to_vec();
-        let mut logp_row = vec![0.0f32; self.actor_out()];
+        let mut logp_row = vec![0.0f32; self.agent.policy_dim()];
         let mut log_rhos = vec![0.0f32; n];
         for i in 0..n {
             let new_lp = match &self.agent.head {
@@ -1857,16 +2144,13 @@ impl Ppo {
         stats
     }
 
-    fn actor_out(&self) -> usize {
-        self.agent.actor.output_dim()
-    }
-
     /// `update_epochs` passes of minibatch gradient steps over the rollout.
     fn update(&mut self, lr: f64, it: u64, stats: &mut IterationStats) {
         let cfg = &self.cfg;
         let (b, mb, d) = (cfg.batch_size(), cfg.minibatch_size(), self.agent.obs_dim);
         let adim = self.agent.action_dim();
-        let out_dim = self.actor_out();
+        let out_dim = self.agent.policy_dim();
+        let mut scratch = Vec::new();
         let clip = cfg.clip_coef as f32;
         let mut idx: Vec<usize> = (0..b).collect();
         let mut mb_obs = vec![0.0f32; mb * d];
@@ -1918,12 +2202,8 @@ impl Ppo {
                 }
                 // Copies of a few floats per row: the loss head runs on the host,
                 // wherever the networks do.
-                self.backend.forward_train_into(
-                    &[ACTOR, CRITIC],
-                    &mb_obs,
-                    mb,
-                    &mut [&mut out, &mut newv],
-                );
+                self.agent
+                    .forward(&mut *self.backend, &mb_obs, mb, true, &mut out, &mut newv);
                 ls.copy_from_slice(self.backend.free_params());
                 let inv = 1.0 / mb as f32;
                 let (mut pg, mut ent, mut kl, mut cf, mut vl) =
@@ -2012,8 +2292,8 @@ impl Ppo {
                         d_val[r] = vf * (v - ret) * inv;
                     }
                 }
-                self.backend
-                    .backward_many(&[(ACTOR, &d_out), (CRITIC, &d_val)]);
+                self.agent
+                    .backward(&mut *self.backend, &d_out, &d_val, &mut scratch);
                 if !d_logstd.is_empty() {
                     self.backend.add_free_grad(&d_logstd);
                 }
@@ -2066,7 +2346,8 @@ pub fn greedy_actions<'a>(
     if let Some(rms) = obs_rms {
         rms.normalize(scratch, cfg.clip_obs);
     }
-    let out = agent.actor.forward(&agent.params, scratch, n, cache);
+    let mut out = Vec::new();
+    agent.policy_on_host(&agent.params, scratch, n, cache, &mut out);
     match &agent.head {
         Head::Categorical { n: k } => {
             for e in 0..n {
@@ -2155,7 +2436,7 @@ impl crate::eval::Greedy for PpoGreedy {
                 e
             }
         };
-        for (name, net) in [("actor", &agent.actor), ("critic", &agent.critic)] {
+        for (name, net) in agent.named_nets() {
             match net {
                 Net::Mlp(m) => e.mlp(name, m, &agent.params),
                 Net::Conv(c) => e
@@ -2180,4 +2461,72 @@ pub fn evaluate(
 ) -> Vec<f64> {
     let mut policy = PpoGreedy::new(agent.clone(), obs_rms.cloned(), cfg.clone());
     crate::eval::greedy_returns(&mut policy, &cfg.env, &cfg.env_args, episodes, seed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shared trunk's one output row is `[value, policy...]`: `Agent::forward` splits
+    /// it, `Agent::backward` joins the two gradients back, and the two heads start with
+    /// CleanRL's gains (1 for the value, 0.01 for the policy).
+    #[test]
+    fn shared_trunk_splits_and_joins_the_heads() {
+        let mut rng = Rng::stream(3, Purpose::User, 0);
+        let net = ConvNet::tower((2, 36, 36), &NATURE, 0, &[8], 1 + 3, 0).with_scale(0.5);
+        let input = net.input_dim();
+        let agent = Agent::assemble(
+            input,
+            AgentNets::Shared(net.clone().into()),
+            &Space::Discrete { n: 3 },
+            0.0,
+            &mut rng,
+        );
+        let last = net.head.layers().last().unwrap().clone();
+        let column_norm = |j: usize| {
+            (0..last.fan_in)
+                .map(|r| f64::from(agent.params[last.w + r * last.fan_out + j]).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        };
+        assert!((column_norm(0) - 1.0).abs() < 1e-5, "{}", column_norm(0));
+        for j in 1..4 {
+            assert!(
+                column_norm(j) > 1e-4 && column_norm(j) <= 0.01 + 1e-6,
+                "{}",
+                column_norm(j)
+            );
+        }
+        let rows = 5;
+        let obs: Vec<f32> = (0..rows * input).map(|_| rng.below(256) as f32).collect();
+        let layout = agent.layout();
+        let mut backend = Native::new(&layout, &agent.params, Adam::new(layout.total, 1e-8));
+        let (mut policy, mut values) = (vec![0.0; rows * 3], vec![0.0; rows]);
+        agent.forward(&mut backend, &obs, rows, true, &mut policy, &mut values);
+        let mut cache = NetCache::default();
+        let whole = Net::from(net.clone())
+            .forward(&agent.params, &obs, rows, &mut cache)
+            .to_vec();
+        for r in 0..rows {
+            assert_eq!(values[r], whole[r * 4]);
+            assert_eq!(policy[r * 3..r * 3 + 3], whole[r * 4 + 1..r * 4 + 4]);
+        }
+        let d_policy: Vec<f32> = (0..rows * 3).map(|i| (i as f32 * 0.37).sin()).collect();
+        let d_values: Vec<f32> = (0..rows).map(|i| (i as f32 * 1.3).cos()).collect();
+        agent.backward(&mut backend, &d_policy, &d_values, &mut Vec::new());
+        let joined: Vec<f32> = (0..rows)
+            .flat_map(|r| {
+                std::iter::once(d_values[r]).chain(d_policy[r * 3..r * 3 + 3].iter().copied())
+            })
+            .collect();
+        let mut want = vec![0.0; layout.total];
+        Net::from(net).backward(&agent.params, &mut want, &joined, &mut cache);
+        assert_eq!(backend.grads(), want);
+        assert!(want.iter().any(|g| *g != 0.0));
+        // The host paths agree with the backend's.
+        let (mut p2, mut v2) = (Vec::new(), Vec::new());
+        agent.policy_on_host(&agent.params, &obs, rows, &mut cache, &mut p2);
+        agent.values_on_host(&agent.params, &obs, rows, &mut cache, &mut v2);
+        assert_eq!((p2, v2), (policy, values));
+    }
 }

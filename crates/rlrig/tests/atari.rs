@@ -102,3 +102,73 @@ fn play_draws_the_screen_in_colour() {
         "no Pong brown in the GIF"
     );
 }
+
+/// A2C's Atari preset (Baselines' settings, the Nature CNN as one trunk under both
+/// heads) trains on Pong, and the same seed gives the same weights on 1 and 2 threads:
+/// the CNN's chunks of rows depend on the network, never on the thread count.
+#[test]
+fn a2c_trains_pong_with_the_nature_cnn_bit_identically_on_any_thread_count() {
+    let d = common::tmp("atari-a2c");
+    let mut weights = Vec::new();
+    for threads in ["1", "2"] {
+        let run = d.join(format!("t{threads}"));
+        let o = rlrig(&[
+            "train",
+            "a2c",
+            "--env",
+            "Pong-v5",
+            "--total-steps",
+            "240",
+            "--threads",
+            threads,
+            "--quiet",
+            "--eval-episodes",
+            "0",
+            "--run-dir",
+            run.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+        for line in ["cnn = \"nature\"", "hidden = [512]", "num_envs = 16"] {
+            assert!(config.contains(line), "{line} not in {config}");
+        }
+        assert_eq!(common::learning_columns(&run, 2).len(), 1 + 3);
+        weights.push(common::final_weights(&run));
+    }
+    assert!(
+        weights[0] == weights[1],
+        "1 and 2 threads trained different weights"
+    );
+}
+
+#[test]
+fn the_nature_cnn_needs_image_observations() {
+    for (env, value, needles) in [
+        (
+            "CartPole-v1",
+            "nature",
+            &["cnn", "CartPole-v1", "image observations"][..],
+        ),
+        (
+            "ALE/Pong-v5",
+            "nature",
+            &["cnn", "ALE/Pong-v5", "planes-first"][..],
+        ),
+        ("Pong-v5", "resnet", &["cnn", "resnet"][..]),
+    ] {
+        fails_with(
+            &[
+                "train",
+                "ppo",
+                "--env",
+                env,
+                "--set",
+                &format!("cnn={value}"),
+                "--total-steps",
+                "1024",
+            ],
+            None,
+            needles,
+        );
+    }
+}
