@@ -197,6 +197,8 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
     }
     let unsupported = [
         ("conv_channels", cfg.conv_channels != 0),
+        ("cnn", !cfg.cnn.is_empty()),
+        ("reward_sign", cfg.reward_sign),
         ("norm_obs", cfg.norm_obs),
         ("norm_reward", cfg.norm_reward),
         ("vtrace", cfg.vtrace),

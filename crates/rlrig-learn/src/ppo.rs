@@ -75,6 +75,9 @@ pub struct PpoConfig {
     /// planes-first image observations (Atari's `4 x 84 x 84`), bytes scaled by 1/255:
     /// CleanRL's `ppo_atari` agent. Empty: `conv_channels` decides.
     pub cnn: String,
+    /// Learn from each reward's sign (-1, 0 or 1), as Baselines' `ClipRewardEnv` on
+    /// Atari; episode returns stay the raw score.
+    pub reward_sign: bool,
     /// Normalise observations with running statistics.
     pub norm_obs: bool,
     /// Scale rewards by the running std of the discounted return.
@@ -154,6 +157,7 @@ impl Default for PpoConfig {
             hidden: vec![64, 64],
             conv_channels: 0,
             cnn: String::new(),
+            reward_sign: false,
             norm_obs: false,
             norm_reward: false,
             clip_obs: 10.0,
@@ -191,6 +195,7 @@ impl PpoConfig {
             // Atari (the preprocessed `<Game>-v5` ids): CleanRL's ppo_atari.py, for 10 M
             // frames (2.5 M steps at frameskip 4) instead of its 40 M.
             c.cnn = "nature".into();
+            c.reward_sign = true;
             c.hidden = vec![512];
             c.total_steps = 2_500_000;
             c.num_envs = 8;
@@ -1357,6 +1362,18 @@ fn collect(
             let (term, trunc) = (act.env.terminated()[k], act.env.truncated()[k]);
             act.ep_return[k] += r;
             act.ep_length[k] += 1;
+            let r = if cfg.reward_sign {
+                // Not f64::signum, which is 1 for a zero reward.
+                if r > 0.0 {
+                    1.0
+                } else if r < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            } else {
+                r
+            };
             let mut rr = r;
             if let Some(rms) = &mut act.ret_rms {
                 act.discounted[k] = act.discounted[k] * cfg.gamma + r;
@@ -2528,5 +2545,30 @@ mod tests {
         agent.policy_on_host(&agent.params, &obs, rows, &mut cache, &mut p2);
         agent.values_on_host(&agent.params, &obs, rows, &mut cache, &mut v2);
         assert_eq!((p2, v2), (policy, values));
+    }
+
+    /// `reward_sign` changes what the learner sees, not the reported score: the first
+    /// rollout (same initial policy) reports the same raw returns either way.
+    #[test]
+    fn reward_sign_learns_from_signs_and_reports_raw_returns() {
+        let mut cfg = PpoConfig::for_env("Pendulum-v1");
+        cfg.norm_reward = false;
+        cfg.total_steps = cfg.batch_size() as u64;
+        let first = |sign: bool| {
+            let mut c = cfg.clone();
+            c.reward_sign = sign;
+            Ppo::new(c, 1).unwrap().iterate()
+        };
+        let (raw, signed) = (first(false), first(true));
+        assert!(raw.episodes > 0 && raw.episode_return < -100.0, "{raw:?}");
+        assert_eq!(raw.episode_return, signed.episode_return);
+        // Pendulum's rewards are in [-16.3, 0]: as signs, returns are at most
+        // 1 / (1 - gamma) = 10 in size, far below the raw ones.
+        assert!(
+            signed.value_loss < raw.value_loss / 10.0,
+            "{} vs {}",
+            signed.value_loss,
+            raw.value_loss
+        );
     }
 }
