@@ -304,11 +304,23 @@ pub fn chunk_rows(rows: usize, k: usize, c: usize) -> std::ops::Range<usize> {
     start..start + base + usize::from(c < extra)
 }
 
+/// Which activations of a chunk a pass keeps: a training pass's (for the backward pass
+/// after it), an inference pass's, or a target-parameter pass's. Apart, so that passes of
+/// different sizes that alternate (a rollout's inference, the update's minibatches) each
+/// keep their buffers instead of resizing (and zero-filling) them on every switch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(usize)]
+enum Use {
+    Train,
+    Infer,
+    Target,
+}
+
 /// One chunk's working memory: activations of each network and its gradient.
 #[derive(Clone, Default)]
 struct Chunk {
-    caches: Vec<NetCache>,
-    target_caches: Vec<NetCache>,
+    /// Each network's caches, per [`Use`].
+    caches: [Vec<NetCache>; 3],
     /// Each network's output of this chunk's last pass.
     outs: Vec<Vec<f32>>,
     grads: Vec<f32>,
@@ -329,9 +341,9 @@ pub struct Native {
     opt: Adam,
     target: Vec<f32>,
     chunks: Vec<Chunk>,
-    /// Rows and chunks of each network's last pass (its backward pass splits them the
-    /// same way).
-    pass_rows: Vec<Option<(usize, usize)>>,
+    /// Rows, chunks and caches of each network's last pass (its backward pass splits
+    /// them the same way and reads those caches).
+    pass_rows: Vec<Option<(usize, usize, Use)>>,
     /// Each network's output of its last pass, `rows x out`.
     outs: Vec<Vec<f32>>,
     target_outs: Vec<Vec<f32>>,
@@ -379,13 +391,13 @@ fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mu
 }
 
 /// The forward passes of networks `ids` over `rows` rows of `x`, split in chunks (one
-/// pool job for all of them); each chunk's activations stay in its caches (the target
-/// caches when `target`), the outputs are gathered into `outs[id]`.
+/// pool job for all of them); each chunk's activations stay in its caches for `use_`,
+/// the outputs are gathered into `outs[id]`.
 #[allow(clippy::too_many_arguments)]
 fn chunked_forward(
     pool: Option<&Pool>,
     chunks: &mut [Chunk],
-    target: bool,
+    use_: Use,
     ids: &[usize],
     nets: &[Net],
     params: &[f32],
@@ -401,11 +413,7 @@ fn chunked_forward(
     if k == 1 {
         let chunk = &mut chunks[0];
         for &i in ids {
-            let c = if target {
-                &mut chunk.target_caches[i]
-            } else {
-                &mut chunk.caches[i]
-            };
+            let c = &mut chunk.caches[use_ as usize][i];
             outs[i].copy_from_slice(nets[i].forward(params, x, rows, c));
         }
         return;
@@ -415,11 +423,7 @@ fn chunked_forward(
         for &i in ids {
             let din = nets[i].input_dim();
             let xs = &x[r.start * din..r.end * din];
-            let c = if target {
-                &mut chunk.target_caches[i]
-            } else {
-                &mut chunk.caches[i]
-            };
+            let c = &mut chunk.caches[use_ as usize][i];
             let y = nets[i].forward(params, xs, r.len(), c);
             chunk.outs[i].clear();
             chunk.outs[i].extend_from_slice(y);
@@ -469,6 +473,11 @@ impl Native {
         };
         let k = chunk_count(rows, min_rows);
         self.ensure_chunks(k);
+        let use_ = match (target, train) {
+            (true, _) => Use::Target,
+            (false, true) => Use::Train,
+            (false, false) => Use::Infer,
+        };
         let (params, outs) = if target {
             assert_eq!(
                 self.target.len(),
@@ -478,14 +487,14 @@ impl Native {
             (&self.target, &mut self.target_outs)
         } else {
             for &n in nets {
-                self.pass_rows[n] = Some((rows, k));
+                self.pass_rows[n] = Some((rows, k, use_));
             }
             (&self.params, &mut self.outs)
         };
         chunked_forward(
             self.pool.as_deref(),
             &mut self.chunks,
-            target,
+            use_,
             nets,
             &self.layout.nets,
             params,
@@ -499,7 +508,7 @@ impl Native {
     /// The backward passes `(net, dout)` of forward passes over `rows` rows split in
     /// `k > 1` chunks: one pool job computes every chunk's gradients; the next step adds
     /// them up in chunk order.
-    fn chunked_backward(&mut self, passes: &[(usize, &[f32])], rows: usize, k: usize) {
+    fn chunked_backward(&mut self, passes: &[(usize, &[f32])], rows: usize, k: usize, use_: Use) {
         let ranges: Vec<Range<usize>> = passes
             .iter()
             .map(|(n, _)| self.layout.nets[*n].start()..self.layout.nets[*n].end())
@@ -523,7 +532,7 @@ impl Native {
                     params,
                     &mut chunk.grads,
                     &dout[r.start * od..r.end * od],
-                    &mut chunk.caches[*net],
+                    &mut chunk.caches[use_ as usize][*net],
                 );
             }
         });
@@ -568,8 +577,7 @@ impl Native {
         let nets = self.layout.nets.len();
         while self.chunks.len() < k {
             self.chunks.push(Chunk {
-                caches: vec![NetCache::default(); nets],
-                target_caches: vec![NetCache::default(); nets],
+                caches: std::array::from_fn(|_| vec![NetCache::default(); nets]),
                 outs: vec![Vec::new(); nets],
                 grads: vec![0.0; self.layout.total],
             });
@@ -610,10 +618,10 @@ impl NetBackend for Native {
             self.pass_rows[n]
                 .unwrap_or_else(|| panic!("backward of network {n} before its forward pass"))
         };
-        let Some((rows, k)) = passes.first().map(|(n, _)| rows_of(*n)) else {
+        let Some((rows, k, use_)) = passes.first().map(|(n, _)| rows_of(*n)) else {
             return;
         };
-        if passes.iter().any(|(n, _)| rows_of(*n) != (rows, k)) {
+        if passes.iter().any(|(n, _)| rows_of(*n) != (rows, k, use_)) {
             // Passes split differently: one at a time.
             for pass in passes {
                 self.backward_many(std::slice::from_ref(pass));
@@ -625,7 +633,7 @@ impl NetBackend for Native {
             assert_eq!(dout.len(), rows * od, "backward: gradient shape");
         }
         if k > 1 {
-            self.chunked_backward(passes, rows, k);
+            self.chunked_backward(passes, rows, k, use_);
             return;
         }
         // One chunk: straight into the accumulator.
@@ -634,7 +642,7 @@ impl NetBackend for Native {
                 &self.params,
                 &mut self.grads,
                 dout,
-                &mut self.chunks[0].caches[*n],
+                &mut self.chunks[0].caches[use_ as usize][*n],
             );
         }
     }
@@ -725,7 +733,7 @@ impl NetBackend for Native {
         let Net::Mlp(m) = &self.layout.nets[net] else {
             panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
         };
-        let (rows, k) = self.pass_rows[net]
+        let (rows, k, use_) = self.pass_rows[net]
             .unwrap_or_else(|| panic!("input_grad of network {net} before its forward pass"));
         let (id, od) = (m.input_dim(), m.output_dim());
         assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
@@ -740,7 +748,7 @@ impl NetBackend for Native {
         let params = &self.params;
         for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
             let r = chunk_rows(rows, k, c);
-            let cache = &mut chunk.caches[net].mlp;
+            let cache = &mut chunk.caches[use_ as usize][net].mlp;
             m.backward_full(
                 params,
                 None,
