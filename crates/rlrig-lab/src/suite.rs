@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use rlrig_env::{ATARI_IDS, ENV_IDS, Purpose, RandomActions, Rng, VecConfig, make_sync, spec};
-use rlrig_learn::backend::NetCache;
-use rlrig_learn::ppo::{Agent, Ppo, PpoConfig, greedy_actions};
+use rlrig_learn::ppo::{Agent, GreedyBuffers, Ppo, PpoConfig, greedy_actions};
 use serde::{Deserialize, Serialize};
 
 /// Bumped whenever a workload's definition changes: results of different versions
@@ -69,7 +68,7 @@ fn env_workload(id: &str, num_envs: usize, threads: usize, secs: f64) -> Result<
     let mut env = make_sync(id, cfg).map_err(|e| e.to_string())?;
     let mut rng = Rng::stream(0, Purpose::Init, 0);
     let agent = Agent::new(s.obs_dim, &s.action_space, &[64, 64], 0.0, &mut rng);
-    let (mut cache, mut scratch) = (NetCache::default(), Vec::new());
+    let mut bufs = GreedyBuffers::default();
     let (mut ai, mut af) = (
         vec![0i32; num_envs],
         vec![0.0f32; num_envs * agent.action_dim()],
@@ -82,8 +81,7 @@ fn env_workload(id: &str, num_envs: usize, threads: usize, secs: f64) -> Result<
             &ppo_cfg,
             env.obs(),
             num_envs,
-            &mut cache,
-            &mut scratch,
+            &mut bufs,
             &mut ai,
             &mut af,
         );

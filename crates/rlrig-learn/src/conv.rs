@@ -468,16 +468,16 @@ impl ConvNet {
         self.head.init_torch_default(params, rng);
     }
 
+    /// Sizes the buffers for `batch` inputs; they keep their memory across sizes (every
+    /// value is written by the forward pass before it is read).
     fn prepare(&self, cache: &mut ConvCache, batch: usize) {
         let n = self.layers.len() + 2 * self.blocks.len();
-        if cache.batch != batch || cache.acts.len() != n {
-            cache.batch = batch;
-            cache.x = vec![0.0; batch * self.input_dim()];
-            cache.cols = vec![Vec::new(); n];
-            cache.acts = self
-                .convs()
-                .map(|c| vec![0.0; batch * c.out_len()])
-                .collect();
+        cache.batch = batch;
+        cache.x.resize(batch * self.input_dim(), 0.0);
+        cache.cols.resize_with(n, Vec::new);
+        cache.acts.resize_with(n, Vec::new);
+        for (a, c) in cache.acts.iter_mut().zip(self.convs()) {
+            a.resize(batch * c.out_len(), 0.0);
         }
     }
 

@@ -424,25 +424,22 @@ impl PpoConfig {
         if self.hidden.is_empty() || self.hidden.contains(&0) {
             return Err("hidden: needs at least one layer, each of at least 1 unit".into());
         }
-        if self.conv_channels > 0 {
-            let space = rlrig_env::spec(&self.env)
-                .map_err(|e| format!("env: {e}"))?
-                .observation_space;
-            if image_shape(&space).is_none() {
-                return Err(format!(
-                    "conv_channels: {} has no image observations (h x w x planes, at least \
-                     3 x 3); set conv_channels = 0",
-                    self.env
-                ));
-            }
+        let obs_space = || {
+            rlrig_env::spec(&self.env)
+                .map(|s| s.observation_space)
+                .map_err(|e| format!("env: {e}"))
+        };
+        if self.conv_channels > 0 && image_shape(&obs_space()?).is_none() {
+            return Err(format!(
+                "conv_channels: {} has no image observations (h x w x planes, at least \
+                 3 x 3); set conv_channels = 0",
+                self.env
+            ));
         }
         match self.cnn.as_str() {
             "" => {}
             "nature" => {
-                let space = rlrig_env::spec(&self.env)
-                    .map_err(|e| format!("env: {e}"))?
-                    .observation_space;
-                if nature_shape(&space).is_none() {
+                if nature_shape(&obs_space()?).is_none() {
                     return Err(format!(
                         "cnn = \"nature\": {} has no planes-first image observations of at \
                          least 36 x 36 (Atari's 4 x 84 x 84); set cnn = \"\"",
@@ -621,11 +618,22 @@ pub struct Agent {
     pub params: Vec<f32>,
 }
 
-/// Copies columns `from..from + width` of the `rows x cols` matrix `m` into `out`.
-fn columns(m: &[f32], rows: usize, cols: usize, from: usize, width: usize, out: &mut Vec<f32>) {
+/// Which outputs of an agent: the value, or the policy head's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Part {
+    Value,
+    Policy,
+}
+
+/// Copies columns `from..from + cols` of the `rows x width` matrix `m` into `out`.
+fn columns(m: &[f32], rows: usize, width: usize, from: usize, cols: usize, out: &mut Vec<f32>) {
     out.clear();
+    if (from, cols) == (0, width) {
+        out.extend_from_slice(&m[..rows * width]);
+        return;
+    }
     for r in 0..rows {
-        out.extend_from_slice(&m[r * cols + from..r * cols + from + width]);
+        out.extend_from_slice(&m[r * width + from..r * width + from + cols]);
     }
 }
 
@@ -843,61 +851,51 @@ impl Agent {
         }
     }
 
-    /// The policy head's outputs for `n` observations on the host (`params` in this
-    /// agent's layout), into `out` (`n x policy_dim`).
-    pub fn policy_on_host(
+    /// The network that computes `part` (its index in [`Agent::layout`]) and where
+    /// `part` sits in that network's output rows: (width, first column, columns).
+    fn locate(&self, part: Part) -> (usize, &Net, (usize, usize, usize)) {
+        let p = self.policy_dim();
+        match (&self.nets, part) {
+            (AgentNets::Separate { critic, .. }, Part::Value) => (CRITIC, critic, (1, 0, 1)),
+            (AgentNets::Separate { actor, .. }, Part::Policy) => (ACTOR, actor, (p, 0, p)),
+            (AgentNets::Shared(net), Part::Value) => (SHARED, net, (1 + p, 0, 1)),
+            (AgentNets::Shared(net), Part::Policy) => (SHARED, net, (1 + p, 1, p)),
+        }
+    }
+
+    /// `part` of `n` observations on the host (`params` in this agent's layout), into
+    /// `out` (`n x policy_dim` for the policy, `n` values).
+    pub fn head_on_host(
         &self,
+        part: Part,
         params: &[f32],
         obs: &[f32],
         n: usize,
         cache: &mut NetCache,
         out: &mut Vec<f32>,
     ) {
-        match &self.nets {
-            AgentNets::Separate { actor, .. } => {
-                out.clear();
-                out.extend_from_slice(actor.forward(params, obs, n, cache));
-            }
-            AgentNets::Shared(net) => {
-                let y = net.forward(params, obs, n, cache);
-                columns(y, n, 1 + self.policy_dim(), 1, self.policy_dim(), out);
-            }
-        }
+        let (_, net, (width, from, cols)) = self.locate(part);
+        columns(
+            net.forward(params, obs, n, cache),
+            n,
+            width,
+            from,
+            cols,
+            out,
+        );
     }
 
-    /// The values of `n` observations on the host, into `out`.
-    pub fn values_on_host(
+    /// `part` of `n` observations on `backend`, into `out`.
+    pub fn head_on(
         &self,
-        params: &[f32],
+        part: Part,
+        backend: &mut dyn NetBackend,
         obs: &[f32],
         n: usize,
-        cache: &mut NetCache,
         out: &mut Vec<f32>,
     ) {
-        match &self.nets {
-            AgentNets::Separate { critic, .. } => {
-                out.clear();
-                out.extend_from_slice(critic.forward(params, obs, n, cache));
-            }
-            AgentNets::Shared(net) => {
-                let y = net.forward(params, obs, n, cache);
-                columns(y, n, 1 + self.policy_dim(), 0, 1, out);
-            }
-        }
-    }
-
-    /// The values of `n` observations on `backend`, into `out`.
-    pub fn values(&self, backend: &mut dyn NetBackend, obs: &[f32], n: usize, out: &mut Vec<f32>) {
-        match &self.nets {
-            AgentNets::Separate { .. } => {
-                out.clear();
-                out.extend_from_slice(backend.forward(CRITIC, obs, n));
-            }
-            AgentNets::Shared(_) => {
-                let y = backend.forward(SHARED, obs, n);
-                columns(y, n, 1 + self.policy_dim(), 0, 1, out);
-            }
-        }
+        let (id, _, (width, from, cols)) = self.locate(part);
+        columns(backend.forward(id, obs, n), n, width, from, cols, out);
     }
 
     /// Policy outputs (into `policy`, `n x policy_dim`) and values (into `values`) of
@@ -1160,8 +1158,14 @@ impl crate::mcts::Evaluator for PublishedPolicy {
             .expect("the learner does not panic holding it")
             .1
             .clone();
-        self.agent
-            .policy_on_host(&params, obs, n, &mut self.cache, &mut self.out);
+        self.agent.head_on_host(
+            Part::Policy,
+            &params,
+            obs,
+            n,
+            &mut self.cache,
+            &mut self.out,
+        );
         logits[..self.out.len()].copy_from_slice(&self.out);
         // V-trace recomputes values in the learner.
         values.fill(0.0);
@@ -1283,7 +1287,7 @@ fn collect(
             // V-trace recomputes the values with the learner's parameters: the
             // actor only needs its policy.
             Policy::Host { params, cache } => {
-                agent.policy_on_host(params, obs_t, e, cache, &mut pol);
+                agent.head_on_host(Part::Policy, params, obs_t, e, cache, &mut pol);
                 &pol
             }
             Policy::Server {
@@ -1412,11 +1416,15 @@ fn collect(
             }
             let n = trunc_envs.len();
             match &mut policy {
-                Policy::Backend(backend) => {
-                    agent.values(&mut **backend, &final_obs, n, &mut final_values)
-                }
+                Policy::Backend(backend) => agent.head_on(
+                    Part::Value,
+                    &mut **backend,
+                    &final_obs,
+                    n,
+                    &mut final_values,
+                ),
                 Policy::Host { params, cache } | Policy::Server { params, cache, .. } => {
-                    agent.values_on_host(params, &final_obs, n, cache, &mut final_values)
+                    agent.head_on_host(Part::Value, params, &final_obs, n, cache, &mut final_values)
                 }
             };
             for (j, &k) in trunc_envs.iter().enumerate() {
@@ -1815,8 +1823,13 @@ impl Ppo {
         let mut next_obs = vec![0.0f32; e * d];
         self.current_obs(&mut next_obs);
         let mut next_value = Vec::new();
-        self.agent
-            .values(&mut *self.backend, &next_obs, e, &mut next_value);
+        self.agent.head_on(
+            Part::Value,
+            &mut *self.backend,
+            &next_obs,
+            e,
+            &mut next_value,
+        );
         let home = self
             .actor
             .as_ref()
@@ -2006,8 +2019,13 @@ impl Ppo {
         let t_learn = std::time::Instant::now();
         self.learn_next_done = r.next_done;
         let mut next_value = Vec::new();
-        self.agent
-            .values(&mut *self.backend, &r.next_obs, e, &mut next_value);
+        self.agent.head_on(
+            Part::Value,
+            &mut *self.backend,
+            &r.next_obs,
+            e,
+            &mut next_value,
+        );
         self.vtrace_targets(&next_value);
         self.update(lr, it, &mut stats);
         let pool = self.pool.as_mut().expect("running");
@@ -2345,6 +2363,15 @@ impl Ppo {
     }
 }
 
+/// What [`greedy_actions`] reuses across calls: the network's activations, the
+/// normalised observations and the policy's outputs.
+#[derive(Default)]
+pub struct GreedyBuffers {
+    pub cache: NetCache,
+    obs: Vec<f32>,
+    out: Vec<f32>,
+}
+
 /// Greedy actions (argmax / Gaussian mean, clipped) for `n` observations, into `ai`/`af`.
 #[allow(clippy::too_many_arguments)]
 pub fn greedy_actions<'a>(
@@ -2353,18 +2380,17 @@ pub fn greedy_actions<'a>(
     cfg: &PpoConfig,
     raw_obs: &[f32],
     n: usize,
-    cache: &mut NetCache,
-    scratch: &mut Vec<f32>,
+    bufs: &mut GreedyBuffers,
     ai: &'a mut [i32],
     af: &'a mut [f32],
 ) -> ActionBuf<'a> {
-    scratch.clear();
-    scratch.extend_from_slice(raw_obs);
+    let GreedyBuffers { cache, obs, out } = bufs;
+    obs.clear();
+    obs.extend_from_slice(raw_obs);
     if let Some(rms) = obs_rms {
-        rms.normalize(scratch, cfg.clip_obs);
+        rms.normalize(obs, cfg.clip_obs);
     }
-    let mut out = Vec::new();
-    agent.policy_on_host(&agent.params, scratch, n, cache, &mut out);
+    agent.head_on_host(Part::Policy, &agent.params, obs, n, cache, out);
     match &agent.head {
         Head::Categorical { n: k } => {
             for e in 0..n {
@@ -2389,8 +2415,7 @@ pub struct PpoGreedy {
     agent: Agent,
     obs_rms: Option<RunningMeanStd>,
     cfg: PpoConfig,
-    cache: NetCache,
-    scratch: Vec<f32>,
+    bufs: GreedyBuffers,
     ai: Vec<i32>,
     af: Vec<f32>,
 }
@@ -2401,8 +2426,7 @@ impl PpoGreedy {
             agent,
             obs_rms,
             cfg,
-            cache: NetCache::default(),
-            scratch: Vec::new(),
+            bufs: GreedyBuffers::default(),
             ai: Vec::new(),
             af: Vec::new(),
         }
@@ -2419,8 +2443,7 @@ impl crate::eval::Greedy for PpoGreedy {
             &self.cfg,
             obs,
             n,
-            &mut self.cache,
-            &mut self.scratch,
+            &mut self.bufs,
             &mut self.ai,
             &mut self.af,
         )
@@ -2542,8 +2565,8 @@ mod tests {
         assert!(want.iter().any(|g| *g != 0.0));
         // The host paths agree with the backend's.
         let (mut p2, mut v2) = (Vec::new(), Vec::new());
-        agent.policy_on_host(&agent.params, &obs, rows, &mut cache, &mut p2);
-        agent.values_on_host(&agent.params, &obs, rows, &mut cache, &mut v2);
+        agent.head_on_host(Part::Policy, &agent.params, &obs, rows, &mut cache, &mut p2);
+        agent.head_on_host(Part::Value, &agent.params, &obs, rows, &mut cache, &mut v2);
         assert_eq!((p2, v2), (policy, values));
     }
 

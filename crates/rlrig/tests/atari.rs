@@ -4,7 +4,28 @@
 
 mod common;
 
+use std::path::Path;
+
 use common::{fails_with, rlrig};
+
+/// `rlrig train ALGO --env ENV --total-steps STEPS --quiet --run-dir RUN EXTRA...`, which
+/// must succeed.
+fn train(algo: &str, env: &str, steps: &str, run: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "train",
+        algo,
+        "--env",
+        env,
+        "--total-steps",
+        steps,
+        "--quiet",
+        "--run-dir",
+        run.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = rlrig(&args);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+}
 
 #[test]
 fn envs_lists_both_ids_of_each_game_with_their_spaces() {
@@ -73,24 +94,20 @@ fn bad_env_args_are_errors_naming_the_env_and_the_key() {
 fn play_draws_the_screen_in_colour() {
     let d = common::tmp("atari-play");
     let run = d.join("pong");
-    let o = rlrig(&[
-        "train",
+    train(
         "ppo",
-        "--env",
         "Pong-v5",
-        "--total-steps",
         "256",
-        "--set",
-        "num_steps=64",
-        "--set",
-        "num_envs=2",
-        "--quiet",
-        "--eval-episodes",
-        "1",
-        "--run-dir",
-        run.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+        &run,
+        &[
+            "--set",
+            "num_steps=64",
+            "--set",
+            "num_envs=2",
+            "--eval-episodes",
+            "1",
+        ],
+    );
     let gif = d.join("pong.gif");
     let out = common::play_gif(&run, &gif, &["--max-frames", "8"]);
     assert!(out.contains("episode 1"), "{out}");
@@ -112,22 +129,8 @@ fn a2c_trains_pong_with_the_nature_cnn_bit_identically_on_any_thread_count() {
     let mut weights = Vec::new();
     for threads in ["1", "2"] {
         let run = d.join(format!("t{threads}"));
-        let o = rlrig(&[
-            "train",
-            "a2c",
-            "--env",
-            "Pong-v5",
-            "--total-steps",
-            "240",
-            "--threads",
-            threads,
-            "--quiet",
-            "--eval-episodes",
-            "0",
-            "--run-dir",
-            run.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", common::stderr(&o));
+        let extra = ["--threads", threads, "--eval-episodes", "0"];
+        train("a2c", "Pong-v5", "240", &run, &extra);
         let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
         for line in ["cnn = \"nature\"", "hidden = [512]", "num_envs = 16"] {
             assert!(config.contains(line), "{line} not in {config}");
@@ -181,22 +184,8 @@ fn the_nature_cnn_needs_image_observations() {
 #[test]
 fn a2c_raises_the_breakout_score_above_the_initial_policys() {
     let run = common::tmp("atari-breakout").join("run");
-    let o = rlrig(&[
-        "train",
-        "a2c",
-        "--env",
-        "Breakout-v5",
-        "--total-steps",
-        "100000",
-        "--threads",
-        "2",
-        "--quiet",
-        "--eval-episodes",
-        "0",
-        "--run-dir",
-        run.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    let extra = ["--threads", "2", "--eval-episodes", "0"];
+    train("a2c", "Breakout-v5", "100000", &run, &extra);
     // (global_step, episodes, mean episode return) per iteration.
     let rows: Vec<(u64, f64, f64)> = std::fs::read_to_string(run.join("metrics.csv"))
         .unwrap()
