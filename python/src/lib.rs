@@ -742,7 +742,7 @@ impl PyAsyncVecEnv {
 struct PyPolicy {
     /// The mutex only makes the class `Sync` as pyo3 requires; methods that act hold
     /// `&mut self` and reach the policy with `get_mut`, without locking.
-    loaded: Mutex<rlrig_learn::trainer::LoadedPolicy>,
+    loaded: Mutex<rlrig_learn::saved::LoadedPolicy>,
     env: String,
     args: Vec<(String, String)>,
     seed: u64,
@@ -762,7 +762,7 @@ impl PyPolicy {
 impl PyPolicy {
     #[new]
     fn new(run_dir: std::path::PathBuf) -> PyResult<Self> {
-        let loaded = rlrig_learn::trainer::load_policy(&run_dir)
+        let loaded = rlrig_learn::saved::load_policy(&run_dir)
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         let spec = rlrig_env::make_sync(&loaded.env, rlrig_learn::env_config(1, &loaded.args))
             .map_err(env_error)?

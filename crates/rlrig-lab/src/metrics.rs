@@ -159,6 +159,133 @@ pub fn rss_bytes() -> Option<f64> {
     Some(kb * 1024.0)
 }
 
+/// The Prometheus text for one progress update of a PPO run: steps, iterations, rate,
+/// return, losses, stage times, CPU and pool use, GPU use, memory.
+pub fn training(
+    labels: &str,
+    p: &rlrig_learn::driver::Report<'_, rlrig_learn::ppo::Ppo>,
+    cpu: &crate::verdict::CpuSampler,
+    gpus: &[crate::probe::GpuReading],
+) -> String {
+    let mut e = Exposition::default();
+    let s = p.stats;
+    e.metric(
+        "rlrig_steps_total",
+        "counter",
+        "Environment steps taken.",
+        &[(labels, s.global_step as f64)],
+    )
+    .metric(
+        "rlrig_iterations_total",
+        "counter",
+        "Rollout+update iterations.",
+        &[(labels, s.iteration as f64)],
+    )
+    .metric(
+        "rlrig_steps_per_second",
+        "gauge",
+        "Environment steps per second over the last iteration.",
+        &[(labels, p.rate)],
+    )
+    .metric(
+        "rlrig_episode_return",
+        "gauge",
+        "Mean return of recently finished episodes.",
+        &[(labels, p.recent_return)],
+    )
+    .metric(
+        "rlrig_policy_loss",
+        "gauge",
+        "PPO surrogate loss of the last update.",
+        &[(labels, s.policy_loss)],
+    )
+    .metric(
+        "rlrig_value_loss",
+        "gauge",
+        "Value loss of the last update.",
+        &[(labels, s.value_loss)],
+    );
+    let (env, inf, learn) = (
+        format!("{labels},stage=\"env\""),
+        format!("{labels},stage=\"inference\""),
+        format!("{labels},stage=\"learner\""),
+    );
+    e.metric(
+        "rlrig_stage_seconds_total",
+        "counter",
+        "Wall time spent per stage.",
+        &[
+            (&env, p.alg.times.env),
+            (&inf, p.alg.times.inference),
+            (&learn, p.alg.times.learner),
+        ],
+    );
+    let busy = cpu.busy();
+    let cores: Vec<String> = (0..busy.len()).map(|i| format!("core=\"{i}\"")).collect();
+    let samples: Vec<(&str, f64)> = cores.iter().map(String::as_str).zip(busy).collect();
+    e.metric(
+        "rlrig_cpu_busy_ratio",
+        "gauge",
+        "Busy fraction of each core since the run started.",
+        &samples,
+    );
+    // Work done in the worker pool (a spinning worker is busy to the OS, not here).
+    let tasks = cpu.pool_tasks();
+    let threads: Vec<String> = (0..tasks.len())
+        .map(|i| match i {
+            0 => format!("{labels},thread=\"caller\""),
+            i => format!("{labels},thread=\"worker{}\"", i - 1),
+        })
+        .collect();
+    let samples: Vec<(&str, f64)> = threads.iter().map(String::as_str).zip(tasks).collect();
+    e.metric(
+        "rlrig_pool_task_seconds_total",
+        "counter",
+        "Seconds spent in worker-pool tasks per thread (env stepping and learner chunks).",
+        &samples,
+    );
+    if !gpus.is_empty() {
+        let names: Vec<String> = gpus
+            .iter()
+            .map(|(g, _, _)| format!("gpu=\"{g}\""))
+            .collect();
+        let samples: Vec<(&str, f64)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(gpus.iter().map(|(_, b, _)| b / 100.0))
+            .collect();
+        e.metric(
+            "rlrig_gpu_busy_ratio",
+            "gauge",
+            "GPU busy fraction (NVML, amdgpu sysfs).",
+            &samples,
+        );
+        let mem: Vec<(&str, f64)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(
+                gpus.iter()
+                    .map(|(_, _, m)| m.map_or(f64::NAN, |m| m * 1024.0 * 1024.0)),
+            )
+            .collect();
+        e.metric(
+            "rlrig_gpu_memory_used_bytes",
+            "gauge",
+            "GPU memory in use.",
+            &mem,
+        );
+    }
+    if let Some(rss) = rss_bytes() {
+        e.metric(
+            "rlrig_resident_memory_bytes",
+            "gauge",
+            "Resident memory of this process.",
+            &[("", rss)],
+        );
+    }
+    e.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

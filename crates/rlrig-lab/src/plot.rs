@@ -174,7 +174,7 @@ pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Resu
             .configure_mesh()
             .x_desc(xlabel)
             .y_desc("return (moving average)")
-            .x_label_formatter(&|x| crate::suite::human(*x))
+            .x_label_formatter(&|x| human(*x))
             .draw()
             .map_err(&e)?;
         for (i, (name, p)) in curves.iter().enumerate() {
@@ -197,4 +197,15 @@ pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Resu
     }
     root.present().map_err(&e)?;
     Ok(())
+}
+
+/// `1.23 M`, `456 k`, `7.8`.
+pub fn human(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
 }

@@ -151,7 +151,7 @@ pub fn run_suite(
             ppo.iterate();
         }
         let wall = t.elapsed().as_secs_f64();
-        let ret = ppo.evaluate(10, 7);
+        let ret = ppo.evaluate(10, 7).returns;
         let mut extra = BTreeMap::new();
         extra.insert("seconds".into(), wall);
         extra.insert(
@@ -175,7 +175,7 @@ pub fn run_suite(
             r.iterate();
         }
         let wall = t.elapsed().as_secs_f64();
-        let ret = r.evaluate(10, 7);
+        let ret = r.evaluate(10, 7).returns;
         let mut extra = BTreeMap::new();
         extra.insert("seconds".into(), wall);
         extra.insert("updates_per_sec".into(), r.updates as f64 / r.times.learner);
@@ -254,17 +254,6 @@ pub fn load(path: &std::path::Path) -> Result<SuiteResult, String> {
     Ok(r)
 }
 
-/// `1.23 M`, `456 k`, `7.8`.
-pub fn human(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2} M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1} k", v / 1e3)
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 pub const COLUMNS: [&str; 3] = ["stepping", "with_inference", "with_training"];
 
 fn column(w: &Workload, c: &str) -> Option<f64> {
@@ -333,7 +322,7 @@ pub fn compare_table(results: &[(String, SuiteResult)]) -> String {
     for (w, c, vals) in rows(results) {
         s += &format!("| {w} | {c} |");
         for v in &vals {
-            s += &format!(" {} |", v.map_or("-".into(), human));
+            s += &format!(" {} |", v.map_or("-".into(), crate::plot::human));
         }
         for v in &vals[1..] {
             s += &match (v, vals[0]) {

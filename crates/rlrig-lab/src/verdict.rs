@@ -167,6 +167,85 @@ impl CpuSampler {
     }
 }
 
+/// The run summary's GPU lines: each sampled GPU's busy % and peak memory, or `none`
+/// when no GPU was sampled.
+pub fn gpu_lines(gpus: &[crate::probe::GpuUse], none: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    if gpus.is_empty() {
+        out.push(none.to_string());
+    }
+    for g in gpus {
+        out.push(format!(
+            "gpu {}: busy {:.0}% mean, {:.0}% peak, memory peak {} ({} samples)",
+            g.gpu,
+            g.mean_busy_percent,
+            g.max_busy_percent,
+            g.max_memory_used_mib
+                .map_or("?".into(), |m| format!("{m:.0} MiB")),
+            g.samples
+        ));
+    }
+    out
+}
+
+/// The stage breakdown, core and GPU use (`gpus` sampled during the run), and the
+/// bottleneck verdict of a run, as lines.
+pub fn time_report(
+    wall: f64,
+    t: rlrig_learn::ppo::StageTimes,
+    num_envs: usize,
+    threads: usize,
+    device: &str,
+    cpu: &CpuSampler,
+    gpus: &[crate::probe::GpuUse],
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let b = Breakdown::new(wall, t.env, t.inference, t.learner);
+    let (pe, pi, pl, po) = b.shares();
+    out.push(format!(
+        "time: env {:.2} s ({:.0}%), inference {:.2} s ({:.0}%), learner {:.2} s ({:.0}%), other {:.2} s ({:.0}%)",
+        b.env,
+        100.0 * pe,
+        b.inference,
+        100.0 * pi,
+        b.learner,
+        100.0 * pl,
+        b.other,
+        100.0 * po
+    ));
+    let busy: Vec<String> = cpu
+        .busy()
+        .iter()
+        .map(|x| format!("{:.0}%", 100.0 * x))
+        .collect();
+    if !busy.is_empty() {
+        out.push(format!("cpu busy per core: {}", busy.join(" ")));
+    }
+    let tasks = cpu.pool_tasks();
+    if threads > 1 && tasks.len() > 1 && wall > 0.0 {
+        // The OS counts a spinning worker as busy; this counts only work in the pool.
+        let shares: Vec<String> = tasks
+            .iter()
+            .map(|t| format!("{:.0}%", 100.0 * t / wall))
+            .collect();
+        out.push(format!(
+            "pool tasks (caller, then each worker) in % of wall time: {}",
+            shares.join(" ")
+        ));
+    }
+    // The sampler reads NVIDIA/AMD counters; say which path ran the networks so a
+    // burn-cpu or lavapipe run is not reported as the native path.
+    let none = if device == "cpu" {
+        "gpu: none in use (the native CPU path ran the networks)".to_string()
+    } else {
+        format!("gpu: no NVIDIA/AMD GPU activity sampled (the networks ran on {device})")
+    };
+    out.extend(gpu_lines(gpus, &none));
+    let v = verdict(&b, num_envs, threads);
+    out.push(format!("verdict: {}", v.message));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

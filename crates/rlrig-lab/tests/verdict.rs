@@ -199,7 +199,7 @@ fn a_batch_of_one_with_per_call_latency_is_inference_bound() {
 fn the_trace_is_chrome_json_with_the_stage_spans() {
     let dir = std::env::temp_dir().join(format!("rlrig-trace-{}", std::process::id()));
     let trace = dir.join("trace.json");
-    let opts = rlrig_learn::trainer::TrainOptions {
+    let opts = rlrig_learn::driver::TrainOptions {
         run_dir: dir.join("run"),
         threads: 1,
         resume: false,
@@ -209,7 +209,8 @@ fn the_trace_is_chrome_json_with_the_stage_spans() {
         device: None,
         stop: Default::default(),
     };
-    let s = rlrig_learn::trainer::train_ppo(cfg(4, 128, 4096), &opts, |_| {}).unwrap();
+    let s = rlrig_learn::driver::train::<rlrig_learn::ppo::Ppo>(cfg(4, 128, 4096), &opts, |_| {})
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     let events = v["traceEvents"].as_array().unwrap();
     let mut sums = std::collections::HashMap::new();
@@ -229,7 +230,7 @@ fn the_trace_is_chrome_json_with_the_stage_spans() {
         );
     }
     // Spans and stage timers measure the same intervals.
-    let t = s.times;
+    let t = s.alg.times;
     for (name, timer) in [
         ("env.step", t.env),
         ("inference", t.inference),

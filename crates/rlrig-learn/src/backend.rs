@@ -22,6 +22,13 @@ use crate::nn::{Mlp, MlpCache};
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
 use rlrig_env::pool::Pool;
 
+/// Answers many small forward requests at once: for `n` observations (`n x OBS_DIM`)
+/// it writes policy logits (`n x ACTIONS`) and values in [-1, 1] for the side to move
+/// (AlphaZero's search), or for the acting player (PPO's inference server).
+pub trait Evaluator {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]);
+}
+
 /// One network of a learner: an MLP or a convolutional tower with an MLP head.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Net {

@@ -701,8 +701,8 @@ impl Dqn {
     }
 
     /// Greedy evaluation on `episodes` fresh episodes seeded by `seed`.
-    pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
-        crate::eval::greedy_returns(
+    pub fn evaluate(&self, episodes: usize, seed: u64) -> crate::eval::Episodes {
+        crate::eval::run_episodes(
             &mut self.qnet().greedy(),
             &self.cfg.env,
             &self.cfg.env_args,

@@ -9,8 +9,10 @@
 //! every random draw is keyed by (seed, generation, member), so results are
 //! bit-identical for any thread count.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, make_sync};
+use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
 use crate::nn::{Mlp, MlpCache, normal};
@@ -188,16 +190,17 @@ impl EvoConfig {
     }
 }
 
-/// An evolved policy with its parameters, acting greedily.
-pub struct EvoGreedy {
-    policy: EvoPolicy,
-    params: Vec<f32>,
+/// An evolved policy with its parameters, acting greedily (borrowed while a run
+/// scores its members, owned when loaded from a checkpoint).
+pub struct EvoGreedy<'a> {
+    policy: Cow<'a, EvoPolicy>,
+    params: Cow<'a, [f32]>,
     cache: MlpCache,
     ai: Vec<i32>,
     af: Vec<f32>,
 }
 
-impl crate::eval::Greedy for EvoGreedy {
+impl crate::eval::Greedy for EvoGreedy<'_> {
     fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_> {
         self.policy.act(
             &self.params,
@@ -258,10 +261,10 @@ impl EvoPolicy {
     }
 
     /// The greedy policy with parameters `params`.
-    pub fn greedy(self, params: Vec<f32>) -> EvoGreedy {
+    pub fn greedy(self, params: Vec<f32>) -> EvoGreedy<'static> {
         EvoGreedy {
-            policy: self,
-            params,
+            policy: Cow::Owned(self),
+            params: Cow::Owned(params),
             cache: MlpCache::default(),
             ai: Vec::new(),
             af: Vec::new(),
@@ -296,6 +299,24 @@ impl EvoPolicy {
         }
     }
 
+    /// The episodes of `params` one at a time (one env per episode, the `k`th seeded
+    /// with `seed + k`), as `rlrig eval` and the final evaluation score the deployed
+    /// policy: [`EvoPolicy::fitness`] averages a batch, this keeps the spread.
+    pub fn episodes(
+        &self,
+        env: &str,
+        args: &crate::EnvArgs,
+        params: &[f32],
+        episodes: usize,
+        seed: u64,
+    ) -> crate::eval::Episodes {
+        let mut out = crate::eval::Episodes::default();
+        for k in 0..episodes {
+            out.extend(self.run(env, args, params, 1, seed.wrapping_add(k as u64)));
+        }
+        out
+    }
+
     /// Mean return of `params` over `episodes` episodes whose envs are seeded by `seed`.
     pub fn fitness(
         &self,
@@ -305,29 +326,25 @@ impl EvoPolicy {
         episodes: usize,
         seed: u64,
     ) -> f64 {
-        let mut venv = make_sync(
-            env,
-            crate::env_config(episodes, args)
-                .seed(seed)
-                .autoreset(AutoReset::NextStep)
-                .episode_cap(crate::MAX_EVAL_STEPS),
-        )
-        .expect("config was validated");
-        let mut cache = MlpCache::default();
-        let (mut ai, mut af) = (vec![0i32; episodes], Vec::new());
-        let mut returns = vec![0.0; episodes];
-        let mut finished = vec![false; episodes];
-        while !finished.iter().all(|&f| f) {
-            let buf = self.act(params, venv.obs(), episodes, &mut cache, &mut ai, &mut af);
-            venv.step(buf).expect("actions lie in the space");
-            for k in 0..episodes {
-                if !finished[k] {
-                    returns[k] += venv.rewards()[k];
-                    finished[k] = venv.terminated()[k] || venv.truncated()[k];
-                }
-            }
-        }
-        returns.iter().sum::<f64>() / episodes as f64
+        self.run(env, args, params, episodes, seed).mean_return()
+    }
+
+    fn run(
+        &self,
+        env: &str,
+        args: &crate::EnvArgs,
+        params: &[f32],
+        episodes: usize,
+        seed: u64,
+    ) -> crate::eval::Episodes {
+        let mut g = EvoGreedy {
+            policy: Cow::Borrowed(self),
+            params: Cow::Borrowed(params),
+            cache: MlpCache::default(),
+            ai: Vec::new(),
+            af: Vec::new(),
+        };
+        crate::eval::run_episodes(&mut g, env, args, episodes, seed)
     }
 }
 
@@ -699,6 +716,134 @@ impl EvoPolicy {
     /// Whether parameter `j` is a bias.
     pub fn is_bias(&self, j: usize) -> bool {
         self.mlp.is_bias(j)
+    }
+}
+
+/// metrics.csv columns of ES/GA runs: learning metrics first (deterministic), then
+/// wall-clock time.
+pub const EVO_METRICS_HEADER: &str =
+    "generation,episodes,best_fitness,mean_fitness,center_fitness,seconds,generations_per_sec";
+
+/// Number of leading deterministic columns of [`EVO_METRICS_HEADER`].
+pub const EVO_DETERMINISTIC_COLUMNS: usize = 5;
+
+impl EvoConfig {
+    /// The checkpoints' `algo`: `es` or `ga`.
+    pub fn algo(&self) -> &'static str {
+        match self.method {
+            Method::Es => "es",
+            Method::Ga => "ga",
+        }
+    }
+}
+
+/// With a [`Collective`] (MPI ranks), every rank computes the same generations and
+/// reads a checkpoint to resume; only rank 0 writes the run directory.
+impl crate::driver::Algorithm for Evolution {
+    type Config = EvoConfig;
+    type State = EvoState;
+    type Stats = GenStats;
+    type Mark = ();
+
+    const METRICS_HEADER: &'static str = EVO_METRICS_HEADER;
+    const DETERMINISTIC_COLUMNS: usize = EVO_DETERMINISTIC_COLUMNS;
+
+    fn build(cfg: EvoConfig, threads: usize) -> Result<Evolution, String> {
+        Evolution::new(cfg, threads)
+    }
+    fn shape(c: &EvoConfig) -> crate::driver::RunShape<'_> {
+        crate::driver::RunShape {
+            algo: c.algo(),
+            env: &c.env,
+            seed: c.seed,
+            budget: c.generations,
+            num_envs: c.population,
+            checkpoint_every: c.checkpoint_every,
+            lower: "--population or hidden",
+        }
+    }
+    fn memory_estimate(c: &EvoConfig) -> crate::memory::Estimate {
+        c.memory_estimate()
+    }
+    fn config(&self) -> &EvoConfig {
+        &self.cfg
+    }
+    fn device(&self) -> String {
+        "cpu".into()
+    }
+    fn set_backend(&mut self, _maker: &crate::backend::BackendMaker) -> Result<(), String> {
+        Err("es and ga run on the native CPU path only".into())
+    }
+    fn done(&self) -> bool {
+        Evolution::done(self)
+    }
+    fn position(&self) -> u64 {
+        self.generation
+    }
+    fn work(&self) -> u64 {
+        self.generation
+    }
+    fn mark(&self) {}
+    fn iterate(&mut self, _turn: &crate::driver::Turn<'_>) -> Option<GenStats> {
+        Some(self.step())
+    }
+    fn record(&self, s: &GenStats, _: &(), secs: f64) -> crate::driver::Record {
+        crate::driver::Record {
+            row: format!(
+                "{},{},{},{},{},{:.6},{:.3}",
+                s.generation,
+                s.episodes,
+                s.best_fitness,
+                s.mean_fitness,
+                s.center_fitness,
+                secs,
+                1.0 / secs
+            ),
+            step: s.generation,
+            scalars: vec![
+                ("fitness/best", s.best_fitness),
+                ("fitness/mean", s.mean_fitness),
+                ("fitness/center_or_elite", s.center_fitness),
+                ("charts/episodes", s.episodes as f64),
+                ("time/generation", secs),
+            ],
+            rate: 1.0 / secs,
+            episode_return: f64::NAN,
+        }
+    }
+    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::run::RunError> {
+        let (state, mut tensors) = self.state();
+        let best = self.best_params();
+        tensors.push(("best", &best));
+        dir.save_tensors(
+            self.cfg.algo(),
+            self.generation,
+            &self.cfg,
+            &state,
+            &tensors,
+        )?;
+        Ok(())
+    }
+    fn restore(
+        &mut self,
+        st: EvoState,
+        get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
+    ) -> Result<(), String> {
+        Evolution::restore(self, st, get)
+    }
+    /// The deployed policy (ES centre, GA elite), episode by episode.
+    fn evaluate(&self, episodes: usize, seed: u64) -> Option<crate::eval::Episodes> {
+        let c = &self.cfg;
+        Some(
+            self.policy
+                .episodes(&c.env, &c.env_args, &self.best_params(), episodes, seed),
+        )
+    }
+    fn agree_stop(&self, local: Option<crate::stop::Stop>) -> Option<crate::stop::Stop> {
+        Evolution::agree_stop(self, local)
+    }
+    fn writes(&self) -> bool {
+        self.collective.as_ref().is_none_or(|c| c.rank() == 0)
     }
 }
 

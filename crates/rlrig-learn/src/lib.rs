@@ -15,6 +15,9 @@
 /// Applied as the executors' `episode_cap`, so capped episodes end truncated.
 pub const MAX_EVAL_STEPS: u32 = 10_000;
 
+/// Evaluation seeds are far from training seeds so the episodes are new.
+pub const EVAL_SEED_OFFSET: u64 = 1_000_003;
+
 /// Env parameters of a run, as `gym.make(id, KEY=VALUE)` and `--env-arg KEY=VALUE`
 /// give them (`max_episode_steps`, Pendulum's `g`, Acrobot's `fast_trig`, ...; `rlrig
 /// envs` lists each env's keys). Part of every learner's config, so checkpoints,
@@ -75,6 +78,7 @@ pub mod backend;
 pub mod buffer;
 pub mod conv;
 pub mod dqn;
+pub mod driver;
 pub mod eval;
 pub mod evolution;
 pub mod export;
@@ -85,10 +89,10 @@ pub mod normalize;
 pub mod offpolicy;
 pub mod optim;
 pub mod ppo;
-pub mod replay_run;
+pub mod replay;
 pub mod run;
+pub mod saved;
 pub mod serve;
 pub mod stop;
 pub mod trace;
-pub mod trainer;
 pub mod vtrace;

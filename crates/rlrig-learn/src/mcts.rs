@@ -16,11 +16,7 @@ use rlrig_env::Rng;
 use rlrig_env::games::{Game, Outcome};
 use serde::{Deserialize, Serialize};
 
-/// Answers many small forward requests at once: for `n` observations (`n x OBS_DIM`)
-/// it writes policy logits (`n x ACTIONS`) and values in [-1, 1] for the side to move.
-pub trait Evaluator {
-    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]);
-}
+pub use crate::backend::Evaluator;
 
 /// Uniform priors and value 0: search without knowledge (for tests and for measuring
 /// the cost of the tree alone).

@@ -1133,7 +1133,7 @@ impl OffPolicy {
     }
 
     /// Greedy evaluation on `episodes` fresh episodes seeded by `seed`.
-    pub fn evaluate(&self, episodes: usize, seed: u64) -> Vec<f64> {
+    pub fn evaluate(&self, episodes: usize, seed: u64) -> crate::eval::Episodes {
         evaluate(
             &self.nets(),
             &self.cfg.env,
@@ -1151,8 +1151,8 @@ pub fn evaluate(
     args: &crate::EnvArgs,
     episodes: usize,
     seed: u64,
-) -> Vec<f64> {
-    crate::eval::greedy_returns(&mut nets.clone().into_greedy(), env, args, episodes, seed)
+) -> crate::eval::Episodes {
+    crate::eval::run_episodes(&mut nets.clone().into_greedy(), env, args, episodes, seed)
 }
 
 /// The greedy policy of [`Nets`]: the deterministic actor, or SAC's squashed mean.

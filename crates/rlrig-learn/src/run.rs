@@ -18,8 +18,6 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::ppo::{IterationStats, PpoConfig, PpoState, StageTimes};
-
 #[derive(Debug, Error)]
 pub enum RunError {
     #[error("{path}: {source}")]
@@ -36,7 +34,7 @@ pub enum RunError {
     Resources(String),
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     move |source| RunError::Io {
         path: path.to_path_buf(),
         source,
@@ -69,26 +67,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
     Ok(())
 }
 
-/// The JSON half of a checkpoint.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct CheckpointMeta {
-    pub format: u32,
-    pub algo: String,
-    pub config: PpoConfig,
-    pub state: PpoState,
-    pub weights: String,
-    pub weights_crc32c: u32,
-    pub num_params: usize,
-}
-
-pub struct Checkpoint {
-    pub meta: CheckpointMeta,
-    pub params: Vec<f32>,
-    pub adam_m: Vec<f32>,
-    pub adam_v: Vec<f32>,
-}
-
-const FORMAT: u32 = 1;
+pub(crate) const FORMAT: u32 = 1;
 
 pub(crate) fn to_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -133,10 +112,6 @@ impl RunDir {
     /// `latest` did not arrive still holds one).
     pub fn has_checkpoint(&self) -> bool {
         self.path.join("checkpoints/latest").exists() || !self.candidates().is_empty()
-    }
-
-    pub fn write_config(&self, cfg: &PpoConfig) -> Result<(), RunError> {
-        self.write_config_of("ppo", cfg)
     }
 
     /// Writes `config.toml` for a run of `algo`.
@@ -189,7 +164,7 @@ impl RunDir {
     }
 
     /// Writes the weights, then the JSON, then `latest`, and keeps the newest two.
-    fn commit(
+    pub(crate) fn commit(
         &self,
         stem: &str,
         weights: &[u8],
@@ -345,7 +320,7 @@ impl RunDir {
 /// `algo` and parses (`what` names the kind in the error), its format is this rlrig's,
 /// and the weights pass their checksum. `head` gives the JSON's format, weights file
 /// and checksum. Returns the JSON, the weights' path and bytes.
-fn read_checkpoint<M: DeserializeOwned>(
+pub(crate) fn read_checkpoint<M: DeserializeOwned>(
     json_path: &Path,
     algo: &str,
     what: &str,
@@ -371,7 +346,7 @@ fn read_checkpoint<M: DeserializeOwned>(
 }
 
 /// The safetensors file in `bytes` (read from `wpath`).
-fn safetensors_at<'a>(
+pub(crate) fn safetensors_at<'a>(
     bytes: &'a [u8],
     wpath: &Path,
 ) -> Result<safetensors::SafeTensors<'a>, RunError> {
@@ -382,7 +357,7 @@ fn safetensors_at<'a>(
 }
 
 /// Tensor `name` of the weights at `wpath`, which must hold `len` values.
-fn tensor_of_len(
+pub(crate) fn tensor_of_len(
     st: &safetensors::SafeTensors,
     wpath: &Path,
     name: &str,
@@ -433,67 +408,6 @@ impl RunDir {
             algo_of(path, &text)
         })
     }
-
-    /// Saves a checkpoint (weights first, then the JSON, then `latest`: a crash at any
-    /// point leaves the previous checkpoint intact) and keeps the two newest.
-    pub fn save_checkpoint(
-        &self,
-        cfg: &PpoConfig,
-        state: PpoState,
-        params: &[f32],
-        adam: (&[f32], &[f32]),
-    ) -> Result<PathBuf, RunError> {
-        let stem = format!("ckpt-{:08}", state.iteration);
-        let shape = vec![params.len()];
-        let (pb, mb, vb) = (to_bytes(params), to_bytes(adam.0), to_bytes(adam.1));
-        fn view<'a>(
-            b: &'a [u8],
-            shape: &[usize],
-        ) -> Result<safetensors::tensor::TensorView<'a>, RunError> {
-            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.to_vec(), b)
-                .map_err(|e| RunError::Mismatch(e.to_string()))
-        }
-        let tensors = vec![
-            ("adam_m", view(&mb, &shape)?),
-            ("adam_v", view(&vb, &shape)?),
-            ("params", view(&pb, &shape)?),
-        ];
-        let weights =
-            safetensors::serialize(tensors, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
-        self.commit(&stem, &weights, |wname| {
-            let meta = CheckpointMeta {
-                format: FORMAT,
-                algo: "ppo".into(),
-                config: cfg.clone(),
-                state,
-                weights: wname.to_string(),
-                weights_crc32c: crc32c::crc32c(&weights),
-                num_params: params.len(),
-            };
-            serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))
-        })
-    }
-
-    /// Loads the newest intact PPO checkpoint, checking its integrity.
-    pub fn load_checkpoint(&self) -> Result<Checkpoint, RunError> {
-        self.newest_intact(load_checkpoint)
-    }
-}
-
-/// Loads the checkpoint whose JSON is at `json_path`.
-pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
-    let (meta, wpath, bytes) =
-        read_checkpoint(json_path, "ppo", "checkpoint", |m: &CheckpointMeta| {
-            (m.format, &m.weights, m.weights_crc32c)
-        })?;
-    let st = safetensors_at(&bytes, &wpath)?;
-    let get = |name: &str| tensor_of_len(&st, &wpath, name, meta.num_params);
-    Ok(Checkpoint {
-        params: get("params")?,
-        adam_m: get("adam_m")?,
-        adam_v: get("adam_v")?,
-        meta,
-    })
 }
 
 /// Takes tensor `name` out of a loaded checkpoint (through `get`) and checks that it
@@ -585,36 +499,6 @@ pub struct TensorCheckpoint<C, S> {
     pub tensors: std::collections::HashMap<String, Vec<f32>>,
 }
 
-/// The metrics.csv columns: learning metrics first (a pure function of the config),
-/// then wall-clock stage times (which are not).
-pub const METRICS_HEADER: &str = "iteration,global_step,episodes,episode_return,episode_length,learning_rate,policy_loss,value_loss,entropy,approx_kl,clipfrac,explained_variance,time_env,time_inference,time_learner,time_other,steps_per_sec";
-
-/// Number of leading metrics.csv columns that are deterministic.
-pub const DETERMINISTIC_COLUMNS: usize = 12;
-
-pub fn metrics_row(s: &IterationStats, t: &StageTimes, other: f64, sps: f64) -> String {
-    format!(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
-        s.iteration,
-        s.global_step,
-        s.episodes,
-        s.episode_return,
-        s.episode_length,
-        s.learning_rate,
-        s.policy_loss,
-        s.value_loss,
-        s.entropy,
-        s.approx_kl,
-        s.clipfrac,
-        s.explained_variance,
-        t.env,
-        t.inference,
-        t.learner,
-        other,
-        sps
-    )
-}
-
 /// metrics.csv: rewritten atomically once when a run starts or resumes (dropping rows
 /// past the checkpoint, which the resumed run produces again), then appended to.
 pub struct MetricsCsv {
@@ -623,11 +507,6 @@ pub struct MetricsCsv {
 }
 
 impl MetricsCsv {
-    /// Opens metrics.csv, keeping only rows up to `iteration`.
-    pub fn open(dir: &Path, iteration: u64) -> Result<MetricsCsv, RunError> {
-        Self::open_with(dir, METRICS_HEADER, iteration)
-    }
-
     /// Opens metrics.csv with `header`, keeping the rows whose first column is at most
     /// `upto` (the checkpoint's iteration or step).
     pub fn open_with(dir: &Path, header: &str, upto: u64) -> Result<MetricsCsv, RunError> {

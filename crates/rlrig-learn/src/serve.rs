@@ -11,7 +11,7 @@
 use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
-use crate::mcts::Evaluator;
+use crate::backend::Evaluator;
 
 struct Request {
     obs: Vec<f32>,

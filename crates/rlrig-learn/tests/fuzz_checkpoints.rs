@@ -14,8 +14,9 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, RngSeed, TestCaseError, TestRunner};
+use rlrig_learn::ppo::{Checkpoint, CheckpointMeta};
 use rlrig_learn::ppo::{Ppo, PpoConfig};
-use rlrig_learn::run::{Checkpoint, CheckpointMeta, RunDir, RunError, TensorCheckpoint};
+use rlrig_learn::run::{RunDir, RunError, TensorCheckpoint};
 use serde::{Deserialize, Serialize};
 
 const ALGO: &str = "fuzz";
@@ -676,7 +677,7 @@ fn ppo_fixture() -> &'static PpoFixture {
             .iter()
             .filter(|(n, _)| n.ends_with(".json"))
             .map(|(n, _)| {
-                let ck = rlrig_learn::run::load_checkpoint(&scratch.0.join("checkpoints").join(n))
+                let ck = rlrig_learn::ppo::load_checkpoint(&scratch.0.join("checkpoints").join(n))
                     .unwrap();
                 SavedPpo {
                     meta: ck.meta,
@@ -735,7 +736,7 @@ fn check_ppo_load(run: &Path, json: &str, expect: Expect) -> Result<(), TestCase
         Ok(ck) => check_ppo(&ck, expect)?,
         Err(e) => err_has_message(&e)?,
     }
-    match rlrig_learn::run::load_checkpoint(&run.join("checkpoints").join(json)) {
+    match rlrig_learn::ppo::load_checkpoint(&run.join("checkpoints").join(json)) {
         Ok(ck) => check_ppo(&ck, expect),
         Err(e) => err_has_message(&e),
     }

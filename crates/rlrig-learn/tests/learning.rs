@@ -9,7 +9,7 @@ fn train_and_eval(cfg: PpoConfig) -> f64 {
     while !ppo.done() {
         ppo.iterate();
     }
-    let returns = ppo.evaluate(20, 12_345);
+    let returns = ppo.evaluate(20, 12_345).returns;
     returns.iter().sum::<f64>() / returns.len() as f64
 }
 
@@ -62,7 +62,7 @@ fn train_offpolicy(cfg: OffPolicyConfig) -> f64 {
             r.cfg.algo, s.global_step, s.episode_return, s.qf_loss, s.actor_loss, s.alpha
         );
     }
-    let ret = r.evaluate(10, 1_000_003).iter().sum::<f64>() / 10.0;
+    let ret = r.evaluate(10, 1_000_003).returns.iter().sum::<f64>() / 10.0;
     eprintln!(
         "{:?}: eval {ret:.1} in {:.1} s ({} updates)",
         r.cfg.algo,
@@ -219,7 +219,7 @@ fn async_impala_beats_random_on_minatar_breakout() {
         } else {
             assert_eq!(s.calls, 0);
         }
-        let returns = ppo.evaluate(20, 12_345);
+        let returns = ppo.evaluate(20, 12_345).returns;
         let mean = returns.iter().sum::<f64>() / returns.len() as f64;
         // 5x a random policy's 0.39. This mode's results depend on timing (measured
         // 4.6-6.0 on idle 2-core VMs); a loaded CI machine makes the policy staler.
@@ -238,7 +238,7 @@ fn evaluation_ends_when_a_policy_stalls_forever() {
     let cfg = PpoConfig::for_env("MinAtar/Seaquest-v1");
     let mut ppo = Ppo::new(cfg.clone(), 1).unwrap();
     ppo.agent.params.iter_mut().for_each(|p| *p = 0.0);
-    let returns = rlrig_learn::ppo::evaluate(&ppo.agent, None, &cfg, 2, 7);
+    let returns = rlrig_learn::ppo::evaluate(&ppo.agent, None, &cfg, 2, 7).returns;
     assert_eq!(returns, vec![0.0, 0.0]);
 }
 
@@ -316,7 +316,7 @@ fn impala_prefetching_changes_nothing() {
             seq.agent.params == pre.agent.params,
             "{env}: weights differ"
         );
-        let (x, y) = (seq.evaluate(3, 7), pre.evaluate(3, 7));
+        let (x, y) = (seq.evaluate(3, 7).returns, pre.evaluate(3, 7).returns);
         assert_eq!(x, y, "{env}");
     }
 }
@@ -336,7 +336,7 @@ fn dqn_cartpole(seed: u64) -> f64 {
     while !r.done() {
         r.iterate_until(|| false);
     }
-    let ret = r.evaluate(10, 1_000_003).iter().sum::<f64>() / 10.0;
+    let ret = r.evaluate(10, 1_000_003).returns.iter().sum::<f64>() / 10.0;
     eprintln!("DQN CartPole-v1 seed {seed}: eval {ret:.1}");
     ret
 }

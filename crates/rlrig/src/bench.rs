@@ -248,7 +248,7 @@ fn suite(a: SuiteArgs) -> Result<()> {
     outln!("{}", r.machine);
     outln!("| workload | stepping | +inference | +training |\n|---|---:|---:|---:|");
     for w in &r.workloads {
-        let f = |v: Option<f64>| v.map_or("-".into(), rlrig_lab::suite::human);
+        let f = |v: Option<f64>| v.map_or("-".into(), rlrig_lab::plot::human);
         outln!(
             "| {} | {} | {} | {} |",
             w.name,

@@ -13,7 +13,9 @@ macro_rules! outln {
 
 mod bench;
 mod cli_envs;
+mod config;
 pub mod embed;
+mod eval;
 mod lab;
 mod mpi_support;
 mod pack;
@@ -56,9 +58,9 @@ enum Command {
     #[command(subcommand)]
     Train(train::TrainCommand),
     /// Evaluate the newest checkpoint of a run with the greedy policy.
-    Eval(train::EvalArgs),
+    Eval(eval::EvalArgs),
     /// Render greedy episodes of a run's newest checkpoint to an animated GIF.
-    Play(train::PlayArgs),
+    Play(eval::PlayArgs),
     /// Measure throughput.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
@@ -85,8 +87,8 @@ pub fn main() -> ExitCode {
         // code for that signal: 130 or 143.
         Command::Train(t) => train::train(t)
             .map(|stop| stop.map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.exit_code()))),
-        Command::Eval(a) => train::eval(a).map(|()| ExitCode::SUCCESS),
-        Command::Play(a) => train::play(a).map(|()| ExitCode::SUCCESS),
+        Command::Eval(a) => eval::eval(a).map(|()| ExitCode::SUCCESS),
+        Command::Play(a) => eval::play(a).map(|()| ExitCode::SUCCESS),
         Command::Bench(b) => bench::run(b).map(|()| ExitCode::SUCCESS),
         Command::Probe(a) => probe::run(a).map(|()| ExitCode::SUCCESS),
         Command::Compare(a) => lab::compare(a).map(|()| ExitCode::SUCCESS),

@@ -146,7 +146,7 @@ pub fn train_ppo_gpu(
     let iters = ppo.num_iterations();
     let steps_per_run = iters * cfg.batch_size() as u64;
     let dir = RunDir::new(&o.run_dir)?;
-    dir.write_config(&cfg)?;
+    dir.write_config_of("ppo", &cfg)?;
 
     let gpu_sampler = rlrig_lab::probe::GpuSampler::start(
         rlrig_lab::probe::Roots::default(),
@@ -179,7 +179,7 @@ pub fn train_ppo_gpu(
 
     // Greedy evaluation of every run in rlrig-env's own (f64) env, on the CPU.
     let t_eval = Instant::now();
-    let offset = rlrig_learn::trainer::EVAL_SEED_OFFSET;
+    let offset = rlrig_learn::EVAL_SEED_OFFSET;
     let threads = o.threads.max(1).min(seeds.len());
     let per = seeds.len().div_ceil(threads);
     let evals: Vec<Vec<f64>> = if o.eval_episodes == 0 || interrupted.is_some() {
@@ -202,6 +202,7 @@ pub fn train_ppo_gpu(
                                     o.eval_episodes,
                                     s + offset,
                                 )
+                                .returns
                             })
                             .collect::<Vec<_>>()
                     })
@@ -351,13 +352,15 @@ pub fn train_ppo_gpu(
             );
         }
     }
-    super::train::report_gpus(
+    for l in rlrig_lab::verdict::gpu_lines(
         &gpu_sampler.finish(),
         &format!(
             "gpu: no NVIDIA/AMD GPU activity sampled (the runs trained on {})",
             gpu.describe()
         ),
-    )?;
+    ) {
+        outln!("{l}");
+    }
     if let Some(s) = interrupted {
         outln!(
             "interrupted by {} after iteration {done} of {iters}: parameters written to params.safetensors (device runs do not resume yet)",

@@ -4,7 +4,7 @@
 
 mod common;
 
-const COLS: usize = rlrig_learn::run::DETERMINISTIC_COLUMNS;
+const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use common::{
     fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,

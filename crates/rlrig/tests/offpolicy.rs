@@ -3,7 +3,7 @@
 
 mod common;
 
-const COLS: usize = rlrig_learn::trainer::OFFPOLICY_DETERMINISTIC_COLUMNS;
+const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
 use common::{
     fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,

@@ -103,7 +103,7 @@ fn sigint_stops_ppo_with_a_checkpoint_that_resumes_exactly() {
         &cartpole("ppo"),
         "INT",
         3,
-        rlrig_learn::run::DETERMINISTIC_COLUMNS,
+        rlrig_learn::ppo::DETERMINISTIC_COLUMNS,
     );
 }
 
@@ -116,7 +116,7 @@ fn sigterm_stops_impala_with_a_checkpoint_that_resumes_exactly() {
         &cartpole("impala"),
         "TERM",
         3,
-        rlrig_learn::run::DETERMINISTIC_COLUMNS,
+        rlrig_learn::ppo::DETERMINISTIC_COLUMNS,
     );
 }
 
@@ -145,7 +145,7 @@ fn sigint_stops_sac_mid_chunk_and_resumes_exactly() {
         ],
         "INT",
         3,
-        rlrig_learn::trainer::OFFPOLICY_DETERMINISTIC_COLUMNS,
+        rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS,
     );
 }
 
@@ -172,7 +172,7 @@ fn sigterm_stops_es_and_alphazero_with_checkpoints_that_resume_exactly() {
         ],
         "TERM",
         3,
-        rlrig_learn::trainer::EVO_DETERMINISTIC_COLUMNS,
+        rlrig_learn::evolution::EVO_DETERMINISTIC_COLUMNS,
     );
     stop_and_resume(
         "alphazero",
@@ -187,7 +187,7 @@ fn sigterm_stops_es_and_alphazero_with_checkpoints_that_resume_exactly() {
         ],
         "INT",
         3,
-        rlrig_learn::trainer::AZ_DETERMINISTIC_COLUMNS,
+        rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS,
     );
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-const COLS: usize = rlrig_learn::run::DETERMINISTIC_COLUMNS;
+const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use std::process::{Command, Stdio};
 

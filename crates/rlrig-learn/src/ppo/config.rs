@@ -1,0 +1,527 @@
+//! PPO's configuration: the flat config a run directory stores, its validation,
+//! memory estimate and the per-env presets (CleanRL, RL Baselines3 Zoo, Baselines).
+
+use super::*;
+
+/// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
+/// the continuous-control defaults and per-env presets.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PpoConfig {
+    /// Environment id.
+    pub env: String,
+    /// Env parameters (`--env-arg KEY=VALUE`; see [`crate::EnvArgs`]).
+    #[serde(deserialize_with = "crate::env_args_serde::deserialize")]
+    pub env_args: crate::EnvArgs,
+    /// Seed of every random stream in the run.
+    pub seed: u64,
+    /// Environment steps to train for (all envs together).
+    pub total_steps: u64,
+    /// Environments stepped together.
+    pub num_envs: usize,
+    /// Steps per env per rollout.
+    pub num_steps: usize,
+    /// Adam learning rate.
+    pub learning_rate: f64,
+    /// Anneal the learning rate linearly to 0 over the run.
+    pub anneal_lr: bool,
+    /// Discount factor.
+    pub gamma: f64,
+    /// GAE lambda.
+    pub gae_lambda: f64,
+    /// Minibatches per epoch.
+    pub num_minibatches: usize,
+    /// Passes over each rollout.
+    pub update_epochs: usize,
+    /// Normalise advantages per minibatch.
+    pub norm_adv: bool,
+    /// Surrogate clipping coefficient.
+    pub clip_coef: f64,
+    /// Clip the value loss like the policy.
+    pub clip_vloss: bool,
+    /// Entropy bonus coefficient.
+    pub ent_coef: f64,
+    /// Value loss coefficient.
+    pub vf_coef: f64,
+    /// Global gradient-norm clip.
+    pub max_grad_norm: f64,
+    /// Hidden layer sizes of actor and critic (tanh; with `conv_channels`, the ReLU
+    /// layers after the convolution).
+    pub hidden: Vec<usize>,
+    /// Channels of one 3x3 valid convolution (ReLU) in front of each network, for image
+    /// observations (`h x w x planes`, e.g. MinAtar); 0: plain MLPs on the flat
+    /// observation.
+    pub conv_channels: usize,
+    /// `"nature"`: the Nature DQN CNN (8x8/4, 4x4/2, 3x3/1 convolutions with 32, 64, 64
+    /// channels, then the `hidden` ReLU layers) as one trunk under both heads, on
+    /// planes-first image observations (Atari's `4 x 84 x 84`), bytes scaled by 1/255:
+    /// CleanRL's `ppo_atari` agent. Empty: `conv_channels` decides.
+    pub cnn: String,
+    /// Learn from each reward's sign (-1, 0 or 1), as Baselines' `ClipRewardEnv` on
+    /// Atari; episode returns stay the raw score.
+    pub reward_sign: bool,
+    /// Normalise observations with running statistics.
+    pub norm_obs: bool,
+    /// Scale rewards by the running std of the discounted return.
+    pub norm_reward: bool,
+    /// Clip normalised observations to +-this.
+    pub clip_obs: f64,
+    /// Clip normalised rewards to +-this.
+    pub clip_reward: f64,
+    /// Adam epsilon (RMSprop's too, when `optimizer = "rmsprop"`).
+    pub adam_eps: f64,
+    /// "adam" (PPO) or "rmsprop" (A2C, as Stable-Baselines3).
+    pub optimizer: String,
+    /// RMSprop's square-average decay.
+    pub rmsprop_alpha: f64,
+    /// Initial log standard deviation of the Gaussian policy (continuous actions).
+    pub init_logstd: f64,
+    /// Add gamma * V(final observation) to the reward of time-limit truncations.
+    pub bootstrap_truncated: bool,
+    /// Environment steps between checkpoints (0: only at the end).
+    pub checkpoint_every: u64,
+    /// IMPALA's learner: V-trace value targets and policy-gradient advantages
+    /// (Espeholt et al. 2018), recomputed with the current parameters, instead of GAE.
+    pub vtrace: bool,
+    /// V-trace's truncation of the importance weights in the targets and advantages.
+    pub vtrace_rho_bar: f64,
+    /// V-trace's truncation of the trace coefficients.
+    pub vtrace_c_bar: f64,
+    /// Rollouts are collected with the parameters of this many updates ago: IMPALA's
+    /// stale actors on a fixed schedule, so runs stay reproducible (0: on-policy).
+    pub policy_lag: usize,
+    /// IMPALA's asynchronous mode: this many actor threads, each with its own
+    /// `num_envs` envs, collect rollouts with the newest parameters the learner has
+    /// published, and the learner learns from rollouts in the order they arrive. Which
+    /// policy a rollout used depends on timing, so such runs are NOT reproducible.
+    /// Needs `vtrace`, `policy_lag = 0` and no observation/return normalisation.
+    /// 0: off (the deterministic schedule of `policy_lag`).
+    pub actors: usize,
+    /// With `actors`: the actors ask one batching inference server (`serve.rs`) for
+    /// their policy's outputs instead of each running the network, so every forward pass
+    /// serves all actors waiting at that moment: the shape a GPU wants.
+    pub inference_server: bool,
+}
+
+/// The keys of an RL Baselines3 Zoo `ppo.yml` entry that rlrig's presets take (the
+/// Zoo's names; `batch_size` is SB3's minibatch size).
+pub(super) struct ZooPpo {
+    pub(super) n_envs: usize,
+    pub(super) n_steps: usize,
+    pub(super) batch_size: usize,
+    pub(super) n_epochs: usize,
+    pub(super) gamma: f64,
+    pub(super) gae_lambda: f64,
+    pub(super) ent_coef: f64,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            env: "CartPole-v1".into(),
+            env_args: crate::EnvArgs::new(),
+            seed: 1,
+            total_steps: 500_000,
+            num_envs: 4,
+            num_steps: 128,
+            learning_rate: 2.5e-4,
+            anneal_lr: true,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            num_minibatches: 4,
+            update_epochs: 4,
+            norm_adv: true,
+            clip_coef: 0.2,
+            clip_vloss: true,
+            ent_coef: 0.01,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            hidden: vec![64, 64],
+            conv_channels: 0,
+            cnn: String::new(),
+            reward_sign: false,
+            norm_obs: false,
+            norm_reward: false,
+            clip_obs: 10.0,
+            clip_reward: 10.0,
+            adam_eps: 1e-5,
+            optimizer: "adam".into(),
+            rmsprop_alpha: 0.99,
+            init_logstd: 0.0,
+            bootstrap_truncated: true,
+            checkpoint_every: 100_000,
+            vtrace: false,
+            vtrace_rho_bar: 1.0,
+            vtrace_c_bar: 1.0,
+            policy_lag: 0,
+            actors: 0,
+            inference_server: false,
+        }
+    }
+}
+
+impl PpoConfig {
+    /// The defaults for `env`: CleanRL's discrete or continuous settings, then presets
+    /// where the reference zoos use other settings.
+    pub fn for_env(env: &str) -> PpoConfig {
+        let mut c = PpoConfig {
+            env: env.to_string(),
+            ..PpoConfig::default()
+        };
+        let spec = rlrig_env::spec(env).ok();
+        let continuous = spec
+            .as_ref()
+            .map(|s| !s.action_space.is_discrete())
+            .unwrap_or(false);
+        if spec.is_some_and(|s| nature_shape(&s.observation_space).is_some()) {
+            // Atari (the preprocessed `<Game>-v5` ids): CleanRL's ppo_atari.py, for 10 M
+            // frames (2.5 M steps at frameskip 4) instead of its 40 M.
+            c.cnn = "nature".into();
+            c.reward_sign = true;
+            c.hidden = vec![512];
+            c.total_steps = 2_500_000;
+            c.num_envs = 8;
+            c.num_steps = 128;
+            c.clip_coef = 0.1;
+            return c;
+        }
+        if continuous {
+            // ppo_continuous_action.py
+            c.total_steps = 1_000_000;
+            c.num_envs = 1;
+            c.num_steps = 2048;
+            c.learning_rate = 3e-4;
+            c.num_minibatches = 32;
+            c.update_epochs = 10;
+            c.ent_coef = 0.0;
+            c.norm_obs = true;
+            c.norm_reward = true;
+        }
+        match env {
+            // rl-baselines3-zoo's Pendulum settings (without gSDE): short horizon.
+            // 400k steps reached -196..-206 with seeds 1-3 (300k was seed-sensitive).
+            "Pendulum-v1" => {
+                c.total_steps = 400_000;
+                c.num_envs = 4;
+                c.num_steps = 1024;
+                c.gamma = 0.9;
+                c.learning_rate = 1e-3;
+                c.num_minibatches = 64;
+                c.update_epochs = 10;
+                c.clip_coef = 0.2;
+            }
+            "Acrobot-v1" => {
+                c.total_steps = 500_000;
+                c.norm_obs = true;
+            }
+            "MountainCarContinuous-v0" => {
+                c.norm_obs = true;
+            }
+            // rl-baselines3-zoo's ppo.yml LunarLander, for 2M steps instead of the Zoo's
+            // 1M: with seeds 1-5, 1M steps gave 3 greedy returns >= 200 of 5, 2M gave 4
+            // (BENCHMARKS.md; CleanRL's defaults: -143 after 1M).
+            "LunarLander-v3" => {
+                c = c.zoo(ZooPpo {
+                    n_envs: 16,
+                    n_steps: 1024,
+                    batch_size: 64,
+                    n_epochs: 4,
+                    gamma: 0.999,
+                    gae_lambda: 0.98,
+                    ent_coef: 0.01,
+                });
+                c.total_steps = 2_000_000;
+            }
+            // rl-baselines3-zoo's ppo.yml MountainCar, with its VecNormalize on
+            // observations and rewards: -108 to -117 greedy over seeds 1-5 in 1M steps
+            // (CleanRL's defaults never reach the flag: -200).
+            "MountainCar-v0" => {
+                c = c.zoo(ZooPpo {
+                    n_envs: 16,
+                    n_steps: 16,
+                    batch_size: 64,
+                    n_epochs: 4,
+                    gamma: 0.99,
+                    gae_lambda: 0.98,
+                    ent_coef: 0.0,
+                });
+                c.total_steps = 1_000_000;
+                c.norm_obs = true;
+                c.norm_reward = true;
+            }
+            // MinAtar (Young & Tian 2019): its reference network, one 3x3 convolution
+            // with 16 channels and 128 units, per actor and critic; PPO settings as
+            // gymnax's MinAtar PPO (64 envs x 128 steps, 8 minibatches, lr 5e-4).
+            id if id.starts_with("MinAtar/") => {
+                c.total_steps = 1_000_000;
+                c.conv_channels = 16;
+                c.hidden = vec![128];
+                c.num_envs = 64;
+                c.num_steps = 128;
+                c.num_minibatches = 8;
+                c.learning_rate = 5e-4;
+            }
+            _ => {}
+        }
+        c
+    }
+
+    /// An RL Baselines3 Zoo `ppo.yml` setting: its keys, and SB3's PPO defaults where
+    /// they differ from CleanRL's (constant learning rate 3e-4, no value-loss clipping).
+    pub(super) fn zoo(self, z: ZooPpo) -> PpoConfig {
+        PpoConfig {
+            num_envs: z.n_envs,
+            num_steps: z.n_steps,
+            num_minibatches: z.n_envs * z.n_steps / z.batch_size,
+            update_epochs: z.n_epochs,
+            gamma: z.gamma,
+            gae_lambda: z.gae_lambda,
+            ent_coef: z.ent_coef,
+            learning_rate: 3e-4,
+            anneal_lr: false,
+            clip_vloss: false,
+            ..self
+        }
+    }
+
+    /// A2C (Mnih et al. 2016, synchronous) as Stable-Baselines3's defaults: 8 envs x 5
+    /// steps, one gradient step per rollout on the whole batch (so PPO's ratio is 1 and
+    /// its clipping never acts: the loss is the plain policy gradient), n-step returns
+    /// (GAE lambda 1), no advantage normalisation, RMSprop (alpha 0.99, eps 1e-5), lr
+    /// 7e-4, entropy 0, gradient clip 0.5.
+    pub fn a2c_for_env(env: &str) -> PpoConfig {
+        let base = PpoConfig::for_env(env);
+        let a2c = PpoConfig {
+            num_envs: 8,
+            num_steps: 5,
+            update_epochs: 1,
+            num_minibatches: 1,
+            clip_vloss: false,
+            norm_adv: false,
+            anneal_lr: false,
+            gae_lambda: 1.0,
+            learning_rate: 7e-4,
+            ent_coef: 0.0,
+            optimizer: "rmsprop".into(),
+            ..base
+        };
+        if a2c.cnn == "nature" {
+            // OpenAI Baselines' A2C on Atari, the seed's run: 16 envs x 5 steps, RMSprop
+            // (alpha 0.99, eps 1e-5) at 7e-4 decayed linearly, entropy 0.01, value 0.5.
+            return PpoConfig {
+                num_envs: 16,
+                ent_coef: 0.01,
+                vf_coef: 0.5,
+                anneal_lr: true,
+                ..a2c
+            };
+        }
+        if env.starts_with("MinAtar/") {
+            // rl-baselines3-zoo's Atari A2C: 16 envs, entropy 0.01, value 0.25. Without
+            // the entropy bonus the conv policy collapses to one action within 50k steps.
+            return PpoConfig {
+                num_envs: 16,
+                ent_coef: 0.01,
+                vf_coef: 0.25,
+                ..a2c
+            };
+        }
+        a2c
+    }
+
+    /// IMPALA (Espeholt et al. 2018) on A2C's settings: rollouts collected by a policy
+    /// one update behind the learner (the actor/learner pipeline's staleness, on a fixed
+    /// schedule) and V-trace corrections (rho_bar = c_bar = 1, lambda = 1) in the
+    /// learner. With `policy_lag = 0` it is A2C with V-trace targets, i.e. A2C.
+    pub fn impala_for_env(env: &str) -> PpoConfig {
+        PpoConfig {
+            vtrace: true,
+            policy_lag: 1,
+            ..PpoConfig::a2c_for_env(env)
+        }
+    }
+
+    pub fn batch_size(&self) -> usize {
+        self.num_envs * self.num_steps
+    }
+
+    pub fn minibatch_size(&self) -> usize {
+        self.batch_size() / self.num_minibatches
+    }
+
+    pub fn num_iterations(&self) -> u64 {
+        self.total_steps / self.batch_size() as u64
+    }
+
+    /// What the run's large buffers take: the envs, the rollout (twice with a lagged
+    /// actor, which fills a second one), its advantage and return rows, the networks
+    /// with their gradients and optimiser moments. Unknown envs count nothing (the
+    /// config's validation names them).
+    pub fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let (e, t) = (self.num_envs as f64, self.num_steps as f64);
+        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
+        let rollouts = if self.policy_lag > 0 || self.actors > 0 {
+            2.0 + self.actors as f64
+        } else {
+            1.0
+        };
+        let params = crate::memory::mlp_params(d, &self.hidden, a.max(2))
+            + crate::memory::mlp_params(d, &self.hidden, 1);
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                e * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!(
+                    "rollout of {} steps x {} envs",
+                    self.num_steps, self.num_envs
+                ),
+                rollouts * t * e * (d + a + 6) as f64 * 4.0,
+            )
+            .add(
+                "networks and optimiser",
+                params * 4.0 * (4.0 + self.policy_lag as f64),
+            )
+    }
+
+    /// Rejects configurations that cannot run, naming the key.
+    pub fn validate(&self) -> Result<(), String> {
+        rlrig_env::spec(&self.env).map_err(|e| format!("env: {e}"))?;
+        crate::check_env(&self.env, &self.env_args)?;
+        let positive = [
+            ("num_envs", self.num_envs),
+            ("num_steps", self.num_steps),
+            ("num_minibatches", self.num_minibatches),
+            ("update_epochs", self.update_epochs),
+        ];
+        for (k, v) in positive {
+            if v == 0 {
+                return Err(format!("{k} must be at least 1"));
+            }
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err("hidden: needs at least one layer, each of at least 1 unit".into());
+        }
+        let obs_space = || {
+            rlrig_env::spec(&self.env)
+                .map(|s| s.observation_space)
+                .map_err(|e| format!("env: {e}"))
+        };
+        if self.conv_channels > 0 && image_shape(&obs_space()?).is_none() {
+            return Err(format!(
+                "conv_channels: {} has no image observations (h x w x planes, at least \
+                 3 x 3); set conv_channels = 0",
+                self.env
+            ));
+        }
+        match self.cnn.as_str() {
+            "" => {}
+            "nature" => {
+                if nature_shape(&obs_space()?).is_none() {
+                    return Err(format!(
+                        "cnn = \"nature\": {} has no planes-first image observations of at \
+                         least 36 x 36 (Atari's 4 x 84 x 84); set cnn = \"\"",
+                        self.env
+                    ));
+                }
+                if self.conv_channels > 0 {
+                    return Err("cnn = \"nature\" and conv_channels > 0: choose one".into());
+                }
+            }
+            other => {
+                return Err(format!(
+                    "cnn must be \"nature\" or \"\" (no CNN, or conv_channels'), got \"{other}\""
+                ));
+            }
+        }
+        if !self.batch_size().is_multiple_of(self.num_minibatches) {
+            return Err(format!(
+                "num_minibatches ({}) must divide num_envs * num_steps ({})",
+                self.num_minibatches,
+                self.batch_size()
+            ));
+        }
+        if self.num_iterations() == 0 {
+            return Err(format!(
+                "total_steps ({}) is less than one rollout (num_envs * num_steps = {})",
+                self.total_steps,
+                self.batch_size()
+            ));
+        }
+        if self.optimizer != "adam" && self.optimizer != "rmsprop" {
+            return Err(format!(
+                "optimizer must be \"adam\" or \"rmsprop\", got \"{}\"",
+                self.optimizer
+            ));
+        }
+        if !(0.0..1.0).contains(&self.rmsprop_alpha) {
+            return Err(format!(
+                "rmsprop_alpha must be in [0, 1), got {}",
+                self.rmsprop_alpha
+            ));
+        }
+        if self.policy_lag > 0 && !self.vtrace {
+            return Err(format!(
+                "policy_lag = {} needs vtrace = true (stale rollouts need V-trace's correction)",
+                self.policy_lag
+            ));
+        }
+        if self.actors > 0 {
+            let why = if !self.vtrace {
+                Some("vtrace = true (asynchronous rollouts are off-policy)")
+            } else if self.policy_lag > 0 {
+                Some(
+                    "policy_lag = 0 (the lag of asynchronous actors is whatever timing makes it; policy_lag is the deterministic mode)",
+                )
+            } else if self.norm_obs || self.norm_reward {
+                Some(
+                    "norm_obs = false and norm_reward = false (each actor would normalise differently)",
+                )
+            } else if self.actors > 64 {
+                Some("at most 64 actors")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(format!("actors = {} needs {why}", self.actors));
+            }
+        }
+        if self.inference_server && self.actors == 0 {
+            return Err("inference_server = true needs asynchronous actors (actors >= 1)".into());
+        }
+        if self.policy_lag > 64 {
+            return Err(format!(
+                "policy_lag must be at most 64, got {}",
+                self.policy_lag
+            ));
+        }
+        for (k, v) in [
+            ("vtrace_rho_bar", self.vtrace_rho_bar),
+            ("vtrace_c_bar", self.vtrace_c_bar),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{k} must be a positive number, got {v}"));
+            }
+        }
+        for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("{k} must be in [0, 1], got {v}"));
+            }
+        }
+        for (k, v) in [
+            ("learning_rate", self.learning_rate),
+            ("clip_coef", self.clip_coef),
+            ("max_grad_norm", self.max_grad_norm),
+            ("adam_eps", self.adam_eps),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{k} must be a positive number, got {v}"));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,403 @@
+//! PPO's arithmetic on the host, one row at a time, apart from the networks: GAE
+//! targets, the clipped surrogate with the entropy bonus and the (clipped) value loss,
+//! each with its gradient with respect to the head's outputs. The update feeds these
+//! gradients to the backend's backward pass; the tests check them against finite
+//! differences.
+
+use super::Head;
+
+/// `log(sqrt(2 pi))`, the Gaussian log-density's constant.
+pub(super) const LOG_SQRT_2PI: f32 = 0.918_938_5;
+
+/// `log_softmax` of one row, into `out`.
+pub(super) fn log_softmax(logits: &[f32], out: &mut [f32]) {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let lse = max + logits.iter().map(|&x| (x - max).exp()).sum::<f32>().ln();
+    for (o, &x) in out.iter_mut().zip(logits) {
+        *o = x - lse;
+    }
+}
+
+/// Generalized advantage estimation (Schulman et al. 2016) over a time-major rollout of
+/// `t_max` steps of `e` envs: `discounts[t e + k]` is 0 where step `t` of env `k` ended
+/// its episode and 1 elsewhere; `next_value` bootstraps the step after the last.
+/// Writes the advantages and the value targets (advantage + value).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn gae(
+    t_max: usize,
+    e: usize,
+    gamma: f32,
+    lambda: f32,
+    rewards: &[f32],
+    discounts: &[f32],
+    values: &[f32],
+    next_value: &[f32],
+    advantages: &mut [f32],
+    returns: &mut [f32],
+) {
+    let mut last = vec![0.0f32; e];
+    for t in (0..t_max).rev() {
+        for k in 0..e {
+            let i = t * e + k;
+            let next_v = if t + 1 == t_max {
+                next_value[k]
+            } else {
+                values[i + e]
+            };
+            let nonterminal = discounts[i];
+            let delta = rewards[i] + gamma * next_v * nonterminal - values[i];
+            last[k] = delta + gamma * lambda * nonterminal * last[k];
+            advantages[i] = last[k];
+            returns[i] = last[k] + values[i];
+        }
+    }
+}
+
+/// What one row contributes to the iteration's statistics.
+pub(super) struct PolicyTerms {
+    /// The clipped surrogate `max(-A r, -A clip(r, 1 - eps, 1 + eps))`.
+    pub surrogate: f32,
+    pub entropy: f32,
+    /// `(r - 1) - log r`, the approximate KL estimator.
+    pub approx_kl: f32,
+    /// Whether the ratio lies outside the clip range.
+    pub clipped: bool,
+}
+
+/// The constants of one minibatch's loss.
+pub(super) struct LossCoefs {
+    pub clip: f32,
+    pub ent_coef: f32,
+    /// 1 / rows of the minibatch (the loss is a mean).
+    pub inv: f32,
+}
+
+/// The policy half of one row's loss, `(surrogate - ent_coef * entropy) * inv`, for the
+/// head outputs `out` (logits or Gaussian means), the action taken (`action[0]` its
+/// index for a categorical head), its log-probability when collected and its
+/// advantage. `ls` holds the Gaussian log-stds and `logp` room for a categorical row's
+/// log-probabilities. Writes d loss / d `out` into `d_out` and adds d loss / d
+/// log-std into `d_logstd`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn policy_row(
+    head: &Head,
+    c: &LossCoefs,
+    out: &[f32],
+    action: &[f32],
+    old_lp: f32,
+    adv: f32,
+    ls: &[f32],
+    logp: &mut [f32],
+    d_out: &mut [f32],
+    d_logstd: &mut [f32],
+) -> PolicyTerms {
+    let (new_lp, entropy) = match head {
+        Head::Categorical { .. } => {
+            log_softmax(out, logp);
+            let a = action[0] as usize;
+            let h: f32 = -logp.iter().map(|lp| lp.exp() * lp).sum::<f32>();
+            (logp[a], h)
+        }
+        Head::Gaussian { dim, .. } => {
+            let mut lp = 0.0f32;
+            let mut h = 0.0f32;
+            for j in 0..*dim {
+                let z = (action[j] - out[j]) / ls[j].exp();
+                lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
+                h += 0.5 + LOG_SQRT_2PI + ls[j];
+            }
+            (lp, h)
+        }
+    };
+    let (clip, inv) = (c.clip, c.inv);
+    let logratio = new_lp - old_lp;
+    let ratio = logratio.exp();
+    let l1 = -adv * ratio;
+    let l2 = -adv * ratio.clamp(1.0 - clip, 1.0 + clip);
+    // d surrogate / d new_lp: through the unclipped branch unless the clipped one is
+    // larger and its clamp is active.
+    let clipped_active = l2 > l1 && (ratio < 1.0 - clip || ratio > 1.0 + clip);
+    let g_lp = if clipped_active {
+        0.0
+    } else {
+        -adv * ratio * inv
+    };
+    let ec = c.ent_coef;
+    match head {
+        Head::Categorical { n } => {
+            let a = action[0] as usize;
+            for j in 0..*n {
+                let p = logp[j].exp();
+                let onehot = if j == a { 1.0 } else { 0.0 };
+                // d(-ec * H)/dl_j = ec * p_j (log p_j + H)
+                d_out[j] = g_lp * (onehot - p) + ec * inv * p * (logp[j] + entropy);
+            }
+        }
+        Head::Gaussian { dim, .. } => {
+            for j in 0..*dim {
+                let sd = ls[j].exp();
+                let z = (action[j] - out[j]) / sd;
+                d_out[j] = g_lp * z / sd;
+                d_logstd[j] += g_lp * (z * z - 1.0) - ec * inv;
+            }
+        }
+    }
+    PolicyTerms {
+        surrogate: l1.max(l2),
+        entropy,
+        approx_kl: (ratio - 1.0) - logratio,
+        clipped: (ratio - 1.0).abs() > clip,
+    }
+}
+
+/// The value half of one row's loss for the new value `v`, the target `ret` and the
+/// value when collected `old_v`: returns the squared error (the larger of the clipped
+/// and unclipped ones with `clip_vloss`, as CleanRL) and d (`vf_coef` * 0.5 * error *
+/// `inv`) / d `v`.
+pub(super) fn value_row(
+    v: f32,
+    ret: f32,
+    old_v: f32,
+    clip: Option<f32>,
+    vf_coef: f32,
+    inv: f32,
+) -> (f32, f32) {
+    let unclipped = (v - ret) * (v - ret);
+    let vf = vf_coef;
+    match clip {
+        Some(clip) => {
+            let vc = old_v + (v - old_v).clamp(-clip, clip);
+            let clipped = (vc - ret) * (vc - ret);
+            let grad = if clipped > unclipped {
+                if (v - old_v).abs() < clip {
+                    vf * (vc - ret) * inv
+                } else {
+                    0.0
+                }
+            } else {
+                vf * (v - ret) * inv
+            };
+            (unclipped.max(clipped), grad)
+        }
+        None => (unclipped, vf * (v - ret) * inv),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One env, three steps, the episode ending at step 1: by hand with gamma 0.9 and
+    /// lambda 0.5.
+    #[test]
+    fn gae_by_hand() {
+        let (g, l) = (0.9f32, 0.5f32);
+        let rewards = [1.0, 2.0, 3.0];
+        let values = [0.5, 1.0, 2.0];
+        let discounts = [1.0, 0.0, 1.0];
+        let next = [4.0];
+        let (mut adv, mut ret) = ([0.0; 3], [0.0; 3]);
+        gae(
+            3, 1, g, l, &rewards, &discounts, &values, &next, &mut adv, &mut ret,
+        );
+        let d2 = 3.0 + g * 4.0 - 2.0;
+        let d1 = 2.0 - 1.0; // step 1 ended the episode: no bootstrap
+        let d0 = 1.0 + g * 1.0 - 0.5;
+        let want = [d0 + g * l * d1, d1, d2];
+        for i in 0..3 {
+            assert!((adv[i] - want[i]).abs() < 1e-6, "{adv:?} vs {want:?}");
+            assert!((ret[i] - (want[i] + values[i])).abs() < 1e-6);
+        }
+    }
+
+    /// lambda = 1 without episode ends: the advantage is the discounted return (with
+    /// the bootstrap) minus the value; lambda = 0: the one-step TD error.
+    #[test]
+    fn gae_lambda_one_is_monte_carlo_and_zero_is_td() {
+        let (t_max, e, g) = (5, 2, 0.95f32);
+        let rewards: Vec<f32> = (0..t_max * e).map(|i| (i as f32 * 0.37).sin()).collect();
+        let values: Vec<f32> = (0..t_max * e).map(|i| (i as f32 * 0.11).cos()).collect();
+        let discounts = vec![1.0; t_max * e];
+        let next = [0.3, -0.2];
+        let (mut adv, mut ret) = (vec![0.0; t_max * e], vec![0.0; t_max * e]);
+        gae(
+            t_max, e, g, 1.0, &rewards, &discounts, &values, &next, &mut adv, &mut ret,
+        );
+        for k in 0..e {
+            let mut g_ret = next[k];
+            for t in (0..t_max).rev() {
+                g_ret = rewards[t * e + k] + g * g_ret;
+                let i = t * e + k;
+                assert!((ret[i] - g_ret).abs() < 1e-4, "t {t} k {k}");
+                assert!((adv[i] - (g_ret - values[i])).abs() < 1e-4);
+            }
+        }
+        gae(
+            t_max, e, g, 0.0, &rewards, &discounts, &values, &next, &mut adv, &mut ret,
+        );
+        for i in 0..t_max * e {
+            let next_v = if i + e < t_max * e {
+                values[i + e]
+            } else {
+                next[i % e]
+            };
+            assert!((adv[i] - (rewards[i] + g * next_v - values[i])).abs() < 1e-6);
+        }
+    }
+
+    /// The row's loss as a function of the head outputs and log-stds, in f64 from the
+    /// terms `policy_row` reports.
+    fn loss(head: &Head, c: &LossCoefs, out: &[f32], ls: &[f32], case: &Case) -> f64 {
+        let mut logp = vec![0.0; out.len()];
+        let (mut d, mut dls) = (vec![0.0; out.len()], vec![0.0; ls.len()]);
+        let t = policy_row(
+            head,
+            c,
+            out,
+            &case.action,
+            case.old_lp,
+            case.adv,
+            ls,
+            &mut logp,
+            &mut d,
+            &mut dls,
+        );
+        f64::from(c.inv) * (f64::from(t.surrogate) - f64::from(c.ent_coef) * f64::from(t.entropy))
+    }
+
+    struct Case {
+        action: Vec<f32>,
+        old_lp: f32,
+        adv: f32,
+    }
+
+    /// Central differences of the loss against `policy_row`'s gradient, for every
+    /// output and log-std.
+    fn check_gradient(head: &Head, out: &[f32], ls: &[f32], case: &Case) {
+        let c = LossCoefs {
+            clip: 0.2,
+            ent_coef: 0.05,
+            inv: 0.25,
+        };
+        let mut logp = vec![0.0; out.len()];
+        let (mut d, mut dls) = (vec![0.0; out.len()], vec![0.0; ls.len()]);
+        policy_row(
+            head,
+            &c,
+            out,
+            &case.action,
+            case.old_lp,
+            case.adv,
+            ls,
+            &mut logp,
+            &mut d,
+            &mut dls,
+        );
+        let h = 1e-2f32;
+        let fd = |f: &dyn Fn(f32) -> f64| (f(h) - f(-h)) / (2.0 * f64::from(h));
+        for j in 0..out.len() {
+            let at = |dx: f32| {
+                let mut o = out.to_vec();
+                o[j] += dx;
+                loss(head, &c, &o, ls, case)
+            };
+            let num = fd(&at);
+            assert!(
+                (num - f64::from(d[j])).abs() < 2e-3,
+                "d/d out[{j}]: finite differences {num}, policy_row {}",
+                d[j]
+            );
+        }
+        for j in 0..ls.len() {
+            let at = |dx: f32| {
+                let mut l = ls.to_vec();
+                l[j] += dx;
+                loss(head, &c, out, &l, case)
+            };
+            let num = fd(&at);
+            assert!(
+                (num - f64::from(dls[j])).abs() < 2e-3,
+                "d/d logstd[{j}]: finite differences {num}, policy_row {}",
+                dls[j]
+            );
+        }
+    }
+
+    #[test]
+    fn categorical_gradient_matches_finite_differences() {
+        let head = Head::Categorical { n: 3 };
+        let out = [0.3, -0.4, 0.9];
+        let mut logp = [0.0; 3];
+        log_softmax(&out, &mut logp);
+        // Ratio inside the clip range, then beyond it on either side of the advantage's
+        // sign (the clipped branch is flat there).
+        for (shift, adv) in [
+            (0.05, 1.5),
+            (0.05, -1.5),
+            (0.6, 1.5),
+            (-0.6, -1.5),
+            (0.6, -1.5),
+        ] {
+            let case = Case {
+                action: vec![2.0],
+                old_lp: logp[2] - shift,
+                adv,
+            };
+            check_gradient(&head, &out, &[], &case);
+        }
+    }
+
+    #[test]
+    fn gaussian_gradient_matches_finite_differences() {
+        let head = Head::Gaussian {
+            dim: 2,
+            low: vec![-1.0; 2],
+            high: vec![1.0; 2],
+            logstd: 0,
+        };
+        let (out, ls) = ([0.2, -0.3], [-0.5, 0.1]);
+        let action = vec![0.5, -0.1];
+        let lp: f32 = (0..2)
+            .map(|j| {
+                let z = (action[j] - out[j]) / f32::exp(ls[j]);
+                -0.5 * z * z - ls[j] - LOG_SQRT_2PI
+            })
+            .sum();
+        for (shift, adv) in [(0.05, 0.8), (0.05, -0.8), (0.7, 0.8), (-0.7, -0.8)] {
+            let case = Case {
+                action: action.clone(),
+                old_lp: lp - shift,
+                adv,
+            };
+            check_gradient(&head, &out, &ls, &case);
+        }
+    }
+
+    /// The value gradient against finite differences of `vf_coef * 0.5 * error * inv`,
+    /// clipped and not, with the new value near and far from the old.
+    #[test]
+    fn value_gradient_matches_finite_differences() {
+        let (vf, inv, h) = (0.5f32, 0.125f32, 1e-3f32);
+        for clip in [None, Some(0.2)] {
+            for (v, ret, old) in [
+                (1.0, 2.0, 0.95),
+                (1.0, 2.0, 0.5),
+                (1.0, 0.0, 1.5),
+                (1.0, 3.0, 1.1),
+            ] {
+                let f = |v: f32| {
+                    f64::from(vf)
+                        * 0.5
+                        * f64::from(value_row(v, ret, old, clip, vf, inv).0)
+                        * f64::from(inv)
+                };
+                let num = (f(v + h) - f(v - h)) / (2.0 * f64::from(h));
+                let (_, grad) = value_row(v, ret, old, clip, vf, inv);
+                assert!(
+                    (num - f64::from(grad)).abs() < 1e-4,
+                    "clip {clip:?}, v {v}, ret {ret}, old {old}: {num} vs {grad}"
+                );
+            }
+        }
+    }
+}

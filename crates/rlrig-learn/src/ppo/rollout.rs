@@ -1,0 +1,421 @@
+//! Rollout collection: the acting side (envs and normalisation) that may move to an
+//! actor thread, the rollout buffer, and the loop that steps envs with a policy (the
+//! current parameters, an older one, or the inference server).
+
+use super::*;
+
+/// The acting side of a run: the envs, observation and return normalisation, and
+/// per-env episode bookkeeping. It moves to the actor thread for a prefetched rollout.
+pub(super) struct ActorSide {
+    pub(super) env: Box<dyn VecEnvDyn>,
+    pub(super) obs_rms: Option<RunningMeanStd>,
+    pub(super) ret_rms: Option<RunningMeanStd>,
+    pub(super) discounted: Vec<f64>,
+    pub(super) ep_return: Vec<f64>,
+    pub(super) ep_length: Vec<u64>,
+    pub(super) next_done: Vec<bool>,
+}
+
+impl ActorSide {
+    /// Writes the current observations, normalised as the policy sees them, into `out`.
+    pub(super) fn current_obs(&self, cfg: &PpoConfig, out: &mut [f32]) {
+        out.copy_from_slice(self.env.obs());
+        if let Some(rms) = &self.obs_rms {
+            rms.normalize(out, cfg.clip_obs);
+        }
+    }
+}
+
+/// One rollout's storage, `[num_steps x num_envs (x dim)]`, allocated once.
+#[derive(Default)]
+pub(super) struct RolloutBuf {
+    pub(super) obs: Vec<f32>,
+    pub(super) actions: Vec<f32>,
+    pub(super) logprobs: Vec<f32>,
+    pub(super) rewards: Vec<f32>,
+    pub(super) dones: Vec<f32>,
+    pub(super) values: Vec<f32>,
+}
+
+impl RolloutBuf {
+    pub(super) fn new(t: usize, e: usize, d: usize, a: usize) -> RolloutBuf {
+        RolloutBuf {
+            obs: vec![0.0; t * e * d],
+            actions: vec![0.0; t * e * a],
+            logprobs: vec![0.0; t * e],
+            rewards: vec![0.0; t * e],
+            dones: vec![0.0; t * e],
+            values: vec![0.0; t * e],
+        }
+    }
+}
+
+/// Where a rollout's policy runs: the learner's backend (on-policy), or a host copy of
+/// earlier parameters (IMPALA's lagged actor), which another thread can own.
+pub(super) enum Policy<'a> {
+    Backend(&'a mut dyn NetBackend),
+    Host {
+        params: &'a [f32],
+        cache: &'a mut NetCache,
+    },
+    /// The policy's outputs from a batching inference server; `params` (a host copy of
+    /// the same parameters) serves the Gaussian log-std and truncation bootstraps.
+    Server {
+        client: &'a mut crate::serve::Client,
+        params: &'a [f32],
+        cache: &'a mut NetCache,
+        logits: &'a mut Vec<f32>,
+        values: &'a mut Vec<f32>,
+    },
+}
+
+/// What a rollout adds to the run: steps, finished episodes, stage times and spans.
+#[derive(Clone, Debug, Default)]
+pub(super) struct RolloutStats {
+    pub(super) steps: u64,
+    pub(super) episodes: u64,
+    pub(super) ret_sum: f64,
+    pub(super) len_sum: f64,
+    pub(super) env: f64,
+    pub(super) inference: f64,
+    pub(super) spans: Vec<Span>,
+}
+
+impl RolloutStats {
+    pub(super) fn span(
+        &mut self,
+        origin: Option<std::time::Instant>,
+        name: &'static str,
+        from: std::time::Instant,
+        to: std::time::Instant,
+    ) {
+        if let Some(origin) = origin {
+            self.spans.push(Span {
+                name,
+                start: from.duration_since(origin).as_secs_f64(),
+                dur: to.duration_since(from).as_secs_f64(),
+                tid: crate::trace::MAIN_TRACK,
+            });
+        }
+    }
+}
+
+/// A rollout from an asynchronous actor, with what the learner needs to bootstrap it.
+pub(super) struct AsyncRollout {
+    pub(super) buf: RolloutBuf,
+    pub(super) stats: RolloutStats,
+    /// The observations after the rollout (normalised as the policy sees them).
+    pub(super) next_obs: Vec<f32>,
+    pub(super) next_done: Vec<bool>,
+    /// The version of the parameters that collected it.
+    pub(super) version: u64,
+}
+
+/// The newest parameters the learner has published, with their version (updates so far).
+pub(super) type Published = std::sync::Arc<std::sync::Mutex<(u64, std::sync::Arc<Vec<f32>>)>>;
+
+/// IMPALA's asynchronous actors while they run (`actors > 0`).
+pub(super) struct AsyncActors {
+    pub(super) latest: Published,
+    pub(super) server: Option<crate::serve::InferenceServer>,
+    pub(super) rx: std::sync::mpsc::Receiver<AsyncRollout>,
+    pub(super) stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    pub(super) handles: Vec<std::thread::JoinHandle<(ActorSide, u64)>>,
+    pub(super) version: u64,
+}
+
+/// The inference server's network: the policy with the newest published parameters.
+pub(super) struct PublishedPolicy {
+    pub(super) agent: Agent,
+    pub(super) latest: Published,
+    pub(super) cache: NetCache,
+    pub(super) out: Vec<f32>,
+}
+
+impl crate::backend::Evaluator for PublishedPolicy {
+    fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]) {
+        let params = self
+            .latest
+            .lock()
+            .expect("the learner does not panic holding it")
+            .1
+            .clone();
+        self.agent.head_on_host(
+            Part::Policy,
+            &params,
+            obs,
+            n,
+            &mut self.cache,
+            &mut self.out,
+        );
+        logits[..self.out.len()].copy_from_slice(&self.out);
+        // V-trace recomputes values in the learner.
+        values.fill(0.0);
+    }
+}
+
+/// One asynchronous actor: collects rollouts with the newest published parameters until
+/// told to stop (or the learner hangs up); returns its envs and the rollouts collected.
+/// Rollout `r` of actor `j` draws its actions from the streams of iteration
+/// `base + r * actors + j + 1`, distinct across actors and restarts.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn run_actor(
+    cfg: PpoConfig,
+    agent: Agent,
+    mut act: ActorSide,
+    j: usize,
+    base: u64,
+    latest: Published,
+    tx: std::sync::mpsc::SyncSender<AsyncRollout>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    origin: Option<std::time::Instant>,
+    mut client: Option<crate::serve::Client>,
+) -> (ActorSide, u64) {
+    let (t, e, d, a) = (
+        cfg.num_steps,
+        cfg.num_envs,
+        agent.obs_dim,
+        agent.action_dim(),
+    );
+    let mut cache = NetCache::default();
+    let (mut logits, mut values) = (Vec::new(), Vec::new());
+    let mut rounds = 0u64;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let (version, params) = {
+            let g = latest
+                .lock()
+                .expect("the learner does not panic holding it");
+            (g.0, g.1.clone())
+        };
+        let mut buf = RolloutBuf::new(t, e, d, a);
+        let it = base + rounds * cfg.actors as u64 + j as u64 + 1;
+        let policy = match &mut client {
+            // The server answers with whatever parameters are newest when it runs.
+            Some(client) => Policy::Server {
+                client,
+                params: &params,
+                cache: &mut cache,
+                logits: &mut logits,
+                values: &mut values,
+            },
+            None => Policy::Host {
+                params: &params,
+                cache: &mut cache,
+            },
+        };
+        let stats = collect(
+            &cfg, &agent, &mut act, &mut buf, policy, &params, it, origin,
+        );
+        rounds += 1;
+        let mut next_obs = vec![0.0; e * d];
+        act.current_obs(&cfg, &mut next_obs);
+        let r = AsyncRollout {
+            buf,
+            stats,
+            next_obs,
+            next_done: act.next_done.clone(),
+            version,
+        };
+        if tx.send(r).is_err() {
+            break;
+        }
+    }
+    (act, rounds)
+}
+
+/// Collects rollout `it` (1-based) into `buf`: `num_steps` steps of every env, actions
+/// sampled from `policy` (whose Gaussian log-std is read from `policy_params`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn collect(
+    cfg: &PpoConfig,
+    agent: &Agent,
+    act: &mut ActorSide,
+    buf: &mut RolloutBuf,
+    mut policy: Policy<'_>,
+    policy_params: &[f32],
+    it: u64,
+    origin: Option<std::time::Instant>,
+) -> RolloutStats {
+    let (t_max, e, d) = (cfg.num_steps, cfg.num_envs, agent.obs_dim);
+    let adim = agent.action_dim();
+    let mut rngs: Vec<Rng> = (0..e as u64)
+        .map(|k| Rng::stream(cfg.seed, Purpose::Policy, (it - 1) * e as u64 + k))
+        .collect();
+    let mut out_stats = RolloutStats::default();
+    let mut act_f32 = vec![0.0f32; e * adim];
+    let mut act_i32 = vec![0i32; e];
+    let mut logp_row = vec![0.0f32; agent.policy_dim()];
+    let mut pol = vec![0.0f32; e * agent.policy_dim()];
+    let mut final_values = Vec::new();
+    let mut final_obs = Vec::new();
+    let mut trunc_envs = Vec::new();
+
+    for t in 0..t_max {
+        let t0 = std::time::Instant::now();
+        if let Some(rms) = &mut act.obs_rms {
+            rms.update(act.env.obs(), e);
+        }
+        act.current_obs(cfg, &mut buf.obs[t * e * d..(t + 1) * e * d]);
+        let obs_t = &buf.obs[t * e * d..(t + 1) * e * d];
+        for k in 0..e {
+            buf.dones[t * e + k] = f32::from(u8::from(act.next_done[k]));
+        }
+        let out: &[f32] = match &mut policy {
+            Policy::Backend(backend) => {
+                let values = &mut buf.values[t * e..(t + 1) * e];
+                agent.forward(&mut **backend, obs_t, e, false, &mut pol, values);
+                &pol
+            }
+            // V-trace recomputes the values with the learner's parameters: the
+            // actor only needs its policy.
+            Policy::Host { params, cache } => {
+                agent.head_on_host(Part::Policy, params, obs_t, e, cache, &mut pol);
+                &pol
+            }
+            Policy::Server {
+                client,
+                logits,
+                values,
+                ..
+            } => {
+                use crate::backend::Evaluator;
+                logits.resize(e * agent.policy_dim(), 0.0);
+                values.resize(e, 0.0);
+                client.evaluate(obs_t, e, logits, values);
+                &logits[..]
+            }
+        };
+        match &agent.head {
+            Head::Categorical { n } => {
+                for k in 0..e {
+                    log_softmax(&out[k * n..(k + 1) * n], &mut logp_row);
+                    // Inverse-CDF sampling from this env's stream.
+                    let u = rngs[k].unit_f64();
+                    let mut acc = 0.0f64;
+                    let mut a = n - 1;
+                    for (j, lp) in logp_row.iter().enumerate() {
+                        acc += f64::from(lp.exp());
+                        if u < acc {
+                            a = j;
+                            break;
+                        }
+                    }
+                    act_i32[k] = a as i32;
+                    buf.actions[t * e + k] = a as f32;
+                    buf.logprobs[t * e + k] = logp_row[a];
+                }
+            }
+            Head::Gaussian {
+                dim,
+                low,
+                high,
+                logstd,
+            } => {
+                let ls = &policy_params[*logstd..*logstd + *dim];
+                for k in 0..e {
+                    let mut lp = 0.0f32;
+                    for j in 0..*dim {
+                        let mu = out[k * dim + j];
+                        let z = normal(&mut rngs[k]) as f32;
+                        let a = mu + ls[j].exp() * z;
+                        lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
+                        buf.actions[(t * e + k) * dim + j] = a;
+                        act_f32[k * dim + j] = a.clamp(low[j], high[j]);
+                    }
+                    buf.logprobs[t * e + k] = lp;
+                }
+            }
+        }
+        let t1 = std::time::Instant::now();
+        out_stats.inference += (t1 - t0).as_secs_f64();
+        out_stats.span(origin, "inference", t0, t1);
+        let actions = match agent.head {
+            Head::Categorical { .. } => ActionBuf::Discrete(&act_i32),
+            Head::Gaussian { .. } => ActionBuf::Continuous(&act_f32),
+        };
+        act.env
+            .step(actions)
+            .expect("the policy only emits valid actions");
+        let t2 = std::time::Instant::now();
+        out_stats.env += (t2 - t1).as_secs_f64();
+        out_stats.span(origin, "env.step", t1, t2);
+        out_stats.steps += e as u64;
+
+        // Rewards: statistics on raw rewards, learning on normalised ones.
+        trunc_envs.clear();
+        for k in 0..e {
+            let r = act.env.rewards()[k];
+            let (term, trunc) = (act.env.terminated()[k], act.env.truncated()[k]);
+            act.ep_return[k] += r;
+            act.ep_length[k] += 1;
+            let r = if cfg.reward_sign {
+                // Not f64::signum, which is 1 for a zero reward.
+                if r > 0.0 {
+                    1.0
+                } else if r < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            } else {
+                r
+            };
+            let mut rr = r;
+            if let Some(rms) = &mut act.ret_rms {
+                act.discounted[k] = act.discounted[k] * cfg.gamma + r;
+                rms.update(&[act.discounted[k] as f32], 1);
+                rr = (r / (rms.var[0] + 1e-8).sqrt()).clamp(-cfg.clip_reward, cfg.clip_reward);
+                if term || trunc {
+                    act.discounted[k] = 0.0;
+                }
+            }
+            buf.rewards[t * e + k] = rr as f32;
+            if term || trunc {
+                out_stats.episodes += 1;
+                out_stats.ret_sum += act.ep_return[k];
+                out_stats.len_sum += act.ep_length[k] as f64;
+                act.ep_return[k] = 0.0;
+                act.ep_length[k] = 0;
+            }
+            if trunc && !term && cfg.bootstrap_truncated {
+                trunc_envs.push(k);
+            }
+            act.next_done[k] = term || trunc;
+        }
+        if !trunc_envs.is_empty() {
+            // The episode was cut by the time limit, not ended by the MDP:
+            // bootstrap from the value of the observation it was cut at.
+            let fo = act
+                .env
+                .final_obs()
+                .expect("SameStep mode keeps final observations");
+            final_obs.clear();
+            for &k in &trunc_envs {
+                final_obs.extend_from_slice(&fo[k * d..(k + 1) * d]);
+            }
+            if let Some(rms) = &act.obs_rms {
+                rms.normalize(&mut final_obs, cfg.clip_obs);
+            }
+            let n = trunc_envs.len();
+            match &mut policy {
+                Policy::Backend(backend) => agent.head_on(
+                    Part::Value,
+                    &mut **backend,
+                    &final_obs,
+                    n,
+                    &mut final_values,
+                ),
+                Policy::Host { params, cache } | Policy::Server { params, cache, .. } => {
+                    agent.head_on_host(Part::Value, params, &final_obs, n, cache, &mut final_values)
+                }
+            };
+            for (j, &k) in trunc_envs.iter().enumerate() {
+                buf.rewards[t * e + k] += (cfg.gamma as f32) * final_values[j];
+            }
+        }
+        let t3 = std::time::Instant::now();
+        out_stats.inference += (t3 - t2).as_secs_f64();
+        out_stats.span(origin, "inference", t2, t3);
+    }
+    out_stats
+}

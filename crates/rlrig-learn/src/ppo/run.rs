@@ -1,0 +1,264 @@
+//! A PPO run as the [`crate::driver`] sees it: its checkpoint (parameters and both Adam
+//! moments in one safetensors file, `ckpt-<iteration>`), its metrics row and its
+//! [`Algorithm`] implementation. A2C and IMPALA are PPO configs, so their runs are too.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
+use crate::backend::BackendMaker;
+use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
+use crate::run::{
+    FORMAT, RunDir, RunError, read_checkpoint, safetensors_at, tensor_of_len, to_bytes,
+};
+
+/// The JSON half of a checkpoint.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct CheckpointMeta {
+    pub format: u32,
+    pub algo: String,
+    pub config: PpoConfig,
+    pub state: PpoState,
+    pub weights: String,
+    pub weights_crc32c: u32,
+    pub num_params: usize,
+}
+
+pub struct Checkpoint {
+    pub meta: CheckpointMeta,
+    pub params: Vec<f32>,
+    pub adam_m: Vec<f32>,
+    pub adam_v: Vec<f32>,
+}
+
+impl RunDir {
+    /// Saves a checkpoint (weights first, then the JSON, then `latest`: a crash at any
+    /// point leaves the previous checkpoint intact) and keeps the two newest.
+    pub fn save_checkpoint(
+        &self,
+        cfg: &PpoConfig,
+        state: PpoState,
+        params: &[f32],
+        adam: (&[f32], &[f32]),
+    ) -> Result<PathBuf, RunError> {
+        let stem = format!("ckpt-{:08}", state.iteration);
+        let shape = vec![params.len()];
+        let (pb, mb, vb) = (to_bytes(params), to_bytes(adam.0), to_bytes(adam.1));
+        fn view<'a>(
+            b: &'a [u8],
+            shape: &[usize],
+        ) -> Result<safetensors::tensor::TensorView<'a>, RunError> {
+            safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.to_vec(), b)
+                .map_err(|e| RunError::Mismatch(e.to_string()))
+        }
+        let tensors = vec![
+            ("adam_m", view(&mb, &shape)?),
+            ("adam_v", view(&vb, &shape)?),
+            ("params", view(&pb, &shape)?),
+        ];
+        let weights =
+            safetensors::serialize(tensors, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
+        self.commit(&stem, &weights, |wname| {
+            let meta = CheckpointMeta {
+                format: FORMAT,
+                algo: "ppo".into(),
+                config: cfg.clone(),
+                state,
+                weights: wname.to_string(),
+                weights_crc32c: crc32c::crc32c(&weights),
+                num_params: params.len(),
+            };
+            serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))
+        })
+    }
+
+    /// Loads the newest intact PPO checkpoint, checking its integrity.
+    pub fn load_checkpoint(&self) -> Result<Checkpoint, RunError> {
+        self.newest_intact(load_checkpoint)
+    }
+}
+
+/// Loads the checkpoint whose JSON is at `json_path`.
+pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
+    let (meta, wpath, bytes) =
+        read_checkpoint(json_path, "ppo", "checkpoint", |m: &CheckpointMeta| {
+            (m.format, &m.weights, m.weights_crc32c)
+        })?;
+    let st = safetensors_at(&bytes, &wpath)?;
+    let get = |name: &str| tensor_of_len(&st, &wpath, name, meta.num_params);
+    Ok(Checkpoint {
+        params: get("params")?,
+        adam_m: get("adam_m")?,
+        adam_v: get("adam_v")?,
+        meta,
+    })
+}
+
+/// The metrics.csv columns: learning metrics first (a pure function of the config),
+/// then wall-clock stage times (which are not).
+pub const METRICS_HEADER: &str = "iteration,global_step,episodes,episode_return,episode_length,learning_rate,policy_loss,value_loss,entropy,approx_kl,clipfrac,explained_variance,time_env,time_inference,time_learner,time_other,steps_per_sec";
+
+/// Number of leading metrics.csv columns that are deterministic.
+pub const DETERMINISTIC_COLUMNS: usize = 12;
+
+pub fn metrics_row(s: &IterationStats, t: &StageTimes, other: f64, sps: f64) -> String {
+    format!(
+        "{},{},{},{},{},{},{},{},{},{},{},{},{:.6},{:.6},{:.6},{:.6},{:.1}",
+        s.iteration,
+        s.global_step,
+        s.episodes,
+        s.episode_return,
+        s.episode_length,
+        s.learning_rate,
+        s.policy_loss,
+        s.value_loss,
+        s.entropy,
+        s.approx_kl,
+        s.clipfrac,
+        s.explained_variance,
+        t.env,
+        t.inference,
+        t.learner,
+        other,
+        sps
+    )
+}
+
+impl Ppo {
+    /// Asynchronous IMPALA (`actors > 0`): the mean number of updates between the policy
+    /// that collected a rollout and the learner that used it.
+    pub fn mean_policy_lag(&self) -> Option<f64> {
+        (self.cfg.actors > 0).then(|| self.async_lag.0 as f64 / self.async_lag.1.max(1) as f64)
+    }
+}
+
+impl Algorithm for Ppo {
+    type Config = PpoConfig;
+    type State = PpoState;
+    type Stats = IterationStats;
+    type Mark = StageTimes;
+
+    const METRICS_HEADER: &'static str = METRICS_HEADER;
+    const DETERMINISTIC_COLUMNS: usize = DETERMINISTIC_COLUMNS;
+
+    fn build(cfg: PpoConfig, threads: usize) -> Result<Ppo, String> {
+        Ppo::new(cfg, threads)
+    }
+    fn shape(c: &PpoConfig) -> RunShape<'_> {
+        RunShape {
+            algo: "ppo",
+            env: &c.env,
+            seed: c.seed,
+            budget: c.num_iterations() * c.batch_size() as u64,
+            num_envs: c.num_envs,
+            checkpoint_every: c.checkpoint_every,
+            lower: "--num-envs or num_steps",
+        }
+    }
+    fn memory_estimate(c: &PpoConfig) -> crate::memory::Estimate {
+        c.memory_estimate()
+    }
+    fn config(&self) -> &PpoConfig {
+        &self.cfg
+    }
+    fn device(&self) -> String {
+        Ppo::device(self)
+    }
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+        Ppo::set_backend(self, maker)
+    }
+    fn done(&self) -> bool {
+        Ppo::done(self)
+    }
+    fn position(&self) -> u64 {
+        self.iteration
+    }
+    fn clock(&self) -> u64 {
+        self.global_step
+    }
+    fn work(&self) -> u64 {
+        self.global_step
+    }
+    fn mark(&self) -> StageTimes {
+        self.times
+    }
+    fn iterate(&mut self, turn: &Turn<'_>) -> Option<IterationStats> {
+        // IMPALA's actor collects the next rollout during this update (asynchronous
+        // actors keep running), except before a checkpoint, which must not hold a rollout
+        // in flight: a due one, or the one a stop request asks for.
+        let batch = self.cfg.batch_size() as u64;
+        let checkpoint_next = turn.checkpoint_every > 0
+            && self.global_step + batch - turn.last_checkpoint >= turn.checkpoint_every;
+        Some(self.iterate_prefetching(!checkpoint_next && !(turn.stop)()))
+    }
+    fn record(&self, s: &IterationStats, before: &StageTimes, wall: f64) -> Record {
+        let dt = self.times.since(before);
+        let other = (wall - dt.total()).max(0.0);
+        let sps = self.cfg.batch_size() as f64 / wall;
+        Record {
+            row: metrics_row(s, &dt, other, sps),
+            step: s.global_step,
+            scalars: vec![
+                ("charts/episode_return", s.episode_return),
+                ("charts/episode_length", s.episode_length),
+                ("charts/learning_rate", s.learning_rate),
+                ("charts/steps_per_sec", sps),
+                ("losses/policy_loss", s.policy_loss),
+                ("losses/value_loss", s.value_loss),
+                ("losses/entropy", s.entropy),
+                ("losses/approx_kl", s.approx_kl),
+                ("losses/clipfrac", s.clipfrac),
+                ("losses/explained_variance", s.explained_variance),
+                ("time/env", dt.env),
+                ("time/inference", dt.inference),
+                ("time/learner", dt.learner),
+            ],
+            rate: sps,
+            episode_return: s.episode_return,
+        }
+    }
+    fn checkpoint(&self, dir: &RunDir) -> Result<(), RunError> {
+        let (m, v) = self.adam_moments();
+        dir.save_checkpoint(&self.cfg, self.state(), &self.agent.params, (&m, &v))?;
+        Ok(())
+    }
+    fn load(dir: &RunDir, _algo: &str) -> Result<(PpoConfig, PpoState, Tensors), RunError> {
+        let ck = dir.load_checkpoint()?;
+        let tensors = [
+            ("params", ck.params),
+            ("adam_m", ck.adam_m),
+            ("adam_v", ck.adam_v),
+        ]
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v))
+        .collect();
+        Ok((ck.meta.config, ck.meta.state, tensors))
+    }
+    fn restore(
+        &mut self,
+        st: PpoState,
+        get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
+    ) -> Result<(), String> {
+        let mut take = |n: &str| get(n).ok_or_else(|| format!("tensor '{n}' missing"));
+        let (p, m, v) = (take("params")?, take("adam_m")?, take("adam_v")?);
+        Ppo::restore(self, st, p, m, v)
+    }
+    fn evaluate(&self, episodes: usize, seed: u64) -> Option<crate::eval::Episodes> {
+        Some(Ppo::evaluate(self, episodes, seed))
+    }
+    fn quiescent(&self) -> bool {
+        Ppo::quiescent(self)
+    }
+    fn enable_trace(&mut self, keep: u64) {
+        Ppo::enable_trace(self, keep)
+    }
+    fn finish(&self, opts: &TrainOptions) -> Result<(), RunError> {
+        if let Some(path) = &opts.trace
+            && let Some(log) = self.trace()
+        {
+            log.write_chrome(path)?;
+        }
+        Ok(())
+    }
+}

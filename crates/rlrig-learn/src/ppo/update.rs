@@ -1,0 +1,164 @@
+//! The learner: GAE targets and PPO's epochs of minibatch updates (the row arithmetic
+//! is in [`super::loss`]).
+
+use super::*;
+
+impl Ppo {
+    /// GAE over the rollout, bootstrapped from `next_value`.
+    pub(super) fn gae(&mut self, next_value: &[f32]) {
+        let cfg = &self.cfg;
+        let discounts = self.discounts();
+        loss::gae(
+            cfg.num_steps,
+            cfg.num_envs,
+            cfg.gamma as f32,
+            cfg.gae_lambda as f32,
+            &self.buf.rewards,
+            &discounts,
+            &self.buf.values,
+            next_value,
+            &mut self.advantages,
+            &mut self.returns,
+        );
+    }
+
+    /// Per step of the rollout, 0 where it ended its episode (the next observation
+    /// starts a new one) and 1 elsewhere.
+    pub(super) fn discounts(&self) -> Vec<f32> {
+        let (t_max, e) = (self.cfg.num_steps, self.cfg.num_envs);
+        (0..t_max * e)
+            .map(|i| {
+                let (t, k) = (i / e, i % e);
+                let ended = if t + 1 == t_max {
+                    self.learn_next_done[k]
+                } else {
+                    self.buf.dones[i + e] != 0.0
+                };
+                if ended { 0.0 } else { 1.0 }
+            })
+            .collect()
+    }
+
+    /// `update_epochs` passes of minibatch gradient steps over the rollout.
+    pub(super) fn update(&mut self, lr: f64, it: u64, stats: &mut IterationStats) {
+        let cfg = &self.cfg;
+        let (b, mb, d) = (cfg.batch_size(), cfg.minibatch_size(), self.agent.obs_dim);
+        let adim = self.agent.action_dim();
+        let out_dim = self.agent.policy_dim();
+        let mut scratch = Vec::new();
+        let clip = cfg.clip_coef as f32;
+        let mut idx: Vec<usize> = (0..b).collect();
+        let mut mb_obs = vec![0.0f32; mb * d];
+        let mut d_out = vec![0.0f32; mb * out_dim];
+        let mut d_val = vec![0.0f32; mb];
+        let mut mb_adv = vec![0.0f32; mb];
+        let mut logp_row = vec![0.0f32; out_dim];
+        let mut d_logstd = vec![
+            0.0f32;
+            if let Head::Gaussian { dim, .. } = &self.agent.head {
+                *dim
+            } else {
+                0
+            }
+        ];
+        let mut ls = vec![0.0f32; d_logstd.len()];
+        let mut out = vec![0.0f32; mb * out_dim];
+        let mut newv = vec![0.0f32; mb];
+        let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
+            (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+        for epoch in 0..cfg.update_epochs {
+            let mut rng = Rng::stream(
+                cfg.seed,
+                Purpose::Learner,
+                (it - 1) * cfg.update_epochs as u64 + epoch as u64,
+            );
+            // Fisher-Yates, as numpy's permutation (different draws, same distribution).
+            for i in (1..b).rev() {
+                let j = rng.below(i as u32 + 1) as usize;
+                idx.swap(i, j);
+            }
+            for chunk in idx.chunks_exact(mb) {
+                for (r, &i) in chunk.iter().enumerate() {
+                    mb_obs[r * d..(r + 1) * d].copy_from_slice(&self.buf.obs[i * d..(i + 1) * d]);
+                    mb_adv[r] = self.advantages[i];
+                }
+                if cfg.norm_adv && mb > 1 {
+                    let m = mb_adv.iter().map(|v| f64::from(*v)).sum::<f64>() / mb as f64;
+                    // torch.std is the unbiased estimate.
+                    let s = (mb_adv
+                        .iter()
+                        .map(|v| (f64::from(*v) - m).powi(2))
+                        .sum::<f64>()
+                        / (mb - 1) as f64)
+                        .sqrt();
+                    for a in mb_adv.iter_mut() {
+                        *a = ((f64::from(*a) - m) / (s + 1e-8)) as f32;
+                    }
+                }
+                // Copies of a few floats per row: the loss head runs on the host,
+                // wherever the networks do.
+                self.agent
+                    .forward(&mut *self.backend, &mb_obs, mb, true, &mut out, &mut newv);
+                ls.copy_from_slice(self.backend.free_params());
+                let inv = 1.0 / mb as f32;
+                let (mut pg, mut ent, mut kl, mut cf, mut vl) =
+                    (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+                // Gaussian: log-std gradient accumulates over the minibatch.
+                d_logstd.fill(0.0);
+                let coefs = loss::LossCoefs {
+                    clip,
+                    ent_coef: cfg.ent_coef as f32,
+                    inv,
+                };
+                let vclip = cfg.clip_vloss.then_some(clip);
+                for (r, &i) in chunk.iter().enumerate() {
+                    let t = loss::policy_row(
+                        &self.agent.head,
+                        &coefs,
+                        &out[r * out_dim..(r + 1) * out_dim],
+                        &self.buf.actions[i * adim..(i + 1) * adim],
+                        self.buf.logprobs[i],
+                        mb_adv[r],
+                        &ls,
+                        &mut logp_row,
+                        &mut d_out[r * out_dim..(r + 1) * out_dim],
+                        &mut d_logstd,
+                    );
+                    kl += f64::from(t.approx_kl);
+                    cf += f64::from(u8::from(t.clipped));
+                    pg += f64::from(t.surrogate);
+                    ent += f64::from(t.entropy);
+                    let (err, grad) = loss::value_row(
+                        newv[r],
+                        self.returns[i],
+                        self.buf.values[i],
+                        vclip,
+                        cfg.vf_coef as f32,
+                        inv,
+                    );
+                    vl += 0.5 * f64::from(err);
+                    d_val[r] = grad;
+                }
+                self.agent
+                    .backward(&mut *self.backend, &d_out, &d_val, &mut scratch);
+                if !d_logstd.is_empty() {
+                    self.backend.add_free_grad(&d_logstd);
+                }
+                self.backend.step(lr, cfg.max_grad_norm);
+                let m = mb as f64;
+                n_mb += 1.0;
+                pg_sum += pg / m;
+                v_sum += vl / m;
+                ent_sum += ent / m;
+                kl_sum += kl / m;
+                cf_sum += cf / m;
+            }
+        }
+        self.agent.params = self.backend.params();
+        stats.policy_loss = pg_sum / n_mb;
+        stats.value_loss = v_sum / n_mb;
+        stats.entropy = ent_sum / n_mb;
+        stats.approx_kl = kl_sum / n_mb;
+        stats.clipfrac = cf_sum / n_mb;
+    }
+}
