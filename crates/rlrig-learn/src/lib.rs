@@ -77,6 +77,7 @@ pub mod alphazero;
 pub mod backend;
 pub mod buffer;
 pub mod conv;
+pub mod dist;
 pub mod dqn;
 pub mod driver;
 pub mod eval;

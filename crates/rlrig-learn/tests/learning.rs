@@ -106,7 +106,8 @@ fn evolve(cfg: rlrig_learn::evolution::EvoConfig) -> (Vec<rlrig_learn::evolution
     let env = e.cfg.env.clone();
     let ret = e
         .policy
-        .fitness(&env, &e.cfg.env_args, &e.best_params(), 20, 12_345);
+        .run(&env, &e.cfg.env_args, &e.best_params(), 20, 12_345)
+        .mean_return();
     eprintln!(
         "{:?} {}: final {ret:.1} in {:.1} s",
         e.cfg.method,

@@ -168,7 +168,7 @@ impl Ppo {
                 Head::Gaussian { dim, .. } => (0..*dim)
                     .map(|j| {
                         let z = (self.buf.actions[i * adim + j] - out[i * dim + j]) / ls[j].exp();
-                        -0.5 * z * z - ls[j] - LOG_SQRT_2PI
+                        gaussian_log_density(z, ls[j])
                     })
                     .sum(),
             };

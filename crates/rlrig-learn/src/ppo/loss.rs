@@ -5,18 +5,7 @@
 //! differences.
 
 use super::Head;
-
-/// `log(sqrt(2 pi))`, the Gaussian log-density's constant.
-pub(super) const LOG_SQRT_2PI: f32 = 0.918_938_5;
-
-/// `log_softmax` of one row, into `out`.
-pub(super) fn log_softmax(logits: &[f32], out: &mut [f32]) {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-    let lse = max + logits.iter().map(|&x| (x - max).exp()).sum::<f32>().ln();
-    for (o, &x) in out.iter_mut().zip(logits) {
-        *o = x - lse;
-    }
-}
+use crate::dist::{gaussian_entropy, gaussian_log_density, log_softmax};
 
 /// Generalized advantage estimation (Schulman et al. 2016) over a time-major rollout of
 /// `t_max` steps of `e` envs: `discounts[t e + k]` is 0 where step `t` of env `k` ended
@@ -103,8 +92,8 @@ pub(super) fn policy_row(
             let mut h = 0.0f32;
             for j in 0..*dim {
                 let z = (action[j] - out[j]) / ls[j].exp();
-                lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
-                h += 0.5 + LOG_SQRT_2PI + ls[j];
+                lp += gaussian_log_density(z, ls[j]);
+                h += gaussian_entropy(ls[j]);
             }
             (lp, h)
         }
@@ -245,9 +234,20 @@ mod tests {
         }
     }
 
-    /// The row's loss as a function of the head outputs and log-stds, in f64 from the
-    /// terms `policy_row` reports.
-    fn loss(head: &Head, c: &LossCoefs, out: &[f32], ls: &[f32], case: &Case) -> f64 {
+    struct Case {
+        action: Vec<f32>,
+        old_lp: f32,
+        adv: f32,
+    }
+
+    /// `policy_row` of `case`: its terms, d loss / d outputs and d loss / d log-stds.
+    fn row(
+        head: &Head,
+        c: &LossCoefs,
+        out: &[f32],
+        ls: &[f32],
+        case: &Case,
+    ) -> (PolicyTerms, Vec<f32>, Vec<f32>) {
         let mut logp = vec![0.0; out.len()];
         let (mut d, mut dls) = (vec![0.0; out.len()], vec![0.0; ls.len()]);
         let t = policy_row(
@@ -262,65 +262,31 @@ mod tests {
             &mut d,
             &mut dls,
         );
+        (t, d, dls)
+    }
+
+    /// The row's loss as a function of the head outputs and log-stds, in f64 from the
+    /// terms `policy_row` reports.
+    fn loss(head: &Head, c: &LossCoefs, out: &[f32], ls: &[f32], case: &Case) -> f64 {
+        let (t, _, _) = row(head, c, out, ls, case);
         f64::from(c.inv) * (f64::from(t.surrogate) - f64::from(c.ent_coef) * f64::from(t.entropy))
     }
 
-    struct Case {
-        action: Vec<f32>,
-        old_lp: f32,
-        adv: f32,
-    }
-
     /// Central differences of the loss against `policy_row`'s gradient, for every
-    /// output and log-std.
+    /// output and log-std (as one vector).
     fn check_gradient(head: &Head, out: &[f32], ls: &[f32], case: &Case) {
         let c = LossCoefs {
             clip: 0.2,
             ent_coef: 0.05,
             inv: 0.25,
         };
-        let mut logp = vec![0.0; out.len()];
-        let (mut d, mut dls) = (vec![0.0; out.len()], vec![0.0; ls.len()]);
-        policy_row(
-            head,
-            &c,
-            out,
-            &case.action,
-            case.old_lp,
-            case.adv,
-            ls,
-            &mut logp,
-            &mut d,
-            &mut dls,
-        );
-        let h = 1e-2f32;
-        let fd = |f: &dyn Fn(f32) -> f64| (f(h) - f(-h)) / (2.0 * f64::from(h));
-        for j in 0..out.len() {
-            let at = |dx: f32| {
-                let mut o = out.to_vec();
-                o[j] += dx;
-                loss(head, &c, &o, ls, case)
-            };
-            let num = fd(&at);
-            assert!(
-                (num - f64::from(d[j])).abs() < 2e-3,
-                "d/d out[{j}]: finite differences {num}, policy_row {}",
-                d[j]
-            );
-        }
-        for j in 0..ls.len() {
-            let at = |dx: f32| {
-                let mut l = ls.to_vec();
-                l[j] += dx;
-                loss(head, &c, out, &l, case)
-            };
-            let num = fd(&at);
-            assert!(
-                (num - f64::from(dls[j])).abs() < 2e-3,
-                "d/d logstd[{j}]: finite differences {num}, policy_row {}",
-                dls[j]
-            );
-        }
+        let (_, d, dls) = row(head, &c, out, ls, case);
+        let params: Vec<f32> = out.iter().chain(ls).copied().collect();
+        let grads: Vec<f32> = d.iter().chain(&dls).copied().collect();
+        let n = out.len();
+        crate::nn::assert_matches_central_differences(&params, &grads, 1e-2, 2e-3, |p| {
+            loss(head, &c, &p[..n], &p[n..], case)
+        });
     }
 
     #[test]
@@ -360,7 +326,7 @@ mod tests {
         let lp: f32 = (0..2)
             .map(|j| {
                 let z = (action[j] - out[j]) / f32::exp(ls[j]);
-                -0.5 * z * z - ls[j] - LOG_SQRT_2PI
+                gaussian_log_density(z, ls[j])
             })
             .sum();
         for (shift, adv) in [(0.05, 0.8), (0.05, -0.8), (0.7, 0.8), (-0.7, -0.8)] {

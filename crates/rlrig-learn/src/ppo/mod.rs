@@ -35,10 +35,10 @@ mod loss;
 mod rollout;
 mod run;
 mod update;
+use crate::dist::{gaussian_log_density, log_softmax};
 pub use agent::*;
 pub use config::*;
 pub use greedy::*;
-use loss::{LOG_SQRT_2PI, log_softmax};
 use rollout::*;
 pub use run::{
     Checkpoint, CheckpointMeta, DETERMINISTIC_COLUMNS, METRICS_HEADER, load_checkpoint, metrics_row,

@@ -318,7 +318,7 @@ pub(super) fn collect(
                         let mu = out[k * dim + j];
                         let z = normal(&mut rngs[k]) as f32;
                         let a = mu + ls[j].exp() * z;
-                        lp += -0.5 * z * z - ls[j] - LOG_SQRT_2PI;
+                        lp += gaussian_log_density(z, ls[j]);
                         buf.actions[(t * e + k) * dim + j] = a;
                         act_f32[k * dim + j] = a.clamp(low[j], high[j]);
                     }

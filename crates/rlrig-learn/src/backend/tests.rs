@@ -1,0 +1,107 @@
+use super::*;
+use crate::nn::Activation;
+use rlrig_env::Rng;
+use rlrig_env::rng::Purpose;
+
+/// Two MLPs on the same 6-wide input plus two free parameters.
+fn layout() -> NetLayout {
+    let a = Mlp::new(&[6, 64, 64, 3], 0);
+    let c = Mlp::with_activation(&[6, 40, 1], a.end(), Activation::Relu);
+    let end = c.end();
+    NetLayout {
+        nets: vec![a.into(), c.into()],
+        free: end..end + 2,
+        total: end + 2,
+    }
+}
+
+fn noise(n: usize, stream: u64) -> Vec<f32> {
+    let mut r = Rng::stream(7, Purpose::Init, stream);
+    (0..n).map(|_| r.uniform(-1.0, 1.0) as f32).collect()
+}
+
+/// A few training steps on `rows`-row batches (uneven chunks for 200), with target
+/// passes and input gradients: everything a learner asks of the backend.
+fn train(threads: usize, rows: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let lay = layout();
+    let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+        .threads(threads)
+        .unwrap();
+    b.init_target();
+    let mut seen = Vec::new();
+    for it in 0..4u64 {
+        let x = noise(rows * 6, 10 + it);
+        let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
+        let [o0, o1] = &mut outs;
+        b.forward_train_into(&[0, 1], &x, rows, &mut [o0, o1]);
+        seen.extend_from_slice(b.forward_target(1, &x, rows));
+        let (d0, d1) = (noise(rows * 3, 20 + it), noise(rows, 30 + it));
+        b.backward_many(&[(0, &d0), (1, &d1)]);
+        b.add_free_grad(&[0.5, -0.25]);
+        seen.extend(b.grads());
+        b.step(1e-3, 0.5);
+        b.forward_train(1, &x, rows);
+        seen.extend_from_slice(b.input_grad(1, &d1));
+        b.soft_update(0.1);
+    }
+    (b.params(), b.optimizer().v, seen)
+}
+
+#[test]
+fn any_thread_count_gives_the_same_bits() {
+    for rows in [5, 64, 200, 1100] {
+        let one = train(1, rows);
+        for threads in [2, 3, 7] {
+            assert!(
+                one == train(threads, rows),
+                "rows {rows}, {threads} threads"
+            );
+        }
+    }
+}
+
+#[test]
+fn chunked_gradients_equal_one_pass_within_rounding() {
+    // The sum over chunks is the same gradient as one pass over all rows.
+    let lay = layout();
+    let p = noise(lay.total, 3);
+    let rows = 333;
+    assert!(chunk_count(rows, lay.min_chunk_rows(true)) > 1);
+    let x = noise(rows * 6, 4);
+    let (d0, d1) = (noise(rows * 3, 5), noise(rows, 6));
+    let mut b = Native::new(&lay, &p, Adam::new(lay.total, 1e-8))
+        .threads(2)
+        .unwrap();
+    b.forward_train(0, &x, rows);
+    b.forward_train(1, &x, rows);
+    b.backward_many(&[(0, &d0), (1, &d1)]);
+    let chunked = b.grads();
+    let mut whole = vec![0.0f32; lay.total];
+    for (i, d) in [(0, &d0), (1, &d1)] {
+        let mut cache = NetCache::default();
+        lay.nets[i].forward(&p, &x, rows, &mut cache);
+        lay.nets[i].backward(&p, &mut whole, d, &mut cache);
+    }
+    let scale = whole.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+    for (j, (a, b)) in chunked.iter().zip(&whole).enumerate() {
+        assert!((a - b).abs() <= 1e-5 * scale, "parameter {j}: {a} vs {b}");
+    }
+}
+
+#[test]
+fn chunks_cover_the_rows_in_order() {
+    for min_rows in [MIN_CHUNK_ROWS_LARGE, 17, MIN_CHUNK_ROWS] {
+        for rows in 0..2000 {
+            let k = chunk_count(rows, min_rows);
+            assert!((1..=MAX_CHUNKS).contains(&k));
+            let mut at = 0;
+            for c in 0..k {
+                let r = chunk_rows(rows, k, c);
+                assert_eq!(r.start, at);
+                assert!(rows < min_rows || r.len() >= min_rows);
+                at = r.end;
+            }
+            assert_eq!(at, rows);
+        }
+    }
+}

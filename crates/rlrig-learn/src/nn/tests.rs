@@ -1,0 +1,184 @@
+use super::*;
+use proptest::prelude::{Just, prop_oneof};
+use rlrig_env::Purpose;
+
+#[test]
+fn tanh_is_close_to_libm_everywhere() {
+    let mut worst = 0.0f32;
+    let mut x = -12.0f32;
+    while x < 12.0 {
+        worst = worst.max((tanh(x) - x.tanh()).abs());
+        x += 1e-4;
+    }
+    assert!(worst < 3e-7, "worst abs error {worst}");
+    assert_eq!(tanh(0.0), 0.0);
+    assert_eq!(tanh(100.0), 1.0);
+    assert_eq!(tanh(-100.0), -1.0);
+    assert!(tanh(1e-30) > 0.0);
+}
+
+fn naive(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|t| a[i * k + t] * b[t * n + j]).sum();
+        }
+    }
+    c
+}
+
+proptest::proptest! {
+    #[test]
+    fn gemm_matches_naive_including_transposed_strides(m in 1usize..11, k in 0usize..9, n in prop_oneof![1usize..9, Just(64usize), 250usize..300, 2000usize..2100], seed in 0u64..1000) {
+        let mut rng = Rng::stream(seed, Purpose::User, 0);
+        let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
+        let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();
+        let want = naive(m, k, n, &a, &b);
+        let mut c = vec![0.0; m * n];
+        gemm(m, k, n, 1.0, &a, (k, 1), &b, (n, 1), 0.0, &mut c, (n, 1));
+        for (x, y) in c.iter().zip(&want) {
+            proptest::prop_assert!((x - y).abs() < 1e-4);
+        }
+        // a^T stored column-major: a_t[t*m + i] = a[i*k + t].
+        let mut a_t = vec![0.0; m * k];
+        for i in 0..m { for t in 0..k { a_t[t * m + i] = a[i * k + t]; } }
+        let mut c2 = vec![0.0; m * n];
+        gemm(m, k, n, 1.0, &a_t, (1, m), &b, (n, 1), 0.0, &mut c2, (n, 1));
+        for (x, y) in c2.iter().zip(&want) {
+            proptest::prop_assert!((x - y).abs() < 1e-4);
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "gemm: b too short")]
+fn gemm_rejects_short_operands() {
+    let mut c = vec![0.0; 4];
+    gemm(
+        2,
+        2,
+        2,
+        1.0,
+        &[1.0; 4],
+        (2, 1),
+        &[1.0; 3],
+        (2, 1),
+        0.0,
+        &mut c,
+        (2, 1),
+    );
+}
+
+#[test]
+fn orthogonal_rows_or_columns_are_orthonormal() {
+    let mut rng = Rng::stream(1, Purpose::User, 0);
+    for (r, c) in [(4, 64), (64, 64), (64, 2)] {
+        let mut w = vec![0.0; r * c];
+        orthogonal(&mut w, r, c, 1.0, &mut rng);
+        let (short, long, by_rows) = if r < c { (r, c, true) } else { (c, r, false) };
+        for i in 0..short {
+            for j in 0..short {
+                let dot: f32 = (0..long)
+                    .map(|t| {
+                        if by_rows {
+                            w[i * c + t] * w[j * c + t]
+                        } else {
+                            w[t * c + i] * w[t * c + j]
+                        }
+                    })
+                    .sum();
+                let want = if i == j { 1.0 } else { 0.0 };
+                assert!((dot - want).abs() < 1e-4, "{r}x{c}: <{i},{j}> = {dot}");
+            }
+        }
+    }
+}
+
+/// Loss = sum(out * g) for fixed g, so d loss / d out = g; compare the analytic
+/// parameter gradient with central differences in f64-accumulated loss.
+#[test]
+fn backward_matches_finite_differences() {
+    let mlp = Mlp::new(&[3, 5, 4, 2], 0);
+    let mut rng = Rng::stream(2, Purpose::User, 0);
+    let mut params = vec![0.0; mlp.num_params()];
+    mlp.init(&mut params, 1.4, 1.0, &mut rng);
+    for p in params.iter_mut() {
+        *p += 0.1 * normal(&mut rng) as f32;
+    }
+    let batch = 6;
+    let x: Vec<f32> = (0..batch * 3).map(|_| normal(&mut rng) as f32).collect();
+    let g: Vec<f32> = (0..batch * 2).map(|_| normal(&mut rng) as f32).collect();
+    let mut cache = MlpCache::default();
+    let loss = |p: &[f32], cache: &mut MlpCache| -> f64 {
+        mlp.forward(p, &x, batch, cache)
+            .iter()
+            .zip(&g)
+            .map(|(o, g)| f64::from(*o) * f64::from(*g))
+            .sum()
+    };
+    // Twice: the second pass must see the same buffers as the first.
+    let mut grads = vec![0.0; params.len()];
+    for _ in 0..2 {
+        loss(&params, &mut cache);
+        grads.fill(0.0);
+        mlp.backward(&params, &mut grads, &g, &mut cache);
+    }
+    assert_matches_central_differences(&params, &grads, 1e-2, 2e-3, |p| loss(p, &mut cache));
+}
+
+/// The same check for ReLU hidden layers and for the input gradient (the critic-to-
+/// action path of DDPG/TD3/SAC), with parameter gradients switched off.
+#[test]
+fn input_gradient_matches_finite_differences_with_relu() {
+    let mlp = Mlp::with_activation(&[4, 7, 6, 1], 0, Activation::Relu);
+    let mut rng = Rng::stream(3, Purpose::User, 0);
+    let mut params = vec![0.0; mlp.num_params()];
+    mlp.init_torch_default(&mut params, &mut rng);
+    let batch = 5;
+    let x: Vec<f32> = (0..batch * 4).map(|_| normal(&mut rng) as f32).collect();
+    let g: Vec<f32> = (0..batch).map(|_| normal(&mut rng) as f32).collect();
+    let mut cache = MlpCache::default();
+    let loss = |p: &[f32], x: &[f32], cache: &mut MlpCache| -> f64 {
+        mlp.forward(p, x, batch, cache)
+            .iter()
+            .zip(&g)
+            .map(|(o, g)| f64::from(*o) * f64::from(*g))
+            .sum()
+    };
+    loss(&params, &x, &mut cache);
+    let mut dx = vec![0.0; x.len()];
+    mlp.backward_full(&params, None, &g, &mut cache, Some(&mut dx));
+    let h = 1e-3f32;
+    for i in 0..x.len() {
+        let mut xp = x.clone();
+        xp[i] += h;
+        let up = loss(&params, &xp, &mut cache);
+        xp[i] -= 2.0 * h;
+        let down = loss(&params, &xp, &mut cache);
+        let fd = (up - down) / (2.0 * f64::from(h));
+        let an = f64::from(dx[i]);
+        assert!(
+            (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+            "input {i}: analytic {an} vs numeric {fd}"
+        );
+    }
+    // Parameter gradients with ReLU, and both at once agree with each alone.
+    loss(&params, &x, &mut cache);
+    let mut grads = vec![0.0; params.len()];
+    let mut dx2 = vec![0.0; x.len()];
+    mlp.backward_full(&params, Some(&mut grads), &g, &mut cache, Some(&mut dx2));
+    assert_eq!(dx, dx2);
+    for i in 0..params.len() {
+        let mut p = params.clone();
+        p[i] += h;
+        let up = loss(&p, &x, &mut cache);
+        p[i] -= 2.0 * h;
+        let down = loss(&p, &x, &mut cache);
+        let fd = (up - down) / (2.0 * f64::from(h));
+        let an = f64::from(grads[i]);
+        assert!(
+            (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+            "param {i}: analytic {an} vs numeric {fd}"
+        );
+    }
+}
