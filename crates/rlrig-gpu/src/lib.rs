@@ -15,7 +15,7 @@
 //! CleanRL/PureJaxRL shape); [`check`] says what else a config would need.
 
 use rlrig_env::{Purpose, Rng, VecConfig};
-use rlrig_learn::ppo::{Agent, PpoConfig};
+use rlrig_learn::ppo::{Agent, Optimizer, PpoConfig};
 use wgpu::util::DeviceExt;
 
 const PPO_WGSL: &str = include_str!("ppo.wgsl");
@@ -204,7 +204,7 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
         ("vtrace", cfg.vtrace),
         ("policy_lag", cfg.policy_lag != 0),
         ("actors", cfg.actors != 0),
-        ("optimizer (only adam)", cfg.optimizer != "adam"),
+        ("optimizer (only adam)", cfg.optimizer != Optimizer::Adam),
     ];
     if let Some((name, _)) = unsupported.iter().find(|(_, on)| *on) {
         return Err(format!("{name}: not supported on the device path yet"));

@@ -192,7 +192,7 @@ pub fn gpu_lines(gpus: &[crate::probe::GpuUse], none: &str) -> Vec<String> {
 /// bottleneck verdict of a run, as lines.
 pub fn time_report(
     wall: f64,
-    t: rlrig_learn::ppo::StageTimes,
+    t: rlrig_learn::trace::StageTimes,
     num_envs: usize,
     threads: usize,
     device: &str,

@@ -7,8 +7,8 @@ use crate::backend::BackendMaker;
 use crate::dqn::{Dqn, DqnConfig, DqnState};
 use crate::driver::{Algorithm, Record, RunShape, Turn};
 use crate::offpolicy::{ChunkStats, NamedTensor, OffPolicy, OffPolicyConfig, OffPolicyState};
-use crate::ppo::StageTimes;
 use crate::run::{RunDir, RunError};
+use crate::trace::StageTimes;
 
 /// metrics.csv columns of replay-buffer runs: learning metrics first (deterministic),
 /// then wall-clock stage times. DQN writes its exploration epsilon in `alpha` and has no

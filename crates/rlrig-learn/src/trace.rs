@@ -1,12 +1,37 @@
-//! Traces of a run: spans per stage, kept for the first and last iterations only, so a
-//! long run's trace stays small enough for a viewer to open, and written as a Chrome
-//! trace (`chrome://tracing`, ui.perfetto.dev).
+//! Where a run's time goes: cumulative wall time per stage ([`StageTimes`], which
+//! metrics.csv, the summary's verdict and Prometheus report), and traces: spans per
+//! stage, kept for the first and last iterations only, so a long run's trace stays small
+//! enough for a viewer to open, written as a Chrome trace (`chrome://tracing`,
+//! ui.perfetto.dev).
 
 use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Instant;
 
 use crate::run::{RunError, write_atomic};
+
+/// Wall time per stage, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    pub env: f64,
+    pub inference: f64,
+    pub learner: f64,
+}
+
+impl StageTimes {
+    /// The time spent per stage since the cumulative reading `before`.
+    pub fn since(&self, before: &StageTimes) -> StageTimes {
+        StageTimes {
+            env: self.env - before.env,
+            inference: self.inference - before.inference,
+            learner: self.learner - before.learner,
+        }
+    }
+
+    pub fn total(&self) -> f64 {
+        self.env + self.inference + self.learner
+    }
+}
 
 /// One timed stage of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -75,11 +75,11 @@ pub(crate) fn resolve<C: serde::de::DeserializeOwned>(
     if let Some(n) = a.num_envs {
         flags.push(("num_envs", toml::Value::Integer(n as i64)));
     }
-    let config = run_config(&a.config, a.resume, &a.run_dir, algo);
+    let config = run_config(&a.run.config, a.run.resume, &a.run.run_dir, algo);
     let src = Sources {
         env: a.env.as_deref(),
         config: config.as_deref(),
-        set: &a.set,
+        set: &a.run.set,
         flags,
         env_args: &a.env_args,
     };
@@ -220,11 +220,11 @@ pub(crate) fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
     if let Some(v) = a.games {
         flags.push(("games", toml::Value::Integer(v as i64)));
     }
-    let config = run_config(&a.config, a.resume, &a.run_dir, "alphazero");
+    let config = run_config(&a.run.config, a.run.resume, &a.run.run_dir, "alphazero");
     let src = Sources {
         env: a.env.as_deref(),
         config: config.as_deref(),
-        set: &a.set,
+        set: &a.run.set,
         flags,
         env_args: &[],
     };

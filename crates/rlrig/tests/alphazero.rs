@@ -7,7 +7,8 @@ mod common;
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, rlrig_in, tmp,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, rlrig_in,
+    stderr, tmp,
 };
 
 /// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
@@ -225,10 +226,19 @@ fn alphazero_bad_input_is_a_clear_error() {
         None,
         &["unknown key 'sims'"],
     );
+    // A device is one of the names --help lists: a usage error (exit 2) naming them.
+    let o = rlrig(&["train", "alphazero", "--device", "tpu"]);
+    assert_eq!(o.status.code(), Some(2));
+    for n in [
+        "invalid value 'tpu'",
+        "possible values: cpu, burn-cpu, wgpu, vulkan, gpu",
+    ] {
+        assert!(stderr(&o).contains(n), "{}", stderr(&o));
+    }
     fails_with(
-        &["train", "alphazero", "--device", "tpu"],
+        &["train", "alphazero", "--device", "gpu"],
         None,
-        &["unknown device"],
+        &["--device gpu", "only `rlrig train ppo`"],
     );
     let d = tmp("az-err");
     let ds = d.to_str().unwrap();

@@ -8,7 +8,7 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 use std::process::{Command, Stdio};
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, stderr, tmp,
 };
 use std::time::{Duration, Instant};
 
@@ -224,10 +224,22 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
         None,
         &["--device wgpu", "no Burn backend"],
     );
+    // Devices are the names --help lists: anything else is a usage error (exit 2).
+    let o = rlrig(&["train", "ppo", "--device", "tpu", "--run-dir", ds]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("invalid value 'tpu' for '--device"));
+    // The optimiser too, from a config (a typed field, not a string checked later).
     fails_with(
-        &["train", "ppo", "--device", "tpu", "--run-dir", ds],
+        &[
+            "train",
+            "a2c",
+            "--set",
+            "optimizer=\"sgd\"",
+            "--run-dir",
+            ds,
+        ],
         None,
-        &["--device tpu", "unknown device"],
+        &["optimizer", "sgd", "adam", "rmsprop"],
     );
     fails_with(
         &["train", "ppo", "--set", "learning_rat=0.1", "--run-dir", ds],

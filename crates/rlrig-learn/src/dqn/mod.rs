@@ -24,7 +24,7 @@ use crate::buffer::{Batch, ReplayBuffer};
 use crate::nn::{Activation, Mlp, MlpCache};
 use crate::offpolicy::{ChunkStats, ChunkSums, NamedTensor, record_step};
 use crate::optim::Adam;
-use crate::ppo::StageTimes;
+use crate::trace::StageTimes;
 
 /// The TD loss.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]

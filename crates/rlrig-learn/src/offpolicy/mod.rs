@@ -28,7 +28,7 @@ use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
 use crate::buffer::{Batch, ReplayBuffer};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
 use crate::optim::Adam;
-use crate::ppo::StageTimes;
+use crate::trace::StageTimes;
 
 mod config;
 mod nets;

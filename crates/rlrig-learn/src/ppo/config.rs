@@ -5,6 +5,15 @@ use super::*;
 
 /// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
 /// the continuous-control defaults and per-env presets.
+/// PPO's optimiser; a config names it `"adam"` or `"rmsprop"`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    Adam,
+    /// As PyTorch's (Stable-Baselines3's A2C), with `rmsprop_alpha` and `adam_eps`.
+    Rmsprop,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
@@ -70,8 +79,8 @@ pub struct PpoConfig {
     pub clip_reward: f64,
     /// Adam epsilon (RMSprop's too, when `optimizer = "rmsprop"`).
     pub adam_eps: f64,
-    /// "adam" (PPO) or "rmsprop" (A2C, as Stable-Baselines3).
-    pub optimizer: String,
+    /// `adam` (PPO) or `rmsprop` (A2C, as Stable-Baselines3).
+    pub optimizer: Optimizer,
     /// RMSprop's square-average decay.
     pub rmsprop_alpha: f64,
     /// Initial log standard deviation of the Gaussian policy (continuous actions).
@@ -145,7 +154,7 @@ impl Default for PpoConfig {
             clip_obs: 10.0,
             clip_reward: 10.0,
             adam_eps: 1e-5,
-            optimizer: "adam".into(),
+            optimizer: Optimizer::Adam,
             rmsprop_alpha: 0.99,
             init_logstd: 0.0,
             bootstrap_truncated: true,
@@ -302,7 +311,7 @@ impl PpoConfig {
             gae_lambda: 1.0,
             learning_rate: 7e-4,
             ent_coef: 0.0,
-            optimizer: "rmsprop".into(),
+            optimizer: Optimizer::Rmsprop,
             ..base
         };
         if a2c.cnn == "nature" {
@@ -450,12 +459,6 @@ impl PpoConfig {
                 "total_steps ({}) is less than one rollout (num_envs * num_steps = {})",
                 self.total_steps,
                 self.batch_size()
-            ));
-        }
-        if self.optimizer != "adam" && self.optimizer != "rmsprop" {
-            return Err(format!(
-                "optimizer must be \"adam\" or \"rmsprop\", got \"{}\"",
-                self.optimizer
             ));
         }
         if !(0.0..1.0).contains(&self.rmsprop_alpha) {

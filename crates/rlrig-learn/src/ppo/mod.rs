@@ -26,6 +26,7 @@ use crate::conv::{ConvNet, NATURE};
 use crate::nn::{Mlp, normal};
 use crate::normalize::RunningMeanStd;
 use crate::optim::Adam;
+use crate::trace::StageTimes;
 
 mod agent;
 mod config;
@@ -60,29 +61,6 @@ pub struct IterationStats {
     pub approx_kl: f64,
     pub clipfrac: f64,
     pub explained_variance: f64,
-}
-
-/// Wall time per stage, seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StageTimes {
-    pub env: f64,
-    pub inference: f64,
-    pub learner: f64,
-}
-
-impl StageTimes {
-    /// The time spent per stage since the cumulative reading `before`.
-    pub fn since(&self, before: &StageTimes) -> StageTimes {
-        StageTimes {
-            env: self.env - before.env,
-            inference: self.inference - before.inference,
-            learner: self.learner - before.learner,
-        }
-    }
-
-    pub fn total(&self) -> f64 {
-        self.env + self.inference + self.learner
-    }
 }
 
 /// Everything besides the weights and Adam moments that a checkpoint must hold.
@@ -227,10 +205,9 @@ impl Ppo {
         let parked = (1..cfg.actors)
             .map(|j| Self::actor_side(&cfg, j, d))
             .collect::<Result<Vec<_>, _>>()?;
-        let opt = if cfg.optimizer == "rmsprop" {
-            Adam::rmsprop(n, cfg.rmsprop_alpha, cfg.adam_eps)
-        } else {
-            Adam::new(n, cfg.adam_eps)
+        let opt = match cfg.optimizer {
+            Optimizer::Rmsprop => Adam::rmsprop(n, cfg.rmsprop_alpha, cfg.adam_eps),
+            Optimizer::Adam => Adam::new(n, cfg.adam_eps),
         };
         Ok(Ppo {
             backend: Box::new(Native::new(&agent.layout(), &agent.params, opt).threads(threads)?),

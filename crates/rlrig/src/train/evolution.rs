@@ -1,0 +1,171 @@
+//! `rlrig train es|ga`: flags, config, MPI ranks and the run summary.
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use super::*;
+
+#[derive(Args)]
+pub struct EvoArgs {
+    /// Environment id (default CartPole-v1).
+    #[arg(long)]
+    pub(crate) env: Option<String>,
+    /// Env parameter, as `gym.make(id, KEY=VALUE)` (repeatable), e.g.
+    /// `--env-arg max_episode_steps=200` or Acrobot's `--env-arg fast_trig=true`;
+    /// `rlrig envs` lists each env's keys. Kept in the run's config (`[env_args]`), so
+    /// --resume, eval and play use the same env.
+    #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = crate::cli_envs::parse_env_arg)]
+    pub(crate) env_args: Vec<(String, String)>,
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+    /// Members per generation.
+    #[arg(long)]
+    pub(crate) population: Option<usize>,
+    #[arg(long)]
+    pub(crate) generations: Option<u64>,
+    /// Episodes averaged into each member's fitness.
+    #[arg(long)]
+    pub(crate) episodes_per_member: Option<usize>,
+    /// GA only: evolve connection masks of a fixed network (mutation removes links).
+    #[arg(long)]
+    pub(crate) prune: bool,
+    /// Threads evaluating members (results do not depend on it).
+    #[arg(long, default_value_t = default_threads())]
+    pub(crate) threads: usize,
+    /// Episodes of the final evaluation of the deployed policy (ES centre, GA elite).
+    #[arg(long, default_value_t = 10)]
+    pub(crate) eval_episodes: usize,
+    #[command(flatten)]
+    pub(crate) run: RunFlags,
+}
+
+pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<Stop>> {
+    if a.threads == 0 {
+        bail!("--threads must be at least 1");
+    }
+    if a.prune && method == Method::Es {
+        bail!("--prune is a GA option: use `rlrig train ga --prune`");
+    }
+    let mut flags = Vec::new();
+    if let Some(v) = a.seed {
+        flags.push(("seed", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.population {
+        flags.push(("population", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.generations {
+        flags.push(("generations", toml::Value::Integer(v as i64)));
+    }
+    if let Some(v) = a.episodes_per_member {
+        flags.push(("episodes_per_member", toml::Value::Integer(v as i64)));
+    }
+    if a.prune {
+        flags.push(("prune", toml::Value::Boolean(true)));
+    }
+    let config = run_config(
+        &a.run.config,
+        a.run.resume,
+        &a.run.run_dir,
+        if method == Method::Es { "es" } else { "ga" },
+    );
+    let src = Sources {
+        env: a.env.as_deref(),
+        config: config.as_deref(),
+        set: &a.run.set,
+        flags,
+        env_args: &a.env_args,
+    };
+    let cfg: EvoConfig = resolve_from(
+        &src,
+        "CartPole-v1",
+        |e| Ok(rlrig_env::spec(e).map(|_| ())?),
+        |env| toml::Table::try_from(EvoConfig::for_env(method, env)).context("default config"),
+    )?;
+    if cfg.method != method {
+        bail!("config: method does not match this command");
+    }
+    cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    let name = if method == Method::Es { "es" } else { "ga" };
+    let run_dir = run_dir_for(&a.run.run_dir, &cfg.env, name, cfg.seed);
+    let opts = TrainOptions::new(
+        run_dir.clone(),
+        a.threads,
+        a.run.resume,
+        a.eval_episodes,
+        stop_on_signals()?,
+    );
+    let fp = crate::mpi_support::fingerprint(&serde_json::to_string(&cfg)?);
+    let mpi = crate::mpi_support::start(fp)?;
+    let (ranks, rank) = mpi.as_ref().map_or((1, 0), |(m, _)| (m.size, m.rank));
+    let (_mpi_guard, collective) = match mpi {
+        Some((m, c)) => (Some(m), Some(c)),
+        None => (None, None),
+    };
+    // Rank 0 reports; the others work quietly.
+    let bar = progress_bar(a.run.quiet || rank != 0, cfg.generations);
+    let setup = |e: &mut rlrig_learn::evolution::Evolution| {
+        if let Some(c) = collective {
+            e.set_collective(c);
+        }
+    };
+    let summary = driver::train_with(
+        cfg,
+        &opts,
+        setup,
+        |r: &rlrig_learn::driver::Report<'_, rlrig_learn::evolution::Evolution>| {
+            let (s, gps) = (r.stats, r.rate);
+            bar.set_position(s.generation);
+            bar.set_message(format!(
+                "{gps:.1} generations/s, best {:.1}, mean {:.1}, {} {:.1}",
+                s.best_fitness,
+                s.mean_fitness,
+                if method == Method::Es {
+                    "centre"
+                } else {
+                    "elite"
+                },
+                s.center_fitness
+            ));
+        },
+    )?;
+    bar.finish_and_clear();
+    if rank != 0 {
+        return Ok(summary.interrupted);
+    }
+    if let Some(g) = summary.resumed_from {
+        outln!("resumed from generation {g}");
+    }
+    let c = &summary.alg.cfg;
+    outln!(
+        "{} {name}{}: {} generations of {} members x {} episodes in {:.2} s ({:.2} s per generation, {} threads x {ranks} ranks); last generation: best {:.1}, mean {:.1}",
+        c.env,
+        if c.prune { " (pruning)" } else { "" },
+        summary.work,
+        c.population,
+        c.episodes_per_member,
+        summary.wall,
+        summary.wall / summary.work.max(1) as f64,
+        a.threads,
+        summary.last.best_fitness,
+        summary.last.mean_fitness
+    );
+    let deployed = if method == Method::Es {
+        "centre"
+    } else {
+        "elite"
+    };
+    outln!(
+        "{}",
+        eval_line(&summary.eval, &format!(" of the {deployed}"))
+    );
+    if let Some(stop) = summary.interrupted {
+        report_stop(
+            stop,
+            &format!("after generation {}", summary.alg.generation),
+            name,
+            &run_dir,
+        )?;
+    }
+    outln!("run directory: {}", run_dir.display());
+    Ok(summary.interrupted)
+}
