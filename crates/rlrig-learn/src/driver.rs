@@ -115,6 +115,9 @@ pub trait Algorithm: Sized {
     const METRICS_HEADER: &'static str;
     /// The number of leading deterministic columns of the header.
     const DETERMINISTIC_COLUMNS: usize;
+    /// Whether the learner evaluates as it goes (AlphaZero's games): its last stats are
+    /// its eval.json, and `eval_episodes` does not apply.
+    const EVALUATES_IN_ITERATIONS: bool = false;
 
     /// The envs, networks and buffers of a new run on the native CPU path.
     fn build(cfg: Self::Config, threads: usize) -> Result<Self, String>;
@@ -152,8 +155,8 @@ pub trait Algorithm: Sized {
         state: Self::State,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), String>;
-    /// Episodes of the learned policy, greedy; `None` for a learner whose evaluation
-    /// is part of its iterations (AlphaZero's games).
+    /// `episodes` (at least 1) episodes of the learned policy, greedy; `None` for a
+    /// learner that evaluates in its iterations.
     fn evaluate(&self, episodes: usize, seed: u64) -> Option<Episodes>;
 
     /// The stop every process of the run agrees on (MPI ranks stop together).
@@ -418,12 +421,17 @@ pub fn train_with<A: Algorithm>(
     }
     let wall = start.elapsed().as_secs_f64();
     alg.finish(opts)?;
+    // No final evaluation for a stopped run, or with eval_episodes = 0.
     let mut eval = None;
     if interrupted.is_none() {
-        match alg.evaluate(opts.eval_episodes.max(1), eval_seed) {
-            Some(e) => eval = Some(EvalSummary::of(&e, eval_seed)),
-            None if alg.writes() => write_eval(&dir, &last)?,
-            None => {}
+        if A::EVALUATES_IN_ITERATIONS {
+            if alg.writes() {
+                write_eval(&dir, &last)?;
+            }
+        } else if opts.eval_episodes > 0 {
+            eval = alg
+                .evaluate(opts.eval_episodes, eval_seed)
+                .map(|e| EvalSummary::of(&e, eval_seed));
         }
     }
     if let (true, Some(e)) = (alg.writes(), &eval) {

@@ -539,6 +539,65 @@ impl MetricsCsv {
     }
 }
 
+/// A run's metrics.csv as written by [`MetricsCsv`]: the header's column names and
+/// each row's values (`NaN` where an iteration had no finished episode).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metrics {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<f64>>,
+}
+
+impl Metrics {
+    /// Reads `dir/metrics.csv`; a missing file, an empty one, a row of another width
+    /// or a value that is not a number is an error naming the file and line.
+    pub fn read(dir: &Path) -> Result<Metrics, RunError> {
+        let path = dir.join("metrics.csv");
+        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        Metrics::parse(&text).map_err(|why| RunError::Corrupt { path, why })
+    }
+
+    /// Parses the text of a metrics.csv.
+    pub fn parse(text: &str) -> Result<Metrics, String> {
+        let mut lines = text.lines();
+        let columns: Vec<String> = lines
+            .next()
+            .filter(|h| !h.is_empty())
+            .ok_or("empty: no header")?
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        let rows = lines
+            .enumerate()
+            .map(|(n, l)| {
+                let row = l
+                    .split(',')
+                    .enumerate()
+                    .map(|(i, v)| {
+                        v.parse::<f64>().map_err(|_| {
+                            format!("line {}: column {} is not a number: '{v}'", n + 2, i + 1)
+                        })
+                    })
+                    .collect::<Result<Vec<f64>, String>>()?;
+                if row.len() != columns.len() {
+                    return Err(format!(
+                        "line {}: {} values for {} columns",
+                        n + 2,
+                        row.len(),
+                        columns.len()
+                    ));
+                }
+                Ok(row)
+            })
+            .collect::<Result<_, String>>()?;
+        Ok(Metrics { columns, rows })
+    }
+
+    /// The index of column `name`.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == name)
+    }
+}
+
 /// Appends `bytes` to `file` whole or not at all: a write that fails part way (a full
 /// disk) is cut back off, so a later reader never meets half a row or record.
 fn append_whole(file: &mut fs::File, path: &Path, bytes: &[u8]) -> Result<(), RunError> {
@@ -642,6 +701,38 @@ impl TensorBoard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Rows written through `MetricsCsv` (any finite or NaN values, any header)
+        /// read back as written; text that is not a metrics file is an error, never a
+        /// panic.
+        #[test]
+        fn metrics_written_read_back(
+            cols in proptest::collection::vec("[a-z_]{1,12}", 1..6),
+            rows in proptest::collection::vec(proptest::collection::vec(
+                proptest::prop_oneof![proptest::num::f64::NORMAL, proptest::strategy::Just(f64::NAN), proptest::strategy::Just(0.0)], 6), 0..8),
+            junk in ".{0,80}",
+        ) {
+            let dir = std::env::temp_dir().join(format!("rlrig-metrics-{}", std::process::id()));
+            fs::create_dir_all(&dir).unwrap();
+            let header = cols.join(",");
+            let mut csv = MetricsCsv::open_with(&dir, &header, 0).unwrap();
+            let rows: Vec<Vec<f64>> = rows.into_iter().map(|r| r[..cols.len()].to_vec()).collect();
+            for r in &rows {
+                csv.push(r.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(",")).unwrap();
+            }
+            let m = Metrics::read(&dir).unwrap();
+            proptest::prop_assert_eq!(&m.columns, &cols);
+            proptest::prop_assert_eq!(m.rows.len(), rows.len());
+            for (a, b) in m.rows.iter().zip(&rows) {
+                for (x, y) in a.iter().zip(b) {
+                    proptest::prop_assert!(x == y || (x.is_nan() && y.is_nan()));
+                }
+            }
+            let _ = Metrics::parse(&junk);
+            let _ = fs::remove_dir_all(&dir);
+        }
+    }
 
     #[test]
     fn masked_crc_matches_tensorflow_reference_value() {

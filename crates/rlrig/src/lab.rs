@@ -50,44 +50,20 @@ type Curve = (String, Vec<(f64, f64)>);
 
 /// Episode return against steps and against cumulative wall time, from metrics.csv.
 fn curves(dir: &std::path::Path) -> Result<(Curve, Curve)> {
-    let path = dir.join("metrics.csv");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines
-        .next()
-        .context("metrics.csv is empty")?
-        .split(',')
-        .collect();
+    let m = rlrig_learn::run::Metrics::read(dir)?;
     let col = |name: &str| {
-        header
-            .iter()
-            .position(|h| *h == name)
-            .with_context(|| format!("{}: no column '{name}'", path.display()))
+        m.column(name)
+            .with_context(|| format!("{}/metrics.csv: no column '{name}'", dir.display()))
     };
     let (cs, cr) = (col("global_step")?, col("episode_return")?);
     let times = ["time_env", "time_inference", "time_learner", "time_other"].map(col);
     let times: Vec<usize> = times.into_iter().collect::<Result<_>>()?;
     let (mut by_steps, mut by_time, mut wall) = (Vec::new(), Vec::new(), 0.0);
-    for (n, l) in lines.enumerate() {
-        let f: Vec<&str> = l.split(',').collect();
-        let num = |i: usize| -> Result<f64> {
-            f.get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .with_context(|| {
-                    format!(
-                        "{}: line {}: bad value in column {}",
-                        path.display(),
-                        n + 2,
-                        i + 1
-                    )
-                })
-        };
-        wall += times.iter().map(|&i| num(i)).sum::<Result<f64>>()?;
-        let r = num(cr)?;
-        if r.is_finite() {
-            by_steps.push((num(cs)?, r));
-            by_time.push((wall, r));
+    for row in &m.rows {
+        wall += times.iter().map(|&i| row[i]).sum::<f64>();
+        if row[cr].is_finite() {
+            by_steps.push((row[cs], row[cr]));
+            by_time.push((wall, row[cr]));
         }
     }
     let name = dir.file_name().map_or_else(

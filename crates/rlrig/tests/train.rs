@@ -70,9 +70,40 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["episodes"], 2);
     assert!(v["mean_return"].as_f64().unwrap() > 0.0);
+    // CartPole pays 1 per step: the mean length is the mean return.
+    assert_eq!(v["mean_length"], v["mean_return"]);
+    assert_eq!(v["std_length"], v["std_return"]);
     for d in [a, b] {
         std::fs::remove_dir_all(d).ok();
     }
+}
+
+/// `--eval-episodes 0` skips the final evaluation: no eval.json, and the summary says
+/// why; a later `rlrig eval` still evaluates the checkpoint.
+#[test]
+fn zero_eval_episodes_skips_the_final_evaluation() {
+    let d = tmp("no-eval");
+    let ds = d.to_str().unwrap();
+    let o = rlrig(&[
+        "train",
+        "ppo",
+        "--env",
+        "CartPole-v1",
+        "--total-steps",
+        "2048",
+        "--eval-episodes",
+        "0",
+        "--run-dir",
+        ds,
+        "--quiet",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("evaluation: none (--eval-episodes 0"), "{out}");
+    assert!(!d.join("eval.json").exists());
+    let o = rlrig(&["eval", "--run", ds, "--episodes", "1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::remove_dir_all(d).ok();
 }
 
 /// A2C's single gradient step per iteration on 5 x 32 = 160 rows (two chunks).

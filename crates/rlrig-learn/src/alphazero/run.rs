@@ -17,6 +17,7 @@ impl crate::driver::Algorithm for AlphaZero {
 
     const METRICS_HEADER: &'static str = AZ_METRICS_HEADER;
     const DETERMINISTIC_COLUMNS: usize = AZ_DETERMINISTIC_COLUMNS;
+    const EVALUATES_IN_ITERATIONS: bool = true;
 
     /// Self-play runs on the backend's one thread; `threads` is not used.
     fn build(cfg: AzConfig, _threads: usize) -> Result<AlphaZero, String> {

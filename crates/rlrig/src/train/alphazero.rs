@@ -73,7 +73,7 @@ pub(super) fn train_alphazero_cli(a: AzArgs) -> Result<Option<Stop>> {
         outln!("evaluation: none (eval_games = 0)");
     } else if s.win_rate_random.is_nan() {
         // Only a stopped run ends on an iteration without an evaluation.
-        outln!("{}", eval_line(&None, ""));
+        outln!("{}", eval_line(&None, "", true));
     } else {
         outln!(
             "evaluation ({} games each): vs random {:.0}% won; vs solver:{} {:.0}% won, {:.0}% lost",

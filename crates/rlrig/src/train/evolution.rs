@@ -156,7 +156,11 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
     };
     outln!(
         "{}",
-        eval_line(&summary.eval, &format!(" of the {deployed}"))
+        eval_line(
+            &summary.eval,
+            &format!(" of the {deployed}"),
+            summary.interrupted.is_some(),
+        )
     );
     if let Some(stop) = summary.interrupted {
         report_stop(

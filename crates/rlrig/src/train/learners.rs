@@ -59,7 +59,7 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
         summary.wall,
         steps as f64 / summary.wall,
         r.updates() as f64 / r.times().learner.max(1e-9),
-        eval_line(&summary.eval, "")
+        eval_line(&summary.eval, "", summary.interrupted.is_some())
     );
     report_times(
         summary.wall,
@@ -209,7 +209,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
         ppo.device(),
         summary.wall,
         steps as f64 / summary.wall,
-        eval_line(&summary.eval, "")
+        eval_line(&summary.eval, "", summary.interrupted.is_some())
     );
     report_times(
         summary.wall,

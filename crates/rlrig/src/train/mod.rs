@@ -83,16 +83,20 @@ fn report_stop(stop: Stop, at: &str, algo: &str, run_dir: &std::path::Path) -> R
     Ok(())
 }
 
-/// "evaluation{of} over N episodes: mean return M ± S", or why there is none; `of`
-/// names what was evaluated (" of the centre"), or is empty.
-fn eval_line(eval: &Option<rlrig_learn::eval::EvalSummary>, of: &str) -> String {
+/// "evaluation{of} over N episodes: mean return M ± S", or why there is none (stopped
+/// early, or `--eval-episodes 0`); `of` names what was evaluated (" of the centre"), or
+/// is empty.
+fn eval_line(eval: &Option<rlrig_learn::eval::EvalSummary>, of: &str, stopped: bool) -> String {
     match eval {
         Some(e) => format!(
-            "evaluation{of} over {} episodes: mean return {:.1} ± {:.1}",
-            e.episodes, e.mean_return, e.std_return
+            "evaluation{of} over {} episodes: mean return {:.1} ± {:.1}, length {:.1}",
+            e.episodes, e.mean_return, e.std_return, e.mean_length
+        ),
+        None if stopped => format!(
+            "evaluation{of}: skipped (stopped early; `rlrig eval --run DIR` evaluates the checkpoint)"
         ),
         None => format!(
-            "evaluation{of}: skipped (stopped early; `rlrig eval --run DIR` evaluates the checkpoint)"
+            "evaluation{of}: none (--eval-episodes 0; `rlrig eval --run DIR` evaluates the checkpoint)"
         ),
     }
 }
