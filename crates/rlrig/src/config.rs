@@ -77,11 +77,11 @@ pub(crate) fn resolve<C: serde::de::DeserializeOwned>(
     }
     let config = run_config(&a.run.config, a.run.resume, &a.run.run_dir, algo);
     let src = Sources {
-        env: a.env.as_deref(),
+        env: a.env.id.as_deref(),
         config: config.as_deref(),
         set: &a.run.set,
         flags,
-        env_args: &a.env_args,
+        env_args: &a.env.args,
     };
     resolve_from(
         &src,

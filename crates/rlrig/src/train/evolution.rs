@@ -7,15 +7,8 @@ use super::*;
 
 #[derive(Args)]
 pub struct EvoArgs {
-    /// Environment id (default CartPole-v1).
-    #[arg(long)]
-    pub(crate) env: Option<String>,
-    /// Env parameter, as `gym.make(id, KEY=VALUE)` (repeatable), e.g.
-    /// `--env-arg max_episode_steps=200` or Acrobot's `--env-arg fast_trig=true`;
-    /// `rlrig envs` lists each env's keys. Kept in the run's config (`[env_args]`), so
-    /// --resume, eval and play use the same env.
-    #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = crate::cli_envs::parse_env_arg)]
-    pub(crate) env_args: Vec<(String, String)>,
+    #[command(flatten)]
+    pub(crate) env: EnvFlags,
     #[arg(long)]
     pub(crate) seed: Option<u64>,
     /// Members per generation.
@@ -69,11 +62,11 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
         if method == Method::Es { "es" } else { "ga" },
     );
     let src = Sources {
-        env: a.env.as_deref(),
+        env: a.env.id.as_deref(),
         config: config.as_deref(),
         set: &a.run.set,
         flags,
-        env_args: &a.env_args,
+        env_args: &a.env.args,
     };
     let cfg: EvoConfig = resolve_from(
         &src,

@@ -195,19 +195,26 @@ pub struct RunFlags {
     pub(crate) quiet: bool,
 }
 
-/// The flags of `rlrig train ppo|a2c|impala|ddpg|td3|sac|dqn`.
+/// The env a run trains on, with its parameters.
 #[derive(Args)]
-pub struct PpoArgs {
-    /// Environment id (default: CartPole-v1 for ppo, Pendulum-v1 for ddpg/td3/sac, or
-    /// the config file's `env`).
-    #[arg(long)]
-    pub(crate) env: Option<String>,
+pub struct EnvFlags {
+    /// Environment id (default: the algorithm's, e.g. CartPole-v1 for ppo, es and ga,
+    /// Pendulum-v1 for ddpg/td3/sac; or the config file's `env`).
+    #[arg(long = "env")]
+    pub(crate) id: Option<String>,
     /// Env parameter, as `gym.make(id, KEY=VALUE)` (repeatable), e.g.
     /// `--env-arg max_episode_steps=200` or Acrobot's `--env-arg fast_trig=true`;
     /// `rlrig envs` lists each env's keys. Kept in the run's config (`[env_args]`), so
     /// --resume, eval and play use the same env.
     #[arg(long = "env-arg", value_name = "KEY=VALUE", value_parser = crate::cli_envs::parse_env_arg)]
-    pub(crate) env_args: Vec<(String, String)>,
+    pub(crate) args: Vec<(String, String)>,
+}
+
+/// The flags of `rlrig train ppo|a2c|impala|ddpg|td3|sac|dqn`.
+#[derive(Args)]
+pub struct PpoArgs {
+    #[command(flatten)]
+    pub(crate) env: EnvFlags,
     /// Seed of every random stream of the run (default 1).
     #[arg(long)]
     pub(crate) seed: Option<u64>,
