@@ -122,6 +122,7 @@ pub struct Ppo {
     pub async_lag: (u64, u64),
     /// With `inference_server`: what the server did (network calls, rows, requests).
     pub server_stats: crate::serve::ServerStats,
+    update_bufs: update::UpdateBufs,
 }
 
 impl Drop for Ppo {
@@ -237,6 +238,7 @@ impl Ppo {
             async_base: 0,
             async_lag: (0, 0),
             server_stats: crate::serve::ServerStats::default(),
+            update_bufs: Default::default(),
             agent,
             cfg,
         })

@@ -3,6 +3,22 @@
 
 use super::*;
 
+/// The minibatch update's buffers: sized by the first update, reused after.
+#[derive(Default)]
+pub(super) struct UpdateBufs {
+    idx: Vec<usize>,
+    mb_obs: Vec<f32>,
+    d_out: Vec<f32>,
+    d_val: Vec<f32>,
+    mb_adv: Vec<f32>,
+    logp_row: Vec<f32>,
+    d_logstd: Vec<f32>,
+    ls: Vec<f32>,
+    out: Vec<f32>,
+    newv: Vec<f32>,
+    scratch: Vec<f32>,
+}
+
 impl Ppo {
     /// GAE over the rollout, bootstrapped from `next_value`.
     pub(super) fn gae(&mut self, next_value: &[f32]) {
@@ -45,25 +61,42 @@ impl Ppo {
         let (b, mb, d) = (cfg.batch_size(), cfg.minibatch_size(), self.agent.obs_dim);
         let adim = self.agent.action_dim();
         let out_dim = self.agent.policy_dim();
-        let mut scratch = Vec::new();
         let clip = cfg.clip_coef as f32;
-        let mut idx: Vec<usize> = (0..b).collect();
-        let mut mb_obs = vec![0.0f32; mb * d];
-        let mut d_out = vec![0.0f32; mb * out_dim];
-        let mut d_val = vec![0.0f32; mb];
-        let mut mb_adv = vec![0.0f32; mb];
-        let mut logp_row = vec![0.0f32; out_dim];
-        let mut d_logstd = vec![
-            0.0f32;
-            if let Head::Gaussian { dim, .. } = &self.agent.head {
-                *dim
-            } else {
-                0
-            }
-        ];
-        let mut ls = vec![0.0f32; d_logstd.len()];
-        let mut out = vec![0.0f32; mb * out_dim];
-        let mut newv = vec![0.0f32; mb];
+        let log_stds = match &self.agent.head {
+            Head::Gaussian { dim, .. } => *dim,
+            Head::Categorical { .. } => 0,
+        };
+        // Every buffer is overwritten before it is read (d_logstd each minibatch).
+        let mut bufs = std::mem::take(&mut self.update_bufs);
+        let UpdateBufs {
+            idx,
+            mb_obs,
+            d_out,
+            d_val,
+            mb_adv,
+            logp_row,
+            d_logstd,
+            ls,
+            out,
+            newv,
+            scratch,
+        } = &mut bufs;
+        // The shuffles start from the identity every iteration.
+        idx.clear();
+        idx.extend(0..b);
+        for (v, n) in [
+            (&mut *mb_obs, mb * d),
+            (&mut *d_out, mb * out_dim),
+            (&mut *d_val, mb),
+            (&mut *mb_adv, mb),
+            (&mut *logp_row, out_dim),
+            (&mut *d_logstd, log_stds),
+            (&mut *ls, log_stds),
+            (&mut *out, mb * out_dim),
+            (&mut *newv, mb),
+        ] {
+            v.resize(n, 0.0);
+        }
         let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for epoch in 0..cfg.update_epochs {
@@ -98,7 +131,7 @@ impl Ppo {
                 // Copies of a few floats per row: the loss head runs on the host,
                 // wherever the networks do.
                 self.agent
-                    .forward(&mut *self.backend, &mb_obs, mb, true, &mut out, &mut newv);
+                    .forward(&mut *self.backend, mb_obs, mb, true, out, newv);
                 ls.copy_from_slice(self.backend.free_params());
                 let inv = 1.0 / mb as f32;
                 let (mut pg, mut ent, mut kl, mut cf, mut vl) =
@@ -119,10 +152,10 @@ impl Ppo {
                         &self.buf.actions[i * adim..(i + 1) * adim],
                         self.buf.logprobs[i],
                         mb_adv[r],
-                        &ls,
-                        &mut logp_row,
+                        ls,
+                        logp_row,
                         &mut d_out[r * out_dim..(r + 1) * out_dim],
-                        &mut d_logstd,
+                        d_logstd,
                     );
                     kl += f64::from(t.approx_kl);
                     cf += f64::from(u8::from(t.clipped));
@@ -140,9 +173,9 @@ impl Ppo {
                     d_val[r] = grad;
                 }
                 self.agent
-                    .backward(&mut *self.backend, &d_out, &d_val, &mut scratch);
+                    .backward(&mut *self.backend, d_out, d_val, scratch);
                 if !d_logstd.is_empty() {
-                    self.backend.add_free_grad(&d_logstd);
+                    self.backend.add_free_grad(d_logstd);
                 }
                 self.backend.step(lr, cfg.max_grad_norm);
                 let m = mb as f64;
@@ -154,6 +187,7 @@ impl Ppo {
                 cf_sum += cf / m;
             }
         }
+        self.update_bufs = bufs;
         self.agent.params = self.backend.params();
         stats.policy_loss = pg_sum / n_mb;
         stats.value_loss = v_sum / n_mb;
