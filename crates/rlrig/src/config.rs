@@ -10,7 +10,7 @@ use rlrig_learn::dqn::DqnConfig;
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
 
-use crate::train::{AzArgs, PpoArgs};
+use crate::train::{AzArgs, PpoArgs, RunFlags};
 
 pub(crate) fn parse_value(raw: &str) -> toml::Value {
     // A TOML literal if it is one (numbers, booleans, arrays), else a string.
@@ -65,17 +65,12 @@ pub(crate) fn resolve<C: serde::de::DeserializeOwned>(
     default_env: &str,
     defaults: impl Fn(&str) -> Result<toml::Table>,
 ) -> Result<C> {
-    let mut flags = Vec::new();
-    if let Some(s) = a.seed {
-        flags.push(("seed", toml::Value::Integer(s as i64)));
-    }
-    if let Some(s) = a.total_steps {
-        flags.push(("total_steps", toml::Value::Integer(s as i64)));
-    }
-    if let Some(n) = a.num_envs {
-        flags.push(("num_envs", toml::Value::Integer(n as i64)));
-    }
-    let config = run_config(&a.run.config, a.run.resume, &a.run.run_dir, algo);
+    let flags = int_flags(&[
+        ("seed", a.seed),
+        ("total_steps", a.total_steps),
+        ("num_envs", a.num_envs.map(|n| n as u64)),
+    ]);
+    let config = run_config(&a.run, algo);
     let src = Sources {
         env: a.env.id.as_deref(),
         config: config.as_deref(),
@@ -96,20 +91,24 @@ pub(crate) fn resolve<C: serde::de::DeserializeOwned>(
 /// Only a run whose checkpoints are of the command's `algo`: another algorithm's
 /// config would fail on its own keys before the clearer "this is a sac checkpoint, not
 /// td3" error.
-pub(crate) fn run_config(
-    config: &Option<PathBuf>,
-    resume: bool,
-    run_dir: &Option<PathBuf>,
-    algo: &str,
-) -> Option<PathBuf> {
-    config.clone().or_else(|| {
-        let dir = run_dir.as_ref()?;
+pub(crate) fn run_config(run: &RunFlags, algo: &str) -> Option<PathBuf> {
+    run.config.clone().or_else(|| {
+        let dir = run.run_dir.as_ref()?;
         let own = dir.join("config.toml");
         let same = rlrig_learn::run::RunDir::open(dir)
             .and_then(|d| d.algo())
             .is_ok_and(|a| a == algo);
-        (resume && own.exists() && same).then_some(own)
+        (run.resume && own.exists() && same).then_some(own)
     })
+}
+
+/// The integer flags that were given (`--seed`, `--total-steps`, ...), as the config
+/// keys they set; they override the config file and `--set`.
+pub(crate) fn int_flags(given: &[(&'static str, Option<u64>)]) -> Vec<(&'static str, toml::Value)> {
+    given
+        .iter()
+        .filter_map(|&(key, v)| Some((key, toml::Value::Integer(v? as i64))))
+        .collect()
 }
 
 /// Where a config comes from, lowest priority first after the defaults.
@@ -207,20 +206,13 @@ pub(crate) fn resolve_from<C: serde::de::DeserializeOwned>(
 }
 
 pub(crate) fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
-    let mut flags = Vec::new();
-    if let Some(s) = a.seed {
-        flags.push(("seed", toml::Value::Integer(s as i64)));
-    }
-    if let Some(v) = a.iterations {
-        flags.push(("iterations", toml::Value::Integer(v as i64)));
-    }
-    if let Some(v) = a.simulations {
-        flags.push(("simulations", toml::Value::Integer(v as i64)));
-    }
-    if let Some(v) = a.games {
-        flags.push(("games", toml::Value::Integer(v as i64)));
-    }
-    let config = run_config(&a.run.config, a.run.resume, &a.run.run_dir, "alphazero");
+    let flags = int_flags(&[
+        ("seed", a.seed),
+        ("iterations", a.iterations),
+        ("simulations", a.simulations.map(|n| n as u64)),
+        ("games", a.games.map(|n| n as u64)),
+    ]);
+    let config = run_config(&a.run, "alphazero");
     let src = Sources {
         env: a.env.as_deref(),
         config: config.as_deref(),

@@ -39,28 +39,19 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
     if a.prune && method == Method::Es {
         bail!("--prune is a GA option: use `rlrig train ga --prune`");
     }
-    let mut flags = Vec::new();
-    if let Some(v) = a.seed {
-        flags.push(("seed", toml::Value::Integer(v as i64)));
-    }
-    if let Some(v) = a.population {
-        flags.push(("population", toml::Value::Integer(v as i64)));
-    }
-    if let Some(v) = a.generations {
-        flags.push(("generations", toml::Value::Integer(v as i64)));
-    }
-    if let Some(v) = a.episodes_per_member {
-        flags.push(("episodes_per_member", toml::Value::Integer(v as i64)));
-    }
+    let mut flags = int_flags(&[
+        ("seed", a.seed),
+        ("population", a.population.map(|n| n as u64)),
+        ("generations", a.generations),
+        (
+            "episodes_per_member",
+            a.episodes_per_member.map(|n| n as u64),
+        ),
+    ]);
     if a.prune {
         flags.push(("prune", toml::Value::Boolean(true)));
     }
-    let config = run_config(
-        &a.run.config,
-        a.run.resume,
-        &a.run.run_dir,
-        if method == Method::Es { "es" } else { "ga" },
-    );
+    let config = run_config(&a.run, if method == Method::Es { "es" } else { "ga" });
     let src = Sources {
         env: a.env.id.as_deref(),
         config: config.as_deref(),

@@ -21,21 +21,7 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
         );
     }
     let run_dir = run_dir_for(&a.run.run_dir, shape.env, algo, shape.seed);
-    let opts = TrainOptions {
-        device: device_maker(a.device)?,
-        ..TrainOptions::new(
-            run_dir.clone(),
-            a.threads,
-            a.run.resume,
-            a.eval_episodes,
-            stop_on_signals()?,
-        )
-    };
-    let cpu = rlrig_lab::verdict::CpuSampler::start();
-    let gpu = rlrig_lab::probe::GpuSampler::start(
-        rlrig_lab::probe::Roots::default(),
-        std::time::Duration::from_millis(200),
-    );
+    let (opts, cpu, gpu) = cpu_run(&a, &run_dir)?;
     let bar = progress_bar(a.run.quiet, total);
     let summary = driver::train::<R>(cfg, &opts, |p| {
         bar.set_position(p.stats.global_step);
@@ -134,23 +120,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
         );
     }
     let run_dir = run_dir_for(&a.run.run_dir, &cfg.env, label, cfg.seed);
-    let opts = TrainOptions {
-        trace: a.trace.clone(),
-        trace_iterations: a.trace_iterations,
-        device: device_maker(a.device)?,
-        ..TrainOptions::new(
-            run_dir.clone(),
-            a.threads,
-            a.run.resume,
-            a.eval_episodes,
-            stop_on_signals()?,
-        )
-    };
-    let cpu = rlrig_lab::verdict::CpuSampler::start();
-    let gpu = rlrig_lab::probe::GpuSampler::start(
-        rlrig_lab::probe::Roots::default(),
-        std::time::Duration::from_millis(200),
-    );
+    let (opts, cpu, gpu) = cpu_run(&a, &run_dir)?;
     let metrics = match &a.metrics_addr {
         None => None,
         Some(addr) => {
@@ -233,4 +203,33 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     }
     outln!("run directory: {}", run_dir.display());
     Ok(summary.interrupted)
+}
+
+/// The options of a run of `a` in `run_dir` (the replay learners refuse --trace
+/// before this), and the CPU and GPU samplers its summary reports from.
+fn cpu_run(
+    a: &PpoArgs,
+    run_dir: &std::path::Path,
+) -> Result<(
+    TrainOptions,
+    rlrig_lab::verdict::CpuSampler,
+    rlrig_lab::probe::GpuSampler,
+)> {
+    let opts = TrainOptions {
+        trace: a.trace.clone(),
+        trace_iterations: a.trace_iterations,
+        device: device_maker(a.device)?,
+        ..TrainOptions::new(
+            run_dir.to_path_buf(),
+            a.threads,
+            a.run.resume,
+            a.eval_episodes,
+            stop_on_signals()?,
+        )
+    };
+    let gpu = rlrig_lab::probe::GpuSampler::start(
+        rlrig_lab::probe::Roots::default(),
+        std::time::Duration::from_millis(200),
+    );
+    Ok((opts, rlrig_lab::verdict::CpuSampler::start(), gpu))
 }

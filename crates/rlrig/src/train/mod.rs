@@ -12,8 +12,8 @@ use rlrig_learn::dqn::Dqn;
 use rlrig_learn::driver::{self, TrainOptions};
 
 use crate::config::{
-    Sources, resolve_alphazero, resolve_config, resolve_dqn, resolve_from, resolve_offpolicy,
-    run_config,
+    Sources, int_flags, resolve_alphazero, resolve_config, resolve_dqn, resolve_from,
+    resolve_offpolicy, run_config,
 };
 use rlrig_learn::evolution::{EvoConfig, Method};
 use rlrig_learn::offpolicy::{Algo, OffPolicy};
