@@ -2,8 +2,10 @@
 //!
 //! Looking at the machine and the run: [`probe`] says what hardware is there (absent
 //! hardware is reported as absent, never as an error); [`verdict`] turns a run's stage
-//! times into a breakdown and says which stage bounds it.
+//! times into a breakdown and says which stage bounds it; [`suite`] and [`learn`] are
+//! `rlrig bench suite` and `rlrig bench learn` with the files `rlrig compare` reads.
 
+pub mod learn;
 pub mod metrics;
 pub mod plot;
 pub mod probe;

@@ -199,6 +199,85 @@ pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Resu
     Ok(())
 }
 
+/// One learning-curve panel pair of `bench learn`: a title, the (x, mean, min, max)
+/// band against env steps and against training seconds, and the threshold.
+pub struct BandRow {
+    pub title: String,
+    pub by_steps: Vec<(f64, f64, f64, f64)>,
+    pub by_time: Vec<(f64, f64, f64, f64)>,
+    pub threshold: f64,
+}
+
+/// One row of two panels per cell (return against env steps and against training
+/// seconds): the mean over seeds as a line, min..max over seeds as a shaded band, the
+/// threshold as a grey line.
+pub fn learning_bands(path: &Path, rows: &[BandRow]) -> Result<(), String> {
+    register_font();
+    let e = err(path);
+    let height = 300 * rows.len().max(1) as u32;
+    let root = BitMapBackend::new(path, (1400, height)).into_drawing_area();
+    root.fill(&WHITE).map_err(&e)?;
+    let areas = root.split_evenly((rows.len().max(1), 2));
+    for (i, row) in rows.iter().enumerate() {
+        for (j, (band, xlabel)) in [
+            (&row.by_steps, "environment steps"),
+            (&row.by_time, "training time (s)"),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let area = &areas[2 * i + j];
+            let (mut x1, mut y0, mut y1) = (1e-9f64, row.threshold, row.threshold);
+            for &(x, _, lo, hi) in band.iter() {
+                x1 = x1.max(x);
+                y0 = y0.min(lo);
+                y1 = y1.max(hi);
+            }
+            let pad = ((y1 - y0) * 0.05).max(1e-6);
+            let mut chart = ChartBuilder::on(area)
+                .caption(format!("{} vs {xlabel}", row.title), ("sans-serif", 18))
+                .margin(10)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(0f64..x1, (y0 - pad)..(y1 + pad))
+                .map_err(&e)?;
+            chart
+                .configure_mesh()
+                .x_desc(xlabel)
+                .y_desc("training return")
+                .x_label_formatter(&|x| human(*x))
+                .draw()
+                .map_err(&e)?;
+            let color = COLORS[0];
+            let outline: Vec<(f64, f64)> = band
+                .iter()
+                .map(|p| (p.0, p.3))
+                .chain(band.iter().rev().map(|p| (p.0, p.2)))
+                .collect();
+            chart
+                .draw_series(std::iter::once(Polygon::new(
+                    outline,
+                    color.mix(0.2).filled(),
+                )))
+                .map_err(&e)?;
+            chart
+                .draw_series(LineSeries::new(
+                    [(0.0, row.threshold), (x1, row.threshold)],
+                    RGBColor(120, 120, 120).stroke_width(1),
+                ))
+                .map_err(&e)?;
+            chart
+                .draw_series(LineSeries::new(
+                    band.iter().map(|p| (p.0, p.1)),
+                    color.stroke_width(2),
+                ))
+                .map_err(&e)?;
+        }
+    }
+    root.present().map_err(&e)?;
+    Ok(())
+}
+
 /// `1.23 M`, `456 k`, `7.8`.
 pub fn human(v: f64) -> String {
     if v >= 1e6 {

@@ -19,6 +19,14 @@ pub enum BenchCommand {
     /// chosen after a full search) for search only (uniform priors, no network), with
     /// the network's inference, and with training as well.
     Alphazero(AzBenchArgs),
+    /// Whether the presets solve their envs, and how fast: the env x algorithm matrix,
+    /// each cell trained over --seeds (packed onto the cores); per cell the final greedy
+    /// score (mean and 95 % interval over seeds), the seeds reaching the threshold, and
+    /// the env steps and training time until the training return (mean of the last 20
+    /// episodes) first reaches it. Writes JSON for `rlrig compare` and a PNG of the
+    /// learning curves. Each seed is deterministic (its own `train` run); wall times are
+    /// not. Ctrl-C checkpoints the cell in progress; `--resume` continues.
+    Learn(crate::bench_learn::LearnBenchArgs),
 }
 
 #[derive(Args)]
@@ -356,11 +364,14 @@ pub struct EnvBenchArgs {
     device: String,
 }
 
-pub fn run(cmd: BenchCommand) -> Result<()> {
+/// Runs a benchmark; `Some` when a signal stopped `bench learn` (its exit code is the
+/// signal's).
+pub fn run(cmd: BenchCommand) -> Result<Option<rlrig_learn::stop::Stop>> {
     match cmd {
-        BenchCommand::Env(a) => bench_env(a),
-        BenchCommand::Suite(a) => suite(a),
-        BenchCommand::Alphazero(a) => bench_alphazero(a),
+        BenchCommand::Env(a) => bench_env(a).map(|()| None),
+        BenchCommand::Suite(a) => suite(a).map(|()| None),
+        BenchCommand::Alphazero(a) => bench_alphazero(a).map(|()| None),
+        BenchCommand::Learn(a) => crate::bench_learn::run(a),
     }
 }
 

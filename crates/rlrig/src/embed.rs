@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 
 use anyhow::Result;
-use clap::Parser;
 use rlrig_learn::stop::{Stop, StopFlag};
 
 /// The stop flag of the embedded run in progress, if any.
@@ -38,16 +37,10 @@ pub struct Trained {
 /// `stop` as its stop request. `--seeds` is refused: it packs runs as child processes
 /// of the `rlrig` binary, which an embedding program is not.
 pub fn train(args: &[String], stop: StopFlag) -> Result<Trained> {
-    #[derive(Parser)]
-    #[command(name = "rlrig train")]
-    struct Train {
-        #[command(subcommand)]
-        cmd: crate::train::TrainCommand,
-    }
-    let parsed = Train::try_parse_from(
-        std::iter::once("rlrig train".to_string()).chain(args.iter().cloned()),
-    )
-    .map_err(|e| anyhow::anyhow!("{}", e.render().to_string().trim_end()))?;
+    let argv: Vec<std::ffi::OsString> = std::iter::once("train".into())
+        .chain(args.iter().map(Into::into))
+        .collect();
+    let cmd = crate::train::parse(&argv)?;
     if args
         .iter()
         .any(|a| a == "--seeds" || a.starts_with("--seeds="))
@@ -66,7 +59,7 @@ pub fn train(args: &[String], stop: StopFlag) -> Result<Trained> {
         *slot = Some(stop);
     }
     *RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    let result = crate::train::train(parsed.cmd);
+    let result = crate::train::train(cmd, &argv);
     *STOP.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let run_dir = RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()).take();
     Ok(Trained {

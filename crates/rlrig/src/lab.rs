@@ -7,7 +7,8 @@ use clap::Args;
 
 #[derive(Args)]
 pub struct CompareArgs {
-    /// Result files of `rlrig bench suite --out`, the first is the reference.
+    /// Result files of `rlrig bench suite --out` or of `rlrig bench learn` (all of one
+    /// kind), the first is the reference.
     #[arg(required = true, num_args = 2..)]
     files: Vec<PathBuf>,
     /// Also draw the ratios as a bar chart (PNG).
@@ -15,22 +16,70 @@ pub struct CompareArgs {
     plot: Option<PathBuf>,
 }
 
+/// A file's name for the table: its stem.
+fn label(p: &std::path::Path) -> String {
+    p.file_stem().map_or_else(
+        || p.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+/// Whether `path` is a `bench learn` result (its `suite` field), read once here so
+/// that a mix of kinds is one clear error.
+fn is_learn(path: &std::path::Path) -> Result<bool> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a bench result (not JSON)", path.display()))?;
+    Ok(v["suite"] == rlrig_lab::learn::LEARN_SUITE)
+}
+
 pub fn compare(a: CompareArgs) -> Result<()> {
-    let results = a
+    let kinds = a
         .files
         .iter()
-        .map(|p| {
-            let r = rlrig_lab::suite::load(p).map_err(anyhow::Error::msg)?;
-            let name = p.file_stem().map_or_else(
-                || p.display().to_string(),
-                |s| s.to_string_lossy().into_owned(),
-            );
-            Ok((name, r))
-        })
+        .map(|p| is_learn(p))
         .collect::<Result<Vec<_>>>()?;
-    outln!("{}", rlrig_lab::suite::compare_table(&results).trim_end());
+    if kinds.iter().any(|&k| k != kinds[0]) {
+        let learn: Vec<String> = a
+            .files
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, k)| **k)
+            .map(|(p, _)| p.display().to_string())
+            .collect();
+        bail!(
+            "compare like with like: `bench learn` results ({}) beside `bench suite` results",
+            learn.join(", ")
+        );
+    }
+    let msg = anyhow::Error::msg;
+    let (table, plotted) = if kinds[0] {
+        let results = a
+            .files
+            .iter()
+            .map(|p| Ok((label(p), rlrig_lab::learn::load(p).map_err(msg)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let plotted = a
+            .plot
+            .as_ref()
+            .map(|p| rlrig_lab::learn::compare_plot(p, &results).map_err(msg));
+        (rlrig_lab::learn::compare_table(&results), plotted)
+    } else {
+        let results = a
+            .files
+            .iter()
+            .map(|p| Ok((label(p), rlrig_lab::suite::load(p).map_err(msg)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let plotted = a
+            .plot
+            .as_ref()
+            .map(|p| rlrig_lab::suite::compare_plot(p, &results).map_err(msg));
+        (rlrig_lab::suite::compare_table(&results), plotted)
+    };
+    outln!("{}", table.trim_end());
     if let Some(p) = &a.plot {
-        rlrig_lab::suite::compare_plot(p, &results).map_err(anyhow::Error::msg)?;
+        plotted.transpose()?;
         outln!("chart: {}", p.display());
     }
     Ok(())

@@ -12,6 +12,7 @@ macro_rules! outln {
 }
 
 mod bench;
+mod bench_learn;
 mod cli_envs;
 mod config;
 pub mod embed;
@@ -66,7 +67,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// What hardware is here: CPU, caches, memory, NVIDIA (NVML) and AMD (sysfs) GPUs.
     Probe(probe::ProbeArgs),
-    /// Compare `bench suite` results side by side, with ratios (and a PNG chart).
+    /// Compare `bench suite` (or `bench learn`) results side by side, with ratios (and a
+    /// PNG chart).
     Compare(lab::CompareArgs),
     /// Draw learning curves (return vs steps and vs wall time) of runs to a PNG.
     Plot(lab::PlotArgs),
@@ -85,11 +87,12 @@ pub fn main() -> ExitCode {
         Command::Replay(a) => cli_envs::replay(a).map(|()| ExitCode::SUCCESS),
         // A run stopped by SIGINT/SIGTERM (checkpoint written) exits with the shell's
         // code for that signal: 130 or 143.
-        Command::Train(t) => train::train(t)
+        Command::Train(t) => train::train(t, &std::env::args_os().skip(1).collect::<Vec<_>>())
             .map(|stop| stop.map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.exit_code()))),
         Command::Eval(a) => eval::eval(a).map(|()| ExitCode::SUCCESS),
         Command::Play(a) => eval::play(a).map(|()| ExitCode::SUCCESS),
-        Command::Bench(b) => bench::run(b).map(|()| ExitCode::SUCCESS),
+        Command::Bench(b) => bench::run(b)
+            .map(|stop| stop.map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.exit_code()))),
         Command::Probe(a) => probe::run(a).map(|()| ExitCode::SUCCESS),
         Command::Compare(a) => lab::compare(a).map(|()| ExitCode::SUCCESS),
         Command::Plot(a) => lab::plot(a).map(|()| ExitCode::SUCCESS),

@@ -31,6 +31,9 @@ pub struct Pack {
     pub label: &'static str,
     pub env: String,
     pub seeds: Vec<u64>,
+    /// Each seed's command line after the program's name, less the per-seed flags
+    /// ([`child_args`]).
+    pub args: Vec<OsString>,
     /// Worker threads in all (`--threads`).
     pub threads: usize,
     /// Runs at a time (`--jobs`; default: one per thread, up to the seed count).
@@ -91,7 +94,7 @@ impl Drop for Runs {
 /// The launcher's own arguments minus the ones it sets per seed (`--seeds`, `--seed`,
 /// `--run-dir`, `--threads`, `--jobs`, `--quiet`, `--resume`), in both `--flag value`
 /// and `--flag=value` forms.
-fn child_args(args: &[OsString]) -> Vec<OsString> {
+pub fn child_args(args: &[OsString]) -> Vec<OsString> {
     const WITH_VALUE: [&str; 5] = ["--seeds", "--seed", "--run-dir", "--threads", "--jobs"];
     let mut out = Vec::new();
     let mut skip_next = false;
@@ -143,8 +146,6 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     });
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     let exe = std::env::current_exe().context("finding the rlrig binary to run each seed")?;
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let args = child_args(&args);
     outln!(
         "{} seeds of {} {}: {jobs} at a time, {threads_per_run} thread{} each, in {}",
         n,
@@ -184,7 +185,7 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
             let resume =
                 p.resume && rlrig_learn::run::RunDir::open(&dir).is_ok_and(|d| d.has_checkpoint());
             let child = Command::new(&exe)
-                .args(&args)
+                .args(&p.args)
                 .args(resume.then_some("--resume"))
                 .arg("--seed")
                 .arg(seed.to_string())

@@ -71,6 +71,119 @@ fn bench_suite_writes_results_that_compare_reads() {
 }
 
 #[test]
+fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
+    let d = tmp("learn");
+    let dir = d.join("b");
+    let args = |extra: &[&str]| {
+        let mut v = vec![
+            "bench",
+            "learn",
+            "--env",
+            "CartPole-v1",
+            "--algo",
+            "ppo",
+            "--seeds",
+            "1-2",
+            "--total-steps",
+            "8192",
+            "--eval-episodes",
+            "3",
+            "--threads",
+            "2",
+            "--dir",
+            dir.to_str().unwrap(),
+        ];
+        v.extend_from_slice(extra);
+        v.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    let run = |extra: &[&str]| {
+        let a = args(extra);
+        rlrig(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let o = run(&[]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let out = dir.join("learn.json");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["suite"], "rlrig-bench-learn");
+    let cell = &v["cells"][0];
+    assert_eq!(
+        (cell["algo"].as_str(), cell["env"].as_str()),
+        (Some("ppo"), Some("CartPole-v1"))
+    );
+    assert_eq!(cell["threshold"], 475.0);
+    // Each seed's score is its own run's final evaluation; the cell's figures follow.
+    let mut finals = Vec::new();
+    for (i, seed) in [1, 2].iter().enumerate() {
+        let s = &cell["seeds"][i];
+        assert_eq!(s["seed"], *seed);
+        assert_eq!(s["status"], "done");
+        assert_eq!(s["env_steps"], 8192.0);
+        let eval: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.join(format!("CartPole-v1-ppo/seed{seed}/eval.json"))).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(s["final_return"], eval["mean_return"]);
+        finals.push(eval["mean_return"].as_f64().unwrap());
+    }
+    let mean = (finals[0] + finals[1]) / 2.0;
+    assert!((cell["final_return"]["mean"].as_f64().unwrap() - mean).abs() < 1e-9);
+    let reached = finals.iter().filter(|&&f| f >= 475.0).count();
+    assert_eq!(cell["reached"], reached);
+    assert!(is_png(&dir.join("learn.png")));
+    // A second leg reads the finished cell instead of training it again.
+    let metrics = dir.join("CartPole-v1-ppo/seed1/metrics.csv");
+    let before = std::fs::read(&metrics).unwrap();
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(1), "a non-empty --dir needs --resume");
+    assert!(common::stderr(&o).contains("--resume"));
+    let o = run(&["--resume"]);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("finished in an earlier leg"));
+    assert_eq!(std::fs::read(&metrics).unwrap(), before);
+    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(again["cells"][0]["final_return"], cell["final_return"]);
+    // compare reads it, and refuses to mix it with a bench suite result.
+    let o = rlrig(&["compare", out.to_str().unwrap(), out.to_str().unwrap()]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    assert!(table.contains("| ppo CartPole-v1 | 475 |"), "{table}");
+    let o = rlrig(&["compare", out.to_str().unwrap(), &fixture("home.json")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(common::stderr(&o).contains("like with like"));
+    // Bad input: named, nothing run.
+    for (bad, needle) in [
+        (vec!["bench", "learn", "--algo", "nope"], "--algo nope"),
+        (
+            vec![
+                "bench",
+                "learn",
+                "--env",
+                "MinAtar/Breakout-v1",
+                "--algo",
+                "ppo",
+            ],
+            "--threshold",
+        ),
+        (
+            vec!["bench", "learn", "--quick", "--env", "BipedalWalker-v3"],
+            "no cell",
+        ),
+        (
+            vec!["bench", "learn", "--eval-episodes", "0"],
+            "--eval-episodes",
+        ),
+    ] {
+        let o = rlrig(&bad);
+        assert_eq!(o.status.code(), Some(1), "{bad:?}");
+        assert!(
+            common::stderr(&o).contains(needle),
+            "{bad:?}: {}",
+            common::stderr(&o)
+        );
+    }
+    std::fs::remove_dir_all(d).ok();
+}
+
+#[test]
 fn plot_draws_learning_curves_of_runs() {
     let d = tmp("plot");
     let run = d.join("run");

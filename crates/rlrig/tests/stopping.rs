@@ -610,3 +610,75 @@ fn a_packed_run_checkpoints_even_when_signalled_twice() {
     assert!(d.join("checkpoints/latest").exists());
     std::fs::remove_dir_all(d).ok();
 }
+
+/// `bench learn` stopped in its first cell: the cell's seeds checkpoint, the command
+/// exits 130 with the results so far, and `--resume` finishes both cells, the stopped
+/// one from its checkpoints.
+#[test]
+fn sigint_stops_bench_learn_at_a_checkpoint_and_resume_finishes_it() {
+    let d = tmp("learn-stop");
+    let ds = d.to_str().unwrap();
+    let mut args = vec![
+        "bench",
+        "learn",
+        "--env",
+        "CartPole-v1",
+        "--algo",
+        "ppo,a2c",
+        "--seeds",
+        "1-2",
+        "--total-steps",
+        "300000",
+        "--eval-episodes",
+        "2",
+        "--threads",
+        "2",
+        "--dir",
+        ds,
+    ];
+    let child = spawn(&args);
+    let child = wait_until(child, "the first cell's seeds logged", || {
+        ["seed1", "seed2"].iter().all(|s| {
+            std::fs::read_to_string(d.join("CartPole-v1-ppo").join(s).join("metrics.csv"))
+                .map_or(0, |t| t.lines().count())
+                > 2
+        })
+    });
+    signal(&child, "INT");
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
+    assert!(out.contains("--resume"), "{out}");
+    for s in ["seed1", "seed2"] {
+        assert!(
+            d.join("CartPole-v1-ppo")
+                .join(s)
+                .join("checkpoints/latest")
+                .exists(),
+            "{s}"
+        );
+    }
+    assert!(!d.join("CartPole-v1-a2c").exists());
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("learn.json")).unwrap()).unwrap();
+    assert_eq!(v["cells"].as_array().map(Vec::len), Some(0));
+    args.push("--resume");
+    let o = rlrig(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("learn.json")).unwrap()).unwrap();
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{v}");
+    for c in cells {
+        // Whole iterations: the budget rounded down to the batch, the same for each seed.
+        let seeds = c["seeds"].as_array().unwrap();
+        for s in seeds {
+            assert_eq!(s["status"], "done", "{c}");
+            assert_eq!(s["env_steps"], seeds[0]["env_steps"], "{c}");
+            let steps = s["env_steps"].as_f64().unwrap();
+            assert!(steps > 290_000.0 && steps <= 300_000.0, "{c}");
+        }
+    }
+    std::fs::remove_dir_all(d).ok();
+}

@@ -1,6 +1,7 @@
 //! `rlrig train ...`: the subcommands and flags, shared helpers, dispatch. Each family
 //! of learners has its file beside this one; `crate::config` resolves their configs.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use crate::default_threads;
@@ -40,8 +41,14 @@ fn stop_on_signals() -> Result<StopFlag> {
         // Embedded (the Python package): the caller turns its own Ctrl-C into a stop.
         return Ok(stop);
     }
-    use std::sync::Arc;
     use std::sync::atomic::AtomicBool;
+    use std::sync::{Arc, OnceLock};
+    // Installed once per process: `bench learn` trains cell after cell in one process,
+    // and every cell answers the same signals.
+    static INSTALLED: OnceLock<StopFlag> = OnceLock::new();
+    if let Some(stop) = INSTALLED.get() {
+        return Ok(stop.clone());
+    }
     let stop = StopFlag::new();
     let seen = Arc::new(AtomicBool::new(false));
     // A run of `--seeds` may get one stop twice (its launcher passes it on): it always
@@ -58,7 +65,7 @@ fn stop_on_signals() -> Result<StopFlag> {
         signal_hook::flag::register_usize(sig, Arc::clone(stop.signal_slot()), sig as usize)
             .context("installing the SIGINT/SIGTERM handlers")?;
     }
-    Ok(stop)
+    Ok(INSTALLED.get_or_init(|| stop).clone())
 }
 
 /// The run directory: `--run-dir`, or `runs/<env>-<algo>-seed<seed>`.
@@ -271,9 +278,27 @@ pub struct PpoArgs {
     pub(crate) run: RunFlags,
 }
 
+/// Parses `train ALGO ...` (a command line after the program's name), with clap's
+/// usage errors as the error.
+pub(crate) fn parse(argv: &[OsString]) -> Result<TrainCommand> {
+    #[derive(clap::Parser)]
+    #[command(name = "rlrig train")]
+    struct Train {
+        #[command(subcommand)]
+        cmd: TrainCommand,
+    }
+    use clap::Parser as _;
+    let parsed = Train::try_parse_from(
+        std::iter::once(OsString::from("rlrig train")).chain(argv.iter().skip(1).cloned()),
+    )
+    .map_err(|e| anyhow::anyhow!("{}", e.render().to_string().trim_end()))?;
+    Ok(parsed.cmd)
+}
+
 /// Runs `rlrig train ...`; `Some` when a signal stopped the run early (its exit code is
-/// the signal's).
-pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
+/// the signal's). `argv` is the command line after the program's name (`train ALGO
+/// ...`): `--seeds` runs each seed as this binary with these arguments.
+pub fn train(cmd: TrainCommand, argv: &[OsString]) -> Result<Option<Stop>> {
     let (a, algo) = match cmd {
         TrainCommand::Alphazero(a) => return train_alphazero_cli(a),
         TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
@@ -292,7 +317,7 @@ pub fn train(cmd: TrainCommand) -> Result<Option<Stop>> {
     if let Some(seeds) = a.seeds.clone()
         && a.device != Device::Gpu
     {
-        return train_packed(a, algo, seeds.0);
+        return train_packed(a, algo, seeds.0, argv);
     }
     // Ok: an off-policy algorithm; Err: one on PPO's machinery, by name.
     match algo {
@@ -314,6 +339,7 @@ fn train_packed(
     mut a: PpoArgs,
     algo: std::result::Result<Algo, &'static str>,
     seeds: Vec<u64>,
+    argv: &[OsString],
 ) -> Result<Option<Stop>> {
     if a.seed.is_some() {
         bail!("--seed and --seeds: give one (--seeds runs each seed of the list)");
@@ -348,6 +374,7 @@ fn train_packed(
             label,
             env,
             seeds,
+            args: crate::pack::child_args(argv),
             threads: a.threads,
             jobs: a.jobs,
             run_dir: a.run.run_dir,
