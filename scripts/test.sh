@@ -60,13 +60,15 @@ if ! command -v cmake >/dev/null 2>&1; then
   fi
 fi
 
-# Release profile: the learning tests train real agents and would crawl in debug.
+# The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
+# would crawl in debug, without release's slow single-unit LTO link. The Python package
+# and the opt-in features below build in the same profile, so they reuse this build.
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
-cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --release --locked
+cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked
 
 if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   # The Python package, installed as a user installs it (maturin builds the extension
-  # in the release profile, reusing the workspace's target directory), then its tests
+  # in the test build's profile, reusing the workspace's target directory), then its tests
   # against Gymnasium's own envs.
   PYV=target/pyvenv
   if ! "$PYV/bin/python" -c 'import sys' 2>/dev/null; then
@@ -82,7 +84,8 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   fi
   PIP=("$PYV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
   "${PIP[@]}" "gymnasium>=1.4,<1.5" numpy pytest hypothesis mypy
-  "${PIP[@]}" --force-reinstall --no-deps ./python
+  # Users get the release profile (pyproject.toml); the tests the `ci` build above.
+  MATURIN_PEP517_ARGS="--profile ci" "${PIP[@]}" --force-reinstall --no-deps ./python
   "$PYV/bin/python" -m pytest -q -p no:cacheprovider python/tests
   # The type stubs agree with the native module, and the package type-checks.
   "$PYV/bin/python" -m mypy.stubtest rlrig._rlrig
@@ -107,7 +110,7 @@ if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
   TESTS+=(--test atari --test atari_golden --test executors)
 fi
 if [ "${#TESTS[@]}" -gt 0 ]; then
-  cargo test --release --locked -p rlrig -p rlrig-env --features "$(IFS=,; echo "${FEATURES[*]}")" "${TESTS[@]}"
+  cargo test --profile ci --locked -p rlrig -p rlrig-env --features "$(IFS=,; echo "${FEATURES[*]}")" "${TESTS[@]}"
 fi
 
 if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then

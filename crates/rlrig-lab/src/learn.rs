@@ -194,10 +194,11 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
-/// A run's training curve: per metrics.csv row with a finished episode so far, the env
-/// steps, the training seconds (env + inference + learner + other, summed over rows)
-/// and the mean return of the last [`CROSSING_EPISODES`] finished episodes (or more:
-/// the rows' means weighted by their episode counts, whole rows).
+/// A run's training curve: per metrics.csv row from the one where the
+/// [`CROSSING_EPISODES`]th episode finished, the env steps, the training seconds (env +
+/// inference + learner + other, summed over rows) and the mean return of the last
+/// [`CROSSING_EPISODES`] finished episodes (or more: the rows' means weighted by their
+/// episode counts, whole rows).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Curve {
     pub steps: Vec<f64>,
@@ -237,10 +238,11 @@ impl Curve {
                     window.remove(0);
                 }
             }
-            if window.is_empty() {
+            let n: f64 = window.iter().map(|w| w.0).sum();
+            // Not before the window is full: a few lucky first episodes are no crossing.
+            if n < CROSSING_EPISODES {
                 continue;
             }
-            let n: f64 = window.iter().map(|w| w.0).sum();
             curve.steps.push(row[cs]);
             curve.seconds.push(seconds);
             curve
@@ -603,25 +605,39 @@ mod tests {
 
     #[test]
     fn the_crossing_is_the_first_row_whose_trailing_mean_reaches_the_threshold() {
-        // 10 episodes per row: the window is the last two rows.
+        // 10 episodes per row: the window is the last two rows, full from the third row
+        // (the second with episodes); a lucky first row alone is no crossing.
         let m = metrics(&[
             (100.0, 0.0, f64::NAN),
-            (200.0, 10.0, 0.0),
-            (300.0, 10.0, 100.0),
+            (200.0, 10.0, 200.0),
+            (300.0, 10.0, 0.0),
             (400.0, 10.0, 100.0),
-            (500.0, 10.0, 0.0),
+            (500.0, 10.0, 100.0),
+            (600.0, 10.0, 0.0),
         ]);
         let c = Curve::of(&m).unwrap();
-        assert_eq!(c.steps, vec![200.0, 300.0, 400.0, 500.0]);
-        assert_eq!(c.returns, vec![0.0, 50.0, 100.0, 50.0]);
-        assert_eq!(c.seconds, vec![2.0, 3.0, 4.0, 5.0]);
-        assert_eq!(c.total_seconds, 5.0);
-        assert_eq!(c.crossing(60.0), Some((400.0, 4.0)));
-        assert_eq!(c.crossing(100.0), Some((400.0, 4.0)));
+        assert_eq!(c.steps, vec![300.0, 400.0, 500.0, 600.0]);
+        assert_eq!(c.returns, vec![100.0, 50.0, 100.0, 50.0]);
+        assert_eq!(c.seconds, vec![3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(c.total_seconds, 6.0);
+        assert_eq!(c.crossing(60.0), Some((300.0, 3.0)));
         assert_eq!(c.crossing(101.0), None);
-        // One row with many episodes is a window by itself.
-        let m = metrics(&[(10.0, 5.0, -50.0), (20.0, 30.0, 10.0)]);
+        let late = metrics(&[
+            (100.0, 10.0, 0.0),
+            (200.0, 10.0, 0.0),
+            (300.0, 10.0, 90.0),
+            (400.0, 10.0, 90.0),
+        ]);
+        assert_eq!(Curve::of(&late).unwrap().crossing(60.0), Some((400.0, 4.0)));
+        // One row with many episodes is a window by itself; too few episodes, no curve.
+        let m = metrics(&[(10.0, 25.0, -50.0), (20.0, 30.0, 10.0)]);
         assert_eq!(Curve::of(&m).unwrap().returns, vec![-50.0, 10.0]);
+        assert!(
+            Curve::of(&metrics(&[(10.0, 5.0, 1.0)]))
+                .unwrap()
+                .returns
+                .is_empty()
+        );
     }
 
     #[test]
