@@ -431,6 +431,9 @@ pub struct LearnResult {
     pub threads: usize,
     /// Seeds per cell.
     pub seeds: Vec<u64>,
+    /// `--set KEY=VALUE` given to every cell.
+    #[serde(default)]
+    pub sets: Vec<String>,
     pub machine: String,
     pub probe: serde_json::Value,
     pub cells: Vec<CellResult>,
@@ -438,7 +441,12 @@ pub struct LearnResult {
 
 impl LearnResult {
     /// An empty result for this machine; cells are pushed as they finish.
-    pub fn new(quick: bool, threads: usize, seeds: Vec<u64>) -> Result<LearnResult, String> {
+    pub fn new(
+        quick: bool,
+        threads: usize,
+        seeds: Vec<u64>,
+        sets: Vec<String>,
+    ) -> Result<LearnResult, String> {
         let probe = crate::probe::probe(&crate::probe::Roots::default());
         Ok(LearnResult {
             suite: LEARN_SUITE.into(),
@@ -450,6 +458,7 @@ impl LearnResult {
             quick,
             threads,
             seeds,
+            sets,
             machine: probe.fingerprint(),
             probe: serde_json::to_value(&probe).map_err(|e| e.to_string())?,
             cells: Vec::new(),
@@ -483,13 +492,18 @@ pub fn compare_table(results: &[(String, LearnResult)]) -> String {
     let mut s = String::new();
     for (i, (name, r)) in results.iter().enumerate() {
         s += &format!(
-            "{}: {name}: {} (bench learn v{}, {} threads, {} seeds{})\n",
+            "{}: {name}: {} (bench learn v{}, {} threads, {} seeds{}{})\n",
             letter(i),
             r.machine,
             r.version,
             r.threads,
             r.seeds.len(),
-            if r.quick { ", quick" } else { "" }
+            if r.quick { ", quick" } else { "" },
+            if r.sets.is_empty() {
+                String::new()
+            } else {
+                format!(", --set {}", r.sets.join(" --set "))
+            }
         );
     }
     if results
@@ -718,6 +732,7 @@ mod tests {
             quick: true,
             threads: 2,
             seeds: vec![1, 2],
+            sets: vec![],
             machine: "m".into(),
             probe: serde_json::Value::Null,
             cells: vec![cell(secs)],

@@ -52,6 +52,10 @@ pub struct LearnBenchArgs {
     /// pair whose env the matrix does not hold).
     #[arg(long, value_name = "SCORE", allow_hyphen_values = true)]
     threshold: Option<f64>,
+    /// Override one hyperparameter in every cell, as `train --set KEY=VALUE`
+    /// (repeatable); recorded in the results.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
     /// Episodes of each seed's final greedy evaluation (the cell's score).
     #[arg(long, default_value_t = 20)]
     eval_episodes: usize,
@@ -110,8 +114,8 @@ pub fn run(a: LearnBenchArgs) -> Result<Option<Stop>> {
         );
     }
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
-    let mut result =
-        LearnResult::new(a.quick, a.threads, a.seeds.0.clone()).map_err(anyhow::Error::msg)?;
+    let mut result = LearnResult::new(a.quick, a.threads, a.seeds.0.clone(), a.set.clone())
+        .map_err(anyhow::Error::msg)?;
     let mut curves = Vec::new();
     outln!(
         "bench learn: {} cell{}, seeds {}, {} threads, in {}",
@@ -224,6 +228,9 @@ fn train_args(a: &LearnBenchArgs, cell: &Cell, dir: &Path) -> Vec<OsString> {
     v.push(dir.into());
     if let Some(n) = a.total_steps.or(cell.steps) {
         v.extend(["--total-steps".into(), n.to_string().into()]);
+    }
+    for kv in &a.set {
+        v.extend(["--set".into(), kv.into()]);
     }
     if let Some(j) = a.jobs {
         v.extend(["--jobs".into(), j.to_string().into()]);

@@ -43,12 +43,116 @@ pub struct Pack {
     /// `--resume`: seeds with a checkpoint continue from it, the others start.
     pub resume: bool,
     pub quiet: bool,
+    /// `--sweep`: every seed runs once per variant, in `BASE/<variant>/seed<N>`; empty,
+    /// once with the config as given, in `BASE/seed<N>`.
+    pub variants: Vec<Variant>,
+}
+
+/// One point of a `--sweep`: the `--set KEY=VALUE`s it adds and its directory's name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    pub name: String,
+    pub sets: Vec<String>,
+}
+
+/// Splits `--sweep KEY=V1,V2,...` at the commas outside brackets and quotes (so
+/// `hidden=[64,64],[256,256]` is two values); an error names a malformed one.
+fn sweep_values(spec: &str) -> Result<(String, Vec<String>), String> {
+    let (key, values) = spec
+        .split_once('=')
+        .filter(|(k, v)| !k.trim().is_empty() && !v.trim().is_empty())
+        .ok_or_else(|| format!("--sweep {spec}: expected KEY=VALUE1,VALUE2,..."))?;
+    let (mut out, mut cur, mut depth, mut quote) = (Vec::new(), String::new(), 0i32, None);
+    for ch in values.chars() {
+        match (ch, quote) {
+            ('"' | '\'', None) => quote = Some(ch),
+            (c, Some(q)) if c == q => quote = None,
+            ('[' | '{', None) => depth += 1,
+            (']' | '}', None) => depth -= 1,
+            (',', None) if depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    out.push(cur.trim().to_string());
+    if depth != 0 || quote.is_some() {
+        return Err(format!("--sweep {spec}: unbalanced brackets or quotes"));
+    }
+    if out.iter().any(String::is_empty) {
+        return Err(format!("--sweep {spec}: an empty value"));
+    }
+    let mut seen = out.clone();
+    seen.sort();
+    if seen.windows(2).any(|w| w[0] == w[1]) {
+        return Err(format!("--sweep {spec}: a value is listed twice"));
+    }
+    Ok((key.trim().to_string(), out))
+}
+
+/// The variants of `--sweep` flags: every combination of their values (the first
+/// flag varies slowest), each named `KEY=VALUE[,KEY=VALUE]` with characters a
+/// directory name should not hold replaced by `_`.
+pub fn sweep(specs: &[String]) -> Result<Vec<Variant>, String> {
+    let mut variants = vec![Variant {
+        name: String::new(),
+        sets: Vec::new(),
+    }];
+    let mut keys = Vec::new();
+    for spec in specs {
+        let (key, values) = sweep_values(spec)?;
+        if keys.contains(&key) {
+            return Err(format!("--sweep {key}: the key is swept twice"));
+        }
+        keys.push(key.clone());
+        variants = variants
+            .into_iter()
+            .flat_map(|v| {
+                let key = &key;
+                values.iter().map(move |val| {
+                    let set = format!("{key}={val}");
+                    let mut sets = v.sets.clone();
+                    sets.push(set.clone());
+                    let safe: String = set
+                        .chars()
+                        .map(|c| {
+                            if c.is_ascii_alphanumeric() || "=.-+_".contains(c) {
+                                c
+                            } else {
+                                '_'
+                            }
+                        })
+                        .collect();
+                    Variant {
+                        name: if v.name.is_empty() {
+                            safe
+                        } else {
+                            format!("{},{safe}", v.name)
+                        },
+                        sets,
+                    }
+                })
+            })
+            .collect();
+    }
+    Ok(if keys.is_empty() {
+        Vec::new()
+    } else {
+        variants
+    })
 }
 
 /// How one seed's run ended.
 #[derive(serde::Serialize)]
 struct SeedResult {
     seed: u64,
+    /// The `--sweep` variant's name and its `--set`s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variant: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    sets: Vec<String>,
     run_dir: PathBuf,
     log: PathBuf,
     /// "done", "interrupted" (stopped by a signal after its checkpoint) or "failed".
@@ -71,6 +175,7 @@ struct Summary<'a> {
 
 struct Running {
     seed: u64,
+    variant: Option<usize>,
     child: Child,
     started: Instant,
 }
@@ -92,10 +197,17 @@ impl Drop for Runs {
 }
 
 /// The launcher's own arguments minus the ones it sets per seed (`--seeds`, `--seed`,
-/// `--run-dir`, `--threads`, `--jobs`, `--quiet`, `--resume`), in both `--flag value`
-/// and `--flag=value` forms.
+/// `--run-dir`, `--threads`, `--jobs`, `--sweep`, `--quiet`, `--resume`), in both
+/// `--flag value` and `--flag=value` forms.
 pub fn child_args(args: &[OsString]) -> Vec<OsString> {
-    const WITH_VALUE: [&str; 5] = ["--seeds", "--seed", "--run-dir", "--threads", "--jobs"];
+    const WITH_VALUE: [&str; 6] = [
+        "--seeds",
+        "--seed",
+        "--run-dir",
+        "--threads",
+        "--jobs",
+        "--sweep",
+    ];
     let mut out = Vec::new();
     let mut skip_next = false;
     for a in args {
@@ -129,26 +241,53 @@ fn signal(child: &Child, sig: usize) {
     }
 }
 
-/// Runs every seed and prints one line per finished seed and a summary; writes
-/// `seeds.json` in the base directory. `Some` when a signal stopped the runs.
+/// Runs every seed (of every variant) and prints one line per finished run and a
+/// summary; writes `seeds.json` in the base directory. `Some` when a signal stopped the
+/// runs.
 pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
-    let n = p.seeds.len();
+    let variants: Vec<Option<usize>> = if p.variants.is_empty() {
+        vec![None]
+    } else {
+        (0..p.variants.len()).map(Some).collect()
+    };
+    let units: Vec<(Option<usize>, u64)> = variants
+        .iter()
+        .flat_map(|&v| p.seeds.iter().map(move |&s| (v, s)))
+        .collect();
+    let n = units.len();
     let jobs = p.jobs.unwrap_or(p.threads).clamp(1, n);
     let threads_per_run = (p.threads / jobs).max(1);
+    let k = p.seeds.len();
     let base = p.run_dir.clone().unwrap_or_else(|| {
         PathBuf::from(format!(
-            "runs/{}-{}-seeds{}-{}",
+            "runs/{}-{}-{}seeds{}-{}",
             p.env.replace('/', "-"),
             p.label,
+            if p.variants.is_empty() { "" } else { "sweep-" },
             p.seeds[0],
-            p.seeds[n - 1]
+            p.seeds[k - 1]
         ))
     });
-    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    // A run's directory and log: BASE/[variant/]seed<N>[.log].
+    let place = |v: Option<usize>, seed: u64| {
+        let d = v.map_or(base.clone(), |v| base.join(&p.variants[v].name));
+        (
+            d.join(format!("seed{seed}")),
+            d.join(format!("seed{seed}.log")),
+        )
+    };
+    for &v in &variants {
+        let d = v.map_or(base.clone(), |v| base.join(&p.variants[v].name));
+        std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    }
     let exe = std::env::current_exe().context("finding the rlrig binary to run each seed")?;
     outln!(
-        "{} seeds of {} {}: {jobs} at a time, {threads_per_run} thread{} each, in {}",
-        n,
+        "{}{k} seeds of {} {}: {jobs} at a time, {threads_per_run} thread{} each, in {}",
+        if p.variants.is_empty() {
+            String::new()
+        } else {
+            format!("{} variants x ", p.variants.len())
+        },
         p.env,
         p.label,
         if threads_per_run == 1 { "" } else { "s" },
@@ -156,7 +295,7 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     );
     let bar = crate::train::progress_bar(p.quiet, n as u64);
     let start = Instant::now();
-    let mut pending = p.seeds.iter().copied();
+    let mut pending = units.iter().copied();
     let mut running = Runs::default();
     let mut results: Vec<SeedResult> = Vec::new();
     let mut forwarded = None;
@@ -170,9 +309,10 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
             forwarded = Some(why);
         }
         while forwarded.is_none() && running.0.len() < jobs {
-            let Some(seed) = pending.next() else { break };
-            let dir = base.join(format!("seed{seed}"));
-            let log = base.join(format!("seed{seed}.log"));
+            let Some((variant, seed)) = pending.next() else {
+                break;
+            };
+            let (dir, log) = place(variant, seed);
             // Resumed: the log goes on after the first leg's (a failed seed's error stays).
             let out = std::fs::OpenOptions::new()
                 .create(true)
@@ -184,8 +324,10 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
             let err = out.try_clone()?;
             let resume =
                 p.resume && rlrig_learn::run::RunDir::open(&dir).is_ok_and(|d| d.has_checkpoint());
+            let sets = variant.map_or(&[][..], |v| &p.variants[v].sets[..]);
             let child = Command::new(&exe)
                 .args(&p.args)
+                .args(sets.iter().flat_map(|s| ["--set", s.as_str()]))
                 .args(resume.then_some("--resume"))
                 .arg("--seed")
                 .arg(seed.to_string())
@@ -203,6 +345,7 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
                 .with_context(|| format!("starting seed {seed}: {}", exe.display()))?;
             running.0.push(Running {
                 seed,
+                variant,
                 child,
                 started: Instant::now(),
             });
@@ -216,7 +359,13 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
                 None => i += 1,
                 Some(status) => {
                     let r = running.0.swap_remove(i);
-                    let res = finished(&base, r.seed, status, r.started.elapsed(), forwarded);
+                    let (dir, log) = place(r.variant, r.seed);
+                    let mut res =
+                        finished(dir, log, r.seed, status, r.started.elapsed(), forwarded);
+                    if let Some(v) = r.variant {
+                        res.variant = Some(p.variants[v].name.clone());
+                        res.sets.clone_from(&p.variants[v].sets);
+                    }
                     bar.inc(1);
                     // A closed stdout must not end the launcher with runs going.
                     let _ = bar.suspend(|| print_result(&res));
@@ -228,7 +377,12 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     }
     bar.finish_and_clear();
     let wall = start.elapsed().as_secs_f64();
-    results.sort_by_key(|r| r.seed);
+    // In launch order: variant by variant, seeds ascending.
+    results.sort_by_key(|r| {
+        units
+            .iter()
+            .position(|&(v, s)| s == r.seed && v.map(|v| &p.variants[v].name) == r.variant.as_ref())
+    });
     let summary = Summary {
         algo: p.label,
         env: &p.env,
@@ -280,14 +434,14 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
 /// 130/143), or was ended by the signal the launcher passed on before it could catch it
 /// (a run just started).
 fn finished(
-    base: &Path,
+    run_dir: PathBuf,
+    log: PathBuf,
     seed: u64,
     status: std::process::ExitStatus,
     took: Duration,
     forwarded: Option<Stop>,
 ) -> SeedResult {
     use std::os::unix::process::ExitStatusExt as _;
-    let run_dir = base.join(format!("seed{seed}"));
     let code = status.code();
     let killed_by_ours = forwarded.is_some_and(|f| status.signal() == Some(f.signal() as i32));
     let state = match code {
@@ -302,7 +456,9 @@ fn finished(
         .and_then(|b| serde_json::from_slice(&b).ok());
     SeedResult {
         seed,
-        log: base.join(format!("seed{seed}.log")),
+        variant: None,
+        sets: Vec::new(),
+        log,
         run_dir,
         status: state,
         exit_code: code,
@@ -321,19 +477,39 @@ fn print_result(r: &SeedResult) -> Result<()> {
         ("done", None) => "done (no evaluation)".to_string(),
         (s, _) => format!("{s} (see {})", r.log.display()),
     };
-    outln!("seed {}: {what} in {:.1} s", r.seed, r.wall_seconds);
+    let variant = r
+        .variant
+        .as_ref()
+        .map_or(String::new(), |v| format!("{v} "));
+    outln!(
+        "{variant}seed {}: {what} in {:.1} s",
+        r.seed,
+        r.wall_seconds
+    );
     Ok(())
 }
 
-/// The summary line: wall time and the spread of the greedy returns over seeds.
+/// The summary: wall time and the spread of the greedy returns over seeds (per
+/// variant of a sweep, best mean first).
 fn report(results: &[SeedResult], wall: f64, base: &Path) -> Result<()> {
-    let returns: Vec<f64> = results.iter().filter_map(mean_return).collect();
     let serial: f64 = results.iter().map(|r| r.wall_seconds).sum();
     outln!(
         "{} runs in {wall:.1} s (their own times add up to {serial:.1} s)",
         results.len()
     );
-    if !returns.is_empty() {
+    let mut groups: Vec<(Option<&String>, Vec<f64>)> = Vec::new();
+    for r in results {
+        let v = r.variant.as_ref();
+        let i = match groups.iter().position(|g| g.0 == v) {
+            Some(i) => i,
+            None => {
+                groups.push((v, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        groups[i].1.extend(mean_return(r));
+    }
+    let spread = |returns: &[f64]| {
         let k = returns.len() as f64;
         let mean = returns.iter().sum::<f64>() / k;
         let sd = if returns.len() > 1 {
@@ -343,10 +519,27 @@ fn report(results: &[SeedResult], wall: f64, base: &Path) -> Result<()> {
         };
         let min = returns.iter().copied().fold(f64::INFINITY, f64::min);
         let max = returns.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        outln!(
-            "greedy return over {} seeds: mean {mean:.1} ± {sd:.1} (sample std), min {min:.1}, max {max:.1}",
-            returns.len()
-        );
+        (
+            mean,
+            format!(
+                "greedy return over {} seeds: mean {mean:.1} ± {sd:.1} (sample std), min {min:.1}, max {max:.1}",
+                returns.len()
+            ),
+        )
+    };
+    let mut lines: Vec<(f64, String)> = groups
+        .iter()
+        .filter(|g| !g.1.is_empty())
+        .map(|(v, returns)| {
+            let (mean, line) = spread(returns);
+            (mean, v.map_or(line.clone(), |v| format!("{v}: {line}")))
+        })
+        .collect();
+    if groups.len() > 1 {
+        lines.sort_by(|a, b| b.0.total_cmp(&a.0));
+    }
+    for (_, line) in lines {
+        outln!("{line}");
     }
     outln!("summary: {}", base.join("seeds.json").display());
     Ok(())
@@ -379,11 +572,46 @@ mod tests {
             "--jobs",
             "2",
             "--resume",
+            "--sweep",
+            "gamma=0.9,0.99",
         ]);
         assert_eq!(
             child_args(&a),
             os(&["train", "ppo", "--env", "CartPole-v1", "--set", "gamma=0.9"])
         );
+    }
+
+    #[test]
+    fn a_sweep_is_every_combination_of_its_values() {
+        let v = sweep(&[
+            "learning_rate=1e-4,3e-4".into(),
+            "hidden=[64,64], [256]".into(),
+        ])
+        .unwrap();
+        let names: Vec<&str> = v.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "learning_rate=1e-4,hidden=_64_64_",
+                "learning_rate=1e-4,hidden=_256_",
+                "learning_rate=3e-4,hidden=_64_64_",
+                "learning_rate=3e-4,hidden=_256_",
+            ]
+        );
+        assert_eq!(v[1].sets, ["learning_rate=1e-4", "hidden=[256]"]);
+        assert_eq!(sweep(&[]).unwrap(), []);
+        for (bad, why) in [
+            ("gamma", "KEY=VALUE1"),
+            ("gamma=", "KEY=VALUE1"),
+            ("gamma=0.9,,0.99", "empty value"),
+            ("hidden=[64,64", "unbalanced"),
+            ("gamma=0.9,0.9", "twice"),
+        ] {
+            let e = sweep(&[bad.into()]).unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        let e = sweep(&["gamma=0.9".into(), "gamma=0.99".into()]).unwrap_err();
+        assert!(e.contains("swept twice"), "{e}");
     }
 
     #[test]

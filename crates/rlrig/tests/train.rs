@@ -724,3 +724,86 @@ fn seeds_are_packed_and_each_equals_its_run_alone() {
         std::fs::remove_dir_all(d).ok();
     }
 }
+
+/// `--sweep` trains every seed once per value, each run in BASE/<KEY=VALUE>/seed<N> with
+/// the value in its config and equal to that run with `--set`; the summary ranks the
+/// values; a bad value is one error before anything starts.
+#[test]
+fn a_sweep_trains_each_value_like_its_set_run() {
+    let (sweep, alone) = (tmp("sweep"), tmp("sweep-alone"));
+    let ss = sweep.to_str().unwrap();
+    let mut args = train_args(ss, "2");
+    args.extend(["--seeds", "1-2", "--sweep", "learning_rate=1e-3,2.5e-4"]);
+    let o = rlrig(&args);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", common::stderr(&o));
+    for needle in [
+        "2 variants x 2 seeds of CartPole-v1 ppo: 2 at a time",
+        "learning_rate=1e-3 seed 1: greedy return",
+        "learning_rate=2.5e-4: greedy return over 2 seeds: mean",
+    ] {
+        assert!(out.contains(needle), "{needle}: {out}");
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sweep.join("seeds.json")).unwrap()).unwrap();
+    let runs = summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{summary}");
+    for (r, (variant, seed)) in runs.iter().zip([
+        ("learning_rate=1e-3", 1),
+        ("learning_rate=1e-3", 2),
+        ("learning_rate=2.5e-4", 1),
+        ("learning_rate=2.5e-4", 2),
+    ]) {
+        assert_eq!(
+            (r["variant"].as_str(), r["seed"].as_u64()),
+            (Some(variant), Some(seed))
+        );
+        assert_eq!(r["sets"][0], variant, "{summary}");
+        assert_eq!(r["status"], "done", "{summary}");
+        let config =
+            std::fs::read_to_string(sweep.join(variant).join(format!("seed{seed}/config.toml")))
+                .unwrap();
+        let lr = variant.split_once('=').unwrap().1.parse::<f64>().unwrap();
+        let saved = config
+            .lines()
+            .find_map(|l| l.strip_prefix("learning_rate = "))
+            .and_then(|v| v.parse::<f64>().ok());
+        assert_eq!(saved, Some(lr), "{config}");
+    }
+    let mut a2 = train_args(alone.to_str().unwrap(), "2");
+    a2.extend(["--seed", "2", "--set", "learning_rate=2.5e-4"]);
+    assert!(rlrig(&a2).status.success());
+    let swept = sweep.join("learning_rate=2.5e-4/seed2");
+    assert_eq!(final_weights(&alone), final_weights(&swept));
+    assert_ne!(
+        final_weights(&swept),
+        final_weights(&sweep.join("learning_rate=1e-3/seed2"))
+    );
+    let bad_root = tmp("sweep-bad");
+    let bad = bad_root.join("runs");
+    for (extra, needle) in [
+        (
+            &["--seeds", "1", "--sweep", "learning_rate=1e-3,oops"][..],
+            "--sweep learning_rate=oops",
+        ),
+        (
+            &["--seeds", "1", "--sweep", "learning_rate"][..],
+            "KEY=VALUE1",
+        ),
+        (&["--sweep", "learning_rate=1e-3"][..], "--seeds"),
+    ] {
+        let mut a = train_args(bad.to_str().unwrap(), "2");
+        a.extend(extra);
+        let o = rlrig(&a);
+        assert_ne!(o.status.code(), Some(0), "{extra:?}");
+        assert!(
+            common::stderr(&o).contains(needle),
+            "{extra:?}: {}",
+            common::stderr(&o)
+        );
+        assert!(!bad.exists(), "{extra:?} wrote {}", bad.display());
+    }
+    for d in [sweep, alone, bad_root] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}

@@ -259,6 +259,13 @@ pub struct PpoArgs {
     /// per seed).
     #[arg(long, value_name = "N", requires = "seeds")]
     pub(crate) jobs: Option<usize>,
+    /// With --seeds on the CPU: train every seed once per value, as `--set KEY=VALUE`
+    /// (repeatable: every combination), e.g. `--sweep learning_rate=1e-4,3e-4,1e-3`;
+    /// values with commas in brackets stay whole (`hidden=[64,64],[256,256]`). Runs go
+    /// to --run-dir/<KEY=VALUE>/seed<N>, packed like the seeds; the summary ranks the
+    /// values by their mean greedy return.
+    #[arg(long, value_name = "KEY=V1,V2,...", requires = "seeds")]
+    pub(crate) sweep: Vec<String>,
     /// Episodes of the final greedy evaluation.
     #[arg(long, default_value_t = 10)]
     pub(crate) eval_episodes: usize,
@@ -314,6 +321,9 @@ pub fn train(cmd: TrainCommand, argv: &[OsString]) -> Result<Option<Stop>> {
     if a.threads == 0 {
         bail!("--threads must be at least 1");
     }
+    if !a.sweep.is_empty() && a.device == Device::Gpu {
+        bail!("--sweep packs processes on the CPU: not available with --device gpu yet");
+    }
     if let Some(seeds) = a.seeds.clone()
         && a.device != Device::Gpu
     {
@@ -350,23 +360,45 @@ fn train_packed(
     if a.jobs == Some(0) {
         bail!("--jobs must be at least 1");
     }
+    let variants = crate::pack::sweep(&a.sweep).map_err(anyhow::Error::msg)?;
+    // Every variant's config is checked here, so a bad value stops nothing half-run.
     // Resuming with no --config, the seeds read their own config.toml: so does this
-    // check, from the first seed that has one.
-    let base = a.run.run_dir.clone();
-    if a.run.resume
-        && let Some(b) = &base
+    // check, from the variant's first seed that has one.
+    let (base, given) = (a.run.run_dir.clone(), a.run.set.clone());
+    let mut resolved = None;
+    for v in variants
+        .iter()
+        .map(Some)
+        .chain(variants.is_empty().then_some(None))
     {
-        a.run.run_dir = seeds
-            .iter()
-            .map(|s| b.join(format!("seed{s}")))
-            .find(|d| d.join("config.toml").is_file())
-            .or(a.run.run_dir);
+        a.run.set = given.clone();
+        a.run
+            .set
+            .extend(v.map_or(&[][..], |v| &v.sets[..]).iter().cloned());
+        a.run.run_dir = base.clone();
+        if a.run.resume
+            && let Some(b) = &base
+        {
+            let b = v.map_or(b.clone(), |v| b.join(&v.name));
+            a.run.run_dir = seeds
+                .iter()
+                .map(|s| b.join(format!("seed{s}")))
+                .find(|d| d.join("config.toml").is_file())
+                .or(a.run.run_dir);
+        }
+        let checked = match algo {
+            Err("dqn") => resolve_dqn(&a).map(|c| ("dqn", c.env)),
+            Err(label) => resolve_config(&a, label).map(|c| (label, c.env)),
+            Ok(algo) => resolve_offpolicy(&a, algo).map(|c| (algo.name(), c.env)),
+        };
+        let checked = match v {
+            Some(v) => checked.with_context(|| format!("--sweep {}", v.name))?,
+            None => checked?,
+        };
+        resolved.get_or_insert(checked);
     }
-    let (label, env) = match algo {
-        Err("dqn") => ("dqn", resolve_dqn(&a)?.env),
-        Err(label) => (label, resolve_config(&a, label)?.env),
-        Ok(algo) => (algo.name(), resolve_offpolicy(&a, algo)?.env),
-    };
+    a.run.set = given;
+    let (label, env) = resolved.context("no config to run")?;
     a.run.run_dir = base;
     device_maker(a.device)?;
     crate::pack::train_seeds(
@@ -380,6 +412,7 @@ fn train_packed(
             run_dir: a.run.run_dir,
             resume: a.run.resume,
             quiet: a.run.quiet,
+            variants,
         },
         stop_on_signals()?,
     )
