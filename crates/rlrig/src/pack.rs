@@ -137,6 +137,14 @@ pub fn sweep(specs: &[String]) -> Result<Vec<Variant>, String> {
             })
             .collect();
     }
+    let mut names: Vec<&str> = variants.iter().map(|v| v.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!(
+            "--sweep: two values share the directory name {} (characters other than letters, digits and =.-+_ become _)",
+            w[0]
+        ));
+    }
     Ok(if keys.is_empty() {
         Vec::new()
     } else {
@@ -405,7 +413,11 @@ pub fn train_seeds(p: Pack, stop: StopFlag) -> Result<Option<Stop>> {
     let stopped: Vec<String> = results
         .iter()
         .filter(|r| r.status == "interrupted")
-        .map(|r| r.seed.to_string())
+        .map(|r| {
+            r.variant
+                .as_ref()
+                .map_or(r.seed.to_string(), |v| format!("{} ({v})", r.seed))
+        })
         .collect();
     if forwarded.is_none() && !stopped.is_empty() {
         // Someone stopped single runs, not this launcher: they still need resuming.
@@ -612,6 +624,8 @@ mod tests {
         }
         let e = sweep(&["gamma=0.9".into(), "gamma=0.99".into()]).unwrap_err();
         assert!(e.contains("swept twice"), "{e}");
+        let e = sweep(&["hidden=[64],(64)".into()]).unwrap_err();
+        assert!(e.contains("hidden=_64_"), "{e}");
     }
 
     #[test]
