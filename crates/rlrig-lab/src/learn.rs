@@ -9,6 +9,8 @@
 use std::path::Path;
 
 use rlrig_learn::run::Metrics;
+
+use crate::suite::letter;
 use serde::{Deserialize, Serialize};
 
 /// The `suite` field of a `bench learn` result.
@@ -481,37 +483,33 @@ pub fn load(path: &Path) -> Result<LearnResult, String> {
     Ok(r)
 }
 
-fn letter(i: usize) -> char {
-    (b'A' + i as u8) as char
-}
-
 /// A markdown table over the first file's cells: each file's greedy score (mean ± 95 %
 /// interval), seeds reaching the threshold and median training seconds to it, and each
 /// file's time to the threshold relative to the first's.
 pub fn compare_table(results: &[(String, LearnResult)]) -> String {
     let mut s = String::new();
-    for (i, (name, r)) in results.iter().enumerate() {
-        s += &format!(
-            "{}: {name}: {} (bench learn v{}, {} threads, {} seeds{}{})\n",
-            letter(i),
-            r.machine,
-            r.version,
-            r.threads,
-            r.seeds.len(),
-            if r.quick { ", quick" } else { "" },
-            if r.sets.is_empty() {
+    s += &crate::suite::legend(
+        "bench learn",
+        "cells",
+        results.iter().map(|(name, r)| {
+            let sets = if r.sets.is_empty() {
                 String::new()
             } else {
                 format!(", --set {}", r.sets.join(" --set "))
-            }
-        );
-    }
-    if results
-        .iter()
-        .any(|(_, r)| r.version != results[0].1.version)
-    {
-        s += "warning: bench learn versions differ; cells may not be comparable\n";
-    }
+            };
+            let quick = if r.quick { ", quick" } else { "" };
+            (
+                name.as_str(),
+                r.machine.as_str(),
+                r.version,
+                format!(
+                    "{} threads, {} seeds{quick}{sets}",
+                    r.threads,
+                    r.seeds.len()
+                ),
+            )
+        }),
+    );
     s += "\n| cell | threshold |";
     for i in 0..results.len() {
         let l = letter(i);

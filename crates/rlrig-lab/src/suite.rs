@@ -290,31 +290,58 @@ pub fn rows(results: &[(String, SuiteResult)]) -> Vec<(String, &'static str, Vec
     out
 }
 
+/// `A`, `B`, ...: how compare tables name the files.
+pub(crate) fn letter(i: usize) -> char {
+    (b'A' + i as u8) as char
+}
+
+/// The lines above a compare table: one per file (`A: name: machine (KIND vVERSION,
+/// detail)`), and a warning when the files' versions differ.
+pub(crate) fn legend<'a>(
+    kind: &str,
+    rows_are: &str,
+    files: impl Iterator<Item = (&'a str, &'a str, u32, String)>,
+) -> String {
+    let mut s = String::new();
+    let mut versions = Vec::new();
+    for (i, (name, machine, version, detail)) in files.enumerate() {
+        s += &format!(
+            "{}: {name}: {machine} ({kind} v{version}, {detail})\n",
+            letter(i)
+        );
+        versions.push(version);
+    }
+    if versions.iter().any(|&v| v != versions[0]) {
+        s += &format!("warning: {kind} versions differ; {rows_are} may not be comparable\n");
+    }
+    s
+}
+
 /// A markdown table: each file's figure and its ratio to the first file's.
 pub fn compare_table(results: &[(String, SuiteResult)]) -> String {
     let mut s = String::new();
-    for (i, (name, r)) in results.iter().enumerate() {
-        s += &format!(
-            "{}: {name}: {} (suite v{}, {} threads{})\n",
-            (b'A' + i as u8) as char,
-            r.machine,
-            r.version,
-            r.threads,
-            if r.quick { ", quick" } else { "" }
-        );
-    }
-    if results
-        .iter()
-        .any(|(_, r)| r.version != results[0].1.version)
-    {
-        s += "warning: suite versions differ; workloads may not be comparable\n";
-    }
+    s += &legend(
+        "suite",
+        "workloads",
+        results.iter().map(|(name, r)| {
+            (
+                name.as_str(),
+                r.machine.as_str(),
+                r.version,
+                format!(
+                    "{} threads{}",
+                    r.threads,
+                    if r.quick { ", quick" } else { "" }
+                ),
+            )
+        }),
+    );
     s += "\n| workload | column |";
     for i in 0..results.len() {
-        s += &format!(" {} steps/s |", (b'A' + i as u8) as char);
+        s += &format!(" {} steps/s |", letter(i));
     }
     for i in 1..results.len() {
-        s += &format!(" {}/A |", (b'A' + i as u8) as char);
+        s += &format!(" {}/A |", letter(i));
     }
     s += "\n|---|---|";
     s += &"---:|".repeat(2 * results.len() - 1);
@@ -362,7 +389,7 @@ pub fn compare_plot(
                     _ => f64::NAN,
                 })
                 .collect();
-            (format!("{} {name}", (b'A' + i as u8) as char), v)
+            (format!("{} {name}", letter(i)), v)
         })
         .collect();
     crate::plot::grouped_bars(

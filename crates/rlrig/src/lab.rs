@@ -53,33 +53,32 @@ pub fn compare(a: CompareArgs) -> Result<()> {
             learn.join(", ")
         );
     }
-    let msg = anyhow::Error::msg;
-    let (table, plotted) = if kinds[0] {
-        let results = a
-            .files
-            .iter()
-            .map(|p| Ok((label(p), rlrig_lab::learn::load(p).map_err(msg)?)))
-            .collect::<Result<Vec<_>>>()?;
-        let plotted = a
-            .plot
-            .as_ref()
-            .map(|p| rlrig_lab::learn::compare_plot(p, &results).map_err(msg));
-        (rlrig_lab::learn::compare_table(&results), plotted)
+    if kinds[0] {
+        use rlrig_lab::learn::{compare_plot, compare_table, load};
+        compare_files(&a, load, compare_table, compare_plot)
     } else {
-        let results = a
-            .files
-            .iter()
-            .map(|p| Ok((label(p), rlrig_lab::suite::load(p).map_err(msg)?)))
-            .collect::<Result<Vec<_>>>()?;
-        let plotted = a
-            .plot
-            .as_ref()
-            .map(|p| rlrig_lab::suite::compare_plot(p, &results).map_err(msg));
-        (rlrig_lab::suite::compare_table(&results), plotted)
-    };
-    outln!("{}", table.trim_end());
+        use rlrig_lab::suite::{compare_plot, compare_table, load};
+        compare_files(&a, load, compare_table, compare_plot)
+    }
+}
+
+type Named<T> = [(String, T)];
+
+/// Loads every file of one kind, prints its table and draws its chart.
+fn compare_files<T>(
+    a: &CompareArgs,
+    load: fn(&std::path::Path) -> std::result::Result<T, String>,
+    table: fn(&Named<T>) -> String,
+    plot: fn(&std::path::Path, &Named<T>) -> std::result::Result<(), String>,
+) -> Result<()> {
+    let results = a
+        .files
+        .iter()
+        .map(|p| Ok((label(p), load(p).map_err(anyhow::Error::msg)?)))
+        .collect::<Result<Vec<_>>>()?;
+    outln!("{}", table(&results).trim_end());
     if let Some(p) = &a.plot {
-        plotted.transpose()?;
+        plot(p, &results).map_err(anyhow::Error::msg)?;
         outln!("chart: {}", p.display());
     }
     Ok(())
