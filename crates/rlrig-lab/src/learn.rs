@@ -226,30 +226,33 @@ impl Curve {
             .collect::<Result<Vec<_>, _>>()?;
         let mut curve = Curve::default();
         // (episodes, mean return) of the rows with finished episodes, newest last.
-        let mut window: Vec<(f64, f64)> = Vec::new();
+        // (episodes, mean return) of the rows in the window, newest last, and the window's
+        // episode count and return sum.
+        let mut window = std::collections::VecDeque::new();
+        let (mut n, mut sum) = (0.0, 0.0);
         let mut seconds = 0.0;
         for row in &m.rows {
             seconds += times.iter().map(|&i| row[i]).sum::<f64>();
             let (episodes, ret) = (row[ce], row[cr]);
             if episodes > 0.0 && ret.is_finite() {
-                window.push((episodes, ret));
+                window.push_back((episodes, ret));
+                (n, sum) = (n + episodes, sum + episodes * ret);
                 // Drop the oldest rows while the rest still cover the window.
-                while window.len() > 1
-                    && window[1..].iter().map(|w| w.0).sum::<f64>() >= CROSSING_EPISODES
+                while let Some(&(e, r)) = window.front()
+                    && window.len() > 1
+                    && n - e >= CROSSING_EPISODES
                 {
-                    window.remove(0);
+                    window.pop_front();
+                    (n, sum) = (n - e, sum - e * r);
                 }
             }
-            let n: f64 = window.iter().map(|w| w.0).sum();
             // Not before the window is full: a few lucky first episodes are no crossing.
             if n < CROSSING_EPISODES {
                 continue;
             }
             curve.steps.push(row[cs]);
             curve.seconds.push(seconds);
-            curve
-                .returns
-                .push(window.iter().map(|w| w.0 * w.1).sum::<f64>() / n);
+            curve.returns.push(sum / n);
         }
         curve.total_seconds = seconds;
         Ok(curve)
