@@ -8,17 +8,33 @@
 
 use numpy::ndarray::IxDyn;
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{
+    PyMemoryError, PyNotImplementedError, PyOSError, PyRuntimeError, PyTypeError, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rlrig_env::{
     ActionBuf, AsyncVecEnvDyn, EnvError, EnvSpec, Purpose, Rng, Space, VecConfig, VecEnvDyn,
 };
+use rlrig_learn::LearnError;
 use std::sync::Mutex;
 
 fn env_error(e: EnvError) -> PyErr {
     match e {
         EnvError::ActionKind { .. } => PyTypeError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
+}
+
+/// The Python exception for an error of the learning crate: MemoryError for a run too
+/// large for the machine, OSError for a file, NotImplementedError for what rlrig does
+/// not do yet, the env's for an env's, ValueError for the rest (configs, checkpoints).
+fn learn_error(e: LearnError) -> PyErr {
+    match e {
+        LearnError::Memory { .. } => PyMemoryError::new_err(e.to_string()),
+        LearnError::Io { .. } => PyOSError::new_err(e.to_string()),
+        LearnError::Unsupported(_) => PyNotImplementedError::new_err(e.to_string()),
+        LearnError::Env(e) => env_error(e),
         _ => PyValueError::new_err(e.to_string()),
     }
 }
@@ -253,7 +269,7 @@ fn check_batch_fits(id: &str, num_envs: usize) -> PyResult<()> {
             num_envs as f64 * spec.bytes_per_env as f64,
         )
         .check(id, "num_envs")
-        .map_err(|e| PyMemoryError::new_err(e.to_string()))
+        .map_err(learn_error)
 }
 
 /// The executor config both env classes are built from, after refusing a batch that
@@ -752,7 +768,7 @@ struct PyPolicy {
 impl PyPolicy {
     fn export_of(&self) -> PyResult<rlrig_learn::export::PolicyExport> {
         let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        let mut e = loaded.policy.export().map_err(PyValueError::new_err)?;
+        let mut e = loaded.policy.export().map_err(learn_error)?;
         e.note("env", self.env.clone());
         Ok(e)
     }
@@ -762,8 +778,7 @@ impl PyPolicy {
 impl PyPolicy {
     #[new]
     fn new(run_dir: std::path::PathBuf) -> PyResult<Self> {
-        let loaded = rlrig_learn::saved::load_policy(&run_dir)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let loaded = rlrig_learn::saved::load_policy(&run_dir).map_err(learn_error)?;
         let spec = rlrig_env::make_sync(&loaded.env, rlrig_learn::env_config(1, &loaded.args))
             .map_err(env_error)?
             .spec();

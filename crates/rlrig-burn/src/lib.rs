@@ -59,18 +59,18 @@ pub fn wgpu_adapters() -> Vec<String> {
 }
 
 /// Opens a device of `kind`, or says why there is none (no wgpu adapter).
-pub fn open(kind: Kind) -> Result<(Device, String), String> {
+pub fn open(kind: Kind) -> Result<(Device, String), rlrig_learn::LearnError> {
     match kind {
         Kind::Cpu => Ok((Device::flex(), "burn-cpu (flex)".into())),
         Kind::Wgpu => {
             let found = Device::enumerate(DeviceType::Wgpu);
             if found.is_empty() {
-                return Err(
+                return Err(rlrig_learn::LearnError::Backend(
                     "--device wgpu: no GPU adapter found (Vulkan, Metal or DX12). \
                      Install the GPU's driver; on a machine without a GPU, Mesa's software \
                      Vulkan works for testing (Debian: apt install mesa-vulkan-drivers libvulkan1)"
                         .into(),
-                );
+                ));
             }
             let device = Device::wgpu(DeviceKind::DefaultDevice);
             let name = device
@@ -82,7 +82,7 @@ pub fn open(kind: Kind) -> Result<(Device, String), String> {
 }
 
 /// The [`BackendMaker`] for `kind`: checks the device once, then builds backends on it.
-pub fn maker(kind: Kind) -> Result<BackendMaker, String> {
+pub fn maker(kind: Kind) -> Result<BackendMaker, rlrig_learn::LearnError> {
     let (device, name) = open(kind)?;
     Ok(Arc::new(move |layout, params, opt| {
         Burn::new(device.clone(), name.clone(), layout, params, opt)
@@ -134,15 +134,15 @@ impl Burn {
         layout: &NetLayout,
         params: &[f32],
         opt: OptimState,
-    ) -> Result<Burn, String> {
+    ) -> Result<Burn, rlrig_learn::LearnError> {
         layout.validate()?;
         if params.len() != layout.total || opt.m.len() != layout.total {
-            return Err(format!(
+            return Err(rlrig_learn::LearnError::Backend(format!(
                 "{} parameters and {} optimiser moments for a layout of {}",
                 params.len(),
                 opt.m.len(),
                 layout.total
-            ));
+            )));
         }
         let free = layout.free.clone();
         Ok(Burn {

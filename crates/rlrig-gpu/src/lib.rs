@@ -158,7 +158,7 @@ impl Shape {
 /// Whether the device path runs `cfg`, and with which shape; the error names the
 /// first setting it does not support.
 pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
-    cfg.validate()?;
+    cfg.validate().map_err(|e| e.to_string())?;
     if !PPO_ENVS.contains(&cfg.env.as_str()) {
         return Err(format!(
             "env {}: not on the device yet (device envs: {})",

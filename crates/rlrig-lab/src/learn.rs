@@ -10,6 +10,7 @@ use std::path::Path;
 
 use rlrig_learn::run::Metrics;
 
+use crate::LabError;
 use crate::suite::letter;
 use serde::{Deserialize, Serialize};
 
@@ -84,7 +85,7 @@ pub fn select(
     envs: &[String],
     algos: &[String],
     threshold: Option<f64>,
-) -> Result<Vec<Cell>, String> {
+) -> Result<Vec<Cell>, LabError> {
     let all = matrix();
     let mut cells: Vec<Cell> = all
         .iter()
@@ -102,9 +103,9 @@ pub fn select(
                 let Some(t) =
                     threshold.or_else(|| all.iter().find(|c| &c.env == env).map(|c| c.threshold))
                 else {
-                    return Err(format!(
+                    return Err(LabError::Selection(format!(
                         "{algo} on {env}: the matrix has no threshold for {env}; pass --threshold SCORE"
-                    ));
+                    )));
                 };
                 cells.push(Cell {
                     algo: algo.clone(),
@@ -126,7 +127,7 @@ pub fn select(
             .iter()
             .map(|c| format!("{} {}", c.algo, c.env))
             .collect();
-        return Err(format!(
+        return Err(LabError::Selection(format!(
             "no cell of the matrix matches{}{}{} (cells: {}); name both --env and --algo to run a pair outside it",
             if quick { " --quick" } else { "" },
             if envs.is_empty() {
@@ -140,7 +141,7 @@ pub fn select(
                 format!(" --algo {}", algos.join(","))
             },
             names.join(", ")
-        ));
+        )));
     }
     Ok(cells)
 }
@@ -213,8 +214,11 @@ pub struct Curve {
 impl Curve {
     /// From a run's metrics.csv: PPO-family and replay learners (they write
     /// `global_step`, `episodes`, `episode_return` and the four `time_*` columns).
-    pub fn of(m: &Metrics) -> Result<Curve, String> {
-        let col = |name: &str| m.column(name).ok_or(format!("no column '{name}'"));
+    pub fn of(m: &Metrics) -> Result<Curve, LabError> {
+        let col = |name: &str| {
+            m.column(name)
+                .ok_or_else(|| LabError::MissingColumn(name.into()))
+        };
         let (cs, ce, cr) = (
             col("global_step")?,
             col("episodes")?,
@@ -451,7 +455,7 @@ impl LearnResult {
         threads: usize,
         seeds: Vec<u64>,
         sets: Vec<String>,
-    ) -> Result<LearnResult, String> {
+    ) -> Result<LearnResult, LabError> {
         let probe = crate::probe::probe(&crate::probe::Roots::default());
         Ok(LearnResult {
             suite: LEARN_SUITE.into(),
@@ -465,25 +469,15 @@ impl LearnResult {
             seeds,
             sets,
             machine: probe.fingerprint(),
-            probe: serde_json::to_value(&probe).map_err(|e| e.to_string())?,
+            probe: serde_json::to_value(&probe).map_err(LabError::encode("the probe"))?,
             cells: Vec::new(),
         })
     }
 }
 
 /// Reads a `bench learn` result, naming the file in errors.
-pub fn load(path: &Path) -> Result<LearnResult, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let r: LearnResult = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a bench learn result: {e}", path.display()))?;
-    if r.suite != LEARN_SUITE {
-        return Err(format!(
-            "{}: not a bench learn result (suite '{}')",
-            path.display(),
-            r.suite
-        ));
-    }
-    Ok(r)
+pub fn load(path: &Path) -> Result<LearnResult, LabError> {
+    crate::suite::read_result(path, "bench learn", LEARN_SUITE, |r: &LearnResult| &r.suite)
 }
 
 /// A markdown table over the first file's cells: each file's greedy score (mean ± 95 %
@@ -566,9 +560,9 @@ pub fn compare_table(results: &[(String, LearnResult)]) -> String {
 
 /// Bars of each file's median training seconds to the threshold, relative to the
 /// first file's, per cell both reached.
-pub fn compare_plot(path: &Path, results: &[(String, LearnResult)]) -> Result<(), String> {
+pub fn compare_plot(path: &Path, results: &[(String, LearnResult)]) -> Result<(), LabError> {
     let Some((_, first)) = results.first() else {
-        return Err("nothing to compare".into());
+        return Err(LabError::Selection("nothing to compare".into()));
     };
     let cats: Vec<String> = first.cells.iter().map(CellResult::name).collect();
     let series: Vec<(String, Vec<f64>)> = results
@@ -658,7 +652,11 @@ mod tests {
     #[test]
     fn a_metrics_file_without_the_columns_is_named() {
         let m = Metrics::parse("generation,episodes\n1,2\n").unwrap();
-        assert!(Curve::of(&m).unwrap_err().contains("global_step"));
+        let e = Curve::of(&m).unwrap_err();
+        assert!(
+            matches!(&e, LabError::MissingColumn(c) if c == "global_step"),
+            "{e:?}"
+        );
     }
 
     #[test]
@@ -695,7 +693,8 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert!(e.contains("--threshold"), "{e}");
+        assert!(matches!(e, LabError::Selection(_)), "{e:?}");
+        assert!(e.to_string().contains("--threshold"), "{e}");
         let b = select(
             false,
             &["MinAtar/Breakout-v1".into()],
@@ -704,7 +703,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(b[0].threshold, 28.0);
-        let e = select(true, &["BipedalWalker-v3".into()], &[], None).unwrap_err();
+        let e = select(true, &["BipedalWalker-v3".into()], &[], None)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no cell") && e.contains("--quick"), "{e}");
     }
 

@@ -5,10 +5,14 @@
 //! times into a breakdown and says which stage bounds it; [`suite`] and [`learn`] are
 //! `rlrig bench suite` and `rlrig bench learn` with the files `rlrig compare` reads.
 
+mod error;
 pub mod learn;
 pub mod metrics;
 pub mod plot;
 pub mod probe;
 pub mod render;
 pub mod suite;
+pub mod throughput;
 pub mod verdict;
+
+pub use error::LabError;

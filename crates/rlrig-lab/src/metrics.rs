@@ -18,7 +18,7 @@ pub struct MetricsServer {
 }
 
 /// `PORT` or `:PORT` alone binds to loopback; `HOST:PORT` binds where told.
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
+pub fn parse_addr(s: &str) -> Result<SocketAddr, crate::LabError> {
     let s = s.trim();
     let full = if let Some(port) = s.strip_prefix(':') {
         format!("127.0.0.1:{port}")
@@ -27,10 +27,14 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
     } else {
         s.to_string()
     };
+    let bad = |why: String| crate::LabError::Address {
+        addr: s.into(),
+        why,
+    };
     full.to_socket_addrs()
-        .map_err(|e| format!("--metrics-addr '{s}': {e}"))?
+        .map_err(|e| bad(e.to_string()))?
         .next()
-        .ok_or_else(|| format!("--metrics-addr '{s}': no address"))
+        .ok_or_else(|| bad("no address".into()))
 }
 
 fn serve(mut stream: TcpStream, body: &Mutex<String>) {

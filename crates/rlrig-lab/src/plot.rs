@@ -7,6 +7,8 @@ use std::sync::Once;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
+use crate::LabError;
+
 static FONT: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 pub(crate) fn register_font() {
@@ -26,8 +28,11 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(140, 86, 75),
 ];
 
-fn err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> String + '_ {
-    move |e| format!("{}: {e}", path.display())
+fn err<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> LabError + '_ {
+    move |e| LabError::Plot {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    }
 }
 
 /// Grouped bars: one group per category, one bar per series (`(name, values)`).
@@ -37,7 +42,7 @@ pub fn grouped_bars(
     y_label: &str,
     categories: &[String],
     series: &[(String, Vec<f64>)],
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     register_font();
     let e = err(path);
     let width = (240 + 60 * categories.len() * series.len().max(1)).clamp(800, 4000) as u32;
@@ -126,7 +131,7 @@ fn smooth(points: &[(f64, f64)], w: usize) -> Vec<(f64, f64)> {
 
 /// Learning curves in two panels: return against environment steps and against wall
 /// time, each curve a moving average over 20 iterations.
-pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Result<(), String> {
+pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Result<(), LabError> {
     register_font();
     let e = err(path);
     let root = BitMapBackend::new(path, (1400, 560)).into_drawing_area();
@@ -211,7 +216,7 @@ pub struct BandRow {
 /// One row of two panels per cell (return against env steps and against training
 /// seconds): the mean over seeds as a line, min..max over seeds as a shaded band, the
 /// threshold as a grey line.
-pub fn learning_bands(path: &Path, rows: &[BandRow]) -> Result<(), String> {
+pub fn learning_bands(path: &Path, rows: &[BandRow]) -> Result<(), LabError> {
     register_font();
     let e = err(path);
     let height = 300 * rows.len().max(1) as u32;

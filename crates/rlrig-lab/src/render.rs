@@ -5,6 +5,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::LabError;
+
 /// Frames per second Gymnasium's renderers use (`metadata["render_fps"]`).
 fn fps(env: &str) -> u32 {
     match env {
@@ -33,8 +35,8 @@ fn size(env: &str) -> (u32, u32) {
     }
 }
 
-fn draw_cartpole(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_cartpole(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     let (x, theta) = (s[0], s[2]);
     let scale = 600.0 / 4.8; // world width: twice the x threshold
     let (cx, cy) = ((x * scale + 300.0) as i32, 300);
@@ -67,8 +69,8 @@ fn draw_cartpole(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-fn draw_pendulum(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_pendulum(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     let (c, l, th) = ((200, 200), 150.0, s[0]);
     let end = ((200.0 + l * th.sin()) as i32, (200.0 - l * th.cos()) as i32);
     a.draw(&PathElement::new(
@@ -82,8 +84,8 @@ fn draw_pendulum(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-fn draw_acrobot(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_acrobot(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     let (cx, cy, l) = (250.0, 250.0, 100.0);
     let p1 = (cx + l * s[0].sin(), cy + l * s[0].cos());
     let p2 = (
@@ -109,8 +111,8 @@ fn draw_acrobot(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-fn draw_mountain_car(a: &Area<'_>, s: &[f64], goal: f64) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_mountain_car(a: &Area<'_>, s: &[f64], goal: f64) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     let scale = 600.0 / 1.8;
     let height = |x: f64| (3.0 * x).sin() * 0.45 + 0.55;
     let to_px = |x: f64| {
@@ -143,8 +145,8 @@ fn draw_mountain_car(a: &Area<'_>, s: &[f64], goal: f64) -> Result<(), String> {
 
 /// MinAtar Breakout from its state vector `[ball_y, ball_x, ball_dir, pos, strike, last_x,
 /// last_y, terminal, last_action, 100 bricks]`: the 10x10 grid, 40 px a cell.
-fn draw_breakout(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_breakout(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     let cell = |y: f64, x: f64, color: RGBColor| {
         let (x0, y0) = (x as i32 * 40, 30 + y as i32 * 40);
         Rectangle::new([(x0 + 1, y0 + 1), (x0 + 39, y0 + 39)], color.filled())
@@ -188,14 +190,14 @@ fn cubehelix(c: usize, n: usize) -> RGBColor {
 /// A MinAtar game from its frame (`render_state`: the channel count, then the
 /// `10 x 10 x channels` frame): each cell in the colour of its highest set channel, on
 /// black, as the package's `display_state` draws it; 40 px a cell.
-fn draw_minatar(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_minatar(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     let n = s.first().copied().unwrap_or(0.0) as usize;
     if n == 0 || s.len() != 1 + 100 * n {
-        return Err(format!(
+        return Err(LabError::Frame(format!(
             "a MinAtar frame is the channel count then 100 x channels values, got {} values",
             s.len()
-        ));
+        )));
     }
     a.draw(&Rectangle::new([(0, 30), (400, 430)], BLACK.filled()))
         .map_err(e)?;
@@ -214,25 +216,25 @@ fn draw_minatar(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
 
 /// An Atari screen (`Atari::render_state`: height, width, RGB bytes four to a number),
 /// each pixel 2 x 2 below a 30-pixel caption band.
-fn draw_atari(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
+fn draw_atari(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
     let (h, w) = (
         s.first().copied().unwrap_or(0.0) as usize,
         s.get(1).copied().unwrap_or(0.0) as usize,
     );
     if h == 0 || w == 0 || s.len() != 2 + (h * w * 3).div_ceil(4) {
-        return Err(format!(
+        return Err(LabError::Frame(format!(
             "an Atari frame is height, width, then height x width x 3 bytes four to a number; got {} values",
             s.len()
-        ));
+        )));
     }
-    let bytes = rlrig_env::envs::unpack_bytes(&s[2..], h * w * 3)?;
+    let bytes = rlrig_env::envs::unpack_bytes(&s[2..], h * w * 3).map_err(LabError::Frame)?;
     for y in 0..h {
         for x in 0..w {
             let p = &bytes[(y * w + x) * 3..][..3];
             let c = RGBColor(p[0], p[1], p[2]);
             for (dx, dy) in [(0, 0), (1, 0), (0, 1), (1, 1)] {
                 a.draw_pixel((2 * x as i32 + dx, 30 + 2 * y as i32 + dy), &c)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(LabError::frame)?;
             }
         }
     }
@@ -257,8 +259,8 @@ fn rect(hw: f64, hh: f64) -> [(f64, f64); 4] {
 
 /// Gymnasium's LunarLander drawing: dark sky, white moon with the helipad flags, the lander
 /// and its legs (`LunarLander::render_state`).
-fn draw_lunar_lander(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_lunar_lander(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     a.fill(&BLACK).map_err(e)?;
     let chunk_x: Vec<f64> = (0..11).map(|i| 20.0 / 10.0 * i as f64).collect();
     let mut moon: Vec<(f64, f64)> = chunk_x
@@ -319,8 +321,8 @@ fn draw_lunar_lander(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
 
 /// Gymnasium's BipedalWalker drawing, scrolling with the hull: sky, terrain, obstacles,
 /// lidar, legs and hull (`BipedalWalker::render_state`).
-fn draw_bipedal_walker(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
-    let e = |x: DrawingAreaErrorKind<_>| x.to_string();
+fn draw_bipedal_walker(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
+    let e = LabError::frame::<DrawingAreaErrorKind<_>>;
     a.fill(&RGBColor(215, 215, 255)).map_err(e)?;
     let body = |k: usize| (s[3 * k], s[3 * k + 1], s[3 * k + 2]);
     let scroll = s[0] - 600.0 / 30.0 / 5.0;
@@ -386,10 +388,10 @@ fn draw_bipedal_walker(a: &Area<'_>, s: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-type Draw = fn(&Area<'_>, &[f64]) -> Result<(), String>;
+type Draw = fn(&Area<'_>, &[f64]) -> Result<(), LabError>;
 
 /// The function that draws a render state of `env`.
-fn drawer(env: &str) -> Result<Draw, String> {
+fn drawer(env: &str) -> Result<Draw, LabError> {
     Ok(match env {
         "CartPole-v1" => draw_cartpole,
         "Pendulum-v1" => draw_pendulum,
@@ -401,21 +403,21 @@ fn drawer(env: &str) -> Result<Draw, String> {
         "LunarLander-v3" | "LunarLanderContinuous-v3" => draw_lunar_lander,
         "BipedalWalker-v3" | "BipedalWalkerHardcore-v3" => draw_bipedal_walker,
         id if id.ends_with("-v5") => draw_atari,
-        other => return Err(format!("no renderer for {other}")),
+        other => return Err(LabError::Frame(format!("no renderer for {other}"))),
     })
 }
 
 /// One frame of `env` in the render state `state` (`Env::render_state`), as
 /// `(height, width, RGB bytes row-major)`: Gymnasium's `render_mode="rgb_array"`.
-pub fn frame(env: &str, state: &[f64]) -> Result<(usize, usize, Vec<u8>), String> {
+pub fn frame(env: &str, state: &[f64]) -> Result<(usize, usize, Vec<u8>), LabError> {
     let draw = drawer(env)?;
     let (w, h) = size(env);
     let mut buf = vec![0u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        root.fill(&WHITE).map_err(LabError::frame)?;
         draw(&root, state)?;
-        root.present().map_err(|e| e.to_string())?;
+        root.present().map_err(LabError::frame)?;
     }
     Ok((h as usize, w as usize, buf))
 }
@@ -428,14 +430,17 @@ pub fn episodes_gif(
     env: &str,
     episodes: &[(Vec<Vec<f64>>, Vec<f64>)],
     max_frames: usize,
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     crate::plot::register_font();
     let draw = drawer(env)?;
     let longest = episodes.iter().map(|(s, _)| s.len()).max().unwrap_or(1);
     let stride = longest.div_ceil(max_frames.max(1)).max(1);
     let delay = (1000 * stride as u32 / fps(env)).max(20);
     let root = BitMapBackend::gif(path, size(env), delay)
-        .map_err(|e| format!("{}: {e}", path.display()))?
+        .map_err(|e| LabError::Plot {
+            path: path.to_path_buf(),
+            why: e.to_string(),
+        })?
         .into_drawing_area();
     // LunarLander's sky is black, as in Gymnasium.
     let ink = if env.starts_with("LunarLander") {
@@ -446,7 +451,7 @@ pub fn episodes_gif(
     let font = ("sans-serif", 16).into_font().color(&ink);
     for (ep, (states, returns)) in episodes.iter().enumerate() {
         for (t, s) in states.iter().enumerate().step_by(stride) {
-            root.fill(&WHITE).map_err(|e| e.to_string())?;
+            root.fill(&WHITE).map_err(LabError::frame)?;
             draw(&root, s)?;
             let label = format!(
                 "{env}  episode {}  step {t}  return {:.1}",
@@ -454,9 +459,11 @@ pub fn episodes_gif(
                 returns[t]
             );
             root.draw(&Text::new(label, (8, 8), font.clone()))
-                .map_err(|e| e.to_string())?;
-            root.present()
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(LabError::frame)?;
+            root.present().map_err(|e| LabError::Plot {
+                path: path.to_path_buf(),
+                why: e.to_string(),
+            })?;
         }
     }
     Ok(())

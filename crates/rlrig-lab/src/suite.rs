@@ -9,6 +9,8 @@ use rlrig_env::{ATARI_IDS, ENV_IDS, Purpose, RandomActions, Rng, VecConfig, make
 use rlrig_learn::ppo::{Agent, GreedyBuffers, Ppo, PpoConfig, greedy_actions};
 use serde::{Deserialize, Serialize};
 
+use crate::LabError;
+
 /// Bumped whenever a workload's definition changes: results of different versions
 /// are not comparable.
 pub const SUITE_VERSION: u32 = 1;
@@ -55,17 +57,22 @@ fn rate(secs: f64, per_call: usize, mut f: impl FnMut()) -> f64 {
     (calls * per_call as u64) as f64 / t.elapsed().as_secs_f64()
 }
 
-fn env_workload(id: &str, num_envs: usize, threads: usize, secs: f64) -> Result<Workload, String> {
-    let s = spec(id).map_err(|e| e.to_string())?;
+fn env_workload(
+    id: &str,
+    num_envs: usize,
+    threads: usize,
+    secs: f64,
+) -> Result<Workload, LabError> {
+    let s = spec(id)?;
     // Random actions, precomputed so the timed loops measure only what they name.
     let table = RandomActions::new(&s.action_space, num_envs, 0);
     let cfg = VecConfig::new(num_envs).threads(threads);
-    let mut env = make_sync(id, cfg.clone()).map_err(|e| e.to_string())?;
+    let mut env = make_sync(id, cfg.clone())?;
     let stepping = rate(secs, num_envs, || {
         env.step(table.slice(0, num_envs)).expect("valid actions")
     });
     // With inference: the actor of a 64-64 agent on every batch, greedy actions.
-    let mut env = make_sync(id, cfg).map_err(|e| e.to_string())?;
+    let mut env = make_sync(id, cfg)?;
     let mut rng = Rng::stream(0, Purpose::Init, 0);
     let agent = Agent::new(s.obs_dim, &s.action_space, &[64, 64], 0.0, &mut rng);
     let mut bufs = GreedyBuffers::default();
@@ -110,7 +117,7 @@ pub fn run_suite(
     threads: usize,
     only: Option<&str>,
     mut progress: impl FnMut(&str),
-) -> Result<SuiteResult, String> {
+) -> Result<SuiteResult, LabError> {
     let secs = if quick { 0.4 } else { 2.0 };
     let wanted = |name: &str| only.is_none_or(|o| name.contains(o));
     let mut workloads = Vec::new();
@@ -138,10 +145,10 @@ pub fn run_suite(
         && workloads.is_empty()
         && !TRAINING.iter().any(|w| w.contains(o))
     {
-        return Err(format!(
+        return Err(LabError::Selection(format!(
             "--only '{o}' matches no workload (env/<id>, {})",
             TRAINING.join(", ")
-        ));
+        )));
     }
     if !quick && wanted("ppo/CartPole-v1") {
         progress("ppo/CartPole-v1 (500k steps)");
@@ -234,22 +241,40 @@ pub fn run_suite(
         quick,
         threads,
         machine: probe.fingerprint(),
-        probe: serde_json::to_value(&probe).map_err(|e| e.to_string())?,
+        probe: serde_json::to_value(&probe).map_err(LabError::encode("the probe"))?,
         workloads,
     })
 }
 
 /// Reads a results file, naming the file in errors.
-pub fn load(path: &std::path::Path) -> Result<SuiteResult, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let r: SuiteResult = serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a bench suite result: {e}", path.display()))?;
-    if r.suite != "rlrig-bench-suite" {
-        return Err(format!(
-            "{}: not a bench suite result (suite '{}')",
-            path.display(),
-            r.suite
-        ));
+pub fn load(path: &std::path::Path) -> Result<SuiteResult, LabError> {
+    read_result(
+        path,
+        "bench suite",
+        "rlrig-bench-suite",
+        |r: &SuiteResult| &r.suite,
+    )
+}
+
+/// Reads the JSON results file `path` of `kind`, whose `suite` field must be `suite`.
+pub(crate) fn read_result<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    kind: &'static str,
+    suite: &str,
+    suite_of: fn(&T) -> &str,
+) -> Result<T, LabError> {
+    let not_a = |why: String| LabError::NotAResult {
+        path: path.to_path_buf(),
+        kind,
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|source| LabError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let r: T = serde_json::from_str(&text).map_err(|e| not_a(format!(": {e}")))?;
+    if suite_of(&r) != suite {
+        return Err(not_a(format!(" (suite '{}')", suite_of(&r))));
     }
     Ok(r)
 }
@@ -366,7 +391,7 @@ pub fn compare_table(results: &[(String, SuiteResult)]) -> String {
 pub fn compare_plot(
     path: &std::path::Path,
     results: &[(String, SuiteResult)],
-) -> Result<(), String> {
+) -> Result<(), LabError> {
     let rows = rows(results);
     let cats: Vec<String> = rows
         .iter()

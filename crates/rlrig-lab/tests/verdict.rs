@@ -86,7 +86,7 @@ fn a_slow_env_is_env_bound() {
     let next_step: Box<dyn VecEnvDyn> =
         Box::new(SyncVecEnv::<Slow>::new(VecConfig::new(4)).unwrap());
     match Ppo::with_env(c.clone(), next_step, 1) {
-        Err(e) => assert!(e.contains("SameStep"), "{e}"),
+        Err(e) => assert!(e.to_string().contains("SameStep"), "{e}"),
         Ok(_) => panic!("a NextStep executor must be rejected"),
     }
     let (b, _) = run(Ppo::with_env(c, env, 1).unwrap());

@@ -144,12 +144,12 @@ impl ReplayBuffer {
         pos: usize,
         len: usize,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         if len > self.capacity || pos >= self.capacity || (len < self.capacity && pos != len) {
-            return Err(format!(
+            return Err(crate::LearnError::Mismatch(format!(
                 "replay buffer: {len} rows at position {pos} do not fit a buffer of {}",
                 self.capacity
-            ));
+            )));
         }
         let (d, a) = (self.obs_dim, self.act_dim);
         let fields: [(&str, &mut Vec<f32>, usize); 5] = [
@@ -161,7 +161,7 @@ impl ReplayBuffer {
         ];
         for (name, dst, width) in fields {
             let v = crate::run::take_tensor(&mut get, name, len * width)
-                .map_err(|e| format!("replay buffer: {e}"))?;
+                .map_err(|e| crate::LearnError::Mismatch(format!("replay buffer: {e}")))?;
             dst[..v.len()].copy_from_slice(&v);
         }
         self.pos = pos;
@@ -241,8 +241,13 @@ mod tests {
         }
         let mut c = ReplayBuffer::new(5, 2, 1);
         let err = c.restore(1, 9, |_| None).unwrap_err();
+        assert!(matches!(err, crate::LearnError::Mismatch(_)), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("do not fit"), "{err}");
-        let err = c.restore(2, 2, |_| Some(vec![0.0; 3])).unwrap_err();
+        let err = c
+            .restore(2, 2, |_| Some(vec![0.0; 3]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("'buffer.obs' has 3 values"), "{err}");
     }
 }

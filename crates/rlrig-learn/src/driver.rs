@@ -13,9 +13,10 @@ use std::time::Instant;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::eval::{Episodes, EvalSummary};
-use crate::run::{MetricsCsv, RunDir, RunError, TensorBoard, write_atomic};
+use crate::run::{MetricsCsv, RunDir, TensorBoard, write_atomic};
 use crate::stop::{Stop, StopFlag};
 
 pub struct TrainOptions {
@@ -120,13 +121,13 @@ pub trait Algorithm: Sized {
     const EVALUATES_IN_ITERATIONS: bool = false;
 
     /// The envs, networks and buffers of a new run on the native CPU path.
-    fn build(cfg: Self::Config, threads: usize) -> Result<Self, String>;
+    fn build(cfg: Self::Config, threads: usize) -> Result<Self, crate::LearnError>;
     fn shape(cfg: &Self::Config) -> RunShape<'_>;
     fn memory_estimate(cfg: &Self::Config) -> crate::memory::Estimate;
     fn config(&self) -> &Self::Config;
     /// What runs the networks (`cpu`, `burn-cpu (flex)`, `wgpu: ...`).
     fn device(&self) -> String;
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String>;
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError>;
     fn done(&self) -> bool;
     /// metrics.csv's first column at the last finished iteration: resuming drops rows
     /// past the checkpoint's.
@@ -144,9 +145,9 @@ pub trait Algorithm: Sized {
     /// The iteration `s`, which began at `before` and took `wall` seconds, as a record.
     fn record(&self, s: &Self::Stats, before: &Self::Mark, wall: f64) -> Record;
     /// Writes a checkpoint of the run into `dir`.
-    fn checkpoint(&self, dir: &RunDir) -> Result<(), RunError>;
+    fn checkpoint(&self, dir: &RunDir) -> Result<(), LearnError>;
     /// Reads the newest intact checkpoint of the run in `dir`.
-    fn load(dir: &RunDir, algo: &str) -> Result<(Self::Config, Self::State, Tensors), RunError> {
+    fn load(dir: &RunDir, algo: &str) -> Result<(Self::Config, Self::State, Tensors), LearnError> {
         let ck = dir.load_tensors::<Self::Config, Self::State>(algo)?;
         Ok((ck.meta.config, ck.meta.state, ck.tensors))
     }
@@ -154,7 +155,7 @@ pub trait Algorithm: Sized {
         &mut self,
         state: Self::State,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String>;
+    ) -> Result<(), crate::LearnError>;
     /// `episodes` (at least 1) episodes of the learned policy, greedy; `None` for a
     /// learner that evaluates in its iterations.
     fn evaluate(&self, episodes: usize, seed: u64) -> Option<Episodes>;
@@ -177,7 +178,7 @@ pub trait Algorithm: Sized {
     }
     fn enable_trace(&mut self, _keep: u64) {}
     /// Called once the last checkpoint is written (PPO writes its trace).
-    fn finish(&self, _opts: &TrainOptions) -> Result<(), RunError> {
+    fn finish(&self, _opts: &TrainOptions) -> Result<(), LearnError> {
         Ok(())
     }
 }
@@ -239,7 +240,7 @@ pub struct Finished<A: Algorithm> {
 
 /// The run directory of a training run: created for a new run, required to exist for
 /// `--resume` (so a mistyped path is an error, not a new empty directory).
-fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
+fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, LearnError> {
     if opts.resume {
         RunDir::open(&opts.run_dir)
     } else {
@@ -249,7 +250,7 @@ fn run_dir_for(opts: &TrainOptions) -> Result<RunDir, RunError> {
 
 /// The error for a `--resume` whose config is not the checkpoint's, naming each key
 /// that differs and both values.
-fn config_mismatch<C: Serialize>(opts: &TrainOptions, saved: &C, given: &C) -> RunError {
+fn config_mismatch<C: Serialize>(opts: &TrainOptions, saved: &C, given: &C) -> LearnError {
     let (a, b) = (serde_json::to_value(saved), serde_json::to_value(given));
     let keys = match (a, b) {
         (Ok(serde_json::Value::Object(a)), Ok(serde_json::Value::Object(b))) => a
@@ -263,7 +264,7 @@ fn config_mismatch<C: Serialize>(opts: &TrainOptions, saved: &C, given: &C) -> R
             .join("; "),
         _ => String::new(),
     };
-    RunError::Mismatch(format!(
+    LearnError::Mismatch(format!(
         "{}: the checkpoint's config differs from the one given ({keys}); resume with the same settings, or with --run-dir and no --config to use the run's config.toml",
         opts.run_dir.display()
     ))
@@ -276,10 +277,10 @@ fn resume<A: Algorithm>(
     dir: &RunDir,
     opts: &TrainOptions,
     cfg: &A::Config,
-) -> Result<bool, RunError> {
+) -> Result<bool, LearnError> {
     if !opts.resume {
         if dir.has_checkpoint() {
-            return Err(RunError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "{} already holds a run: pass --resume to continue it, or choose another --run-dir",
                 opts.run_dir.display()
             )));
@@ -291,7 +292,7 @@ fn resume<A: Algorithm>(
         return Err(config_mismatch(opts, &saved, cfg));
     }
     alg.restore(state, &mut |name| tensors.remove(name))
-        .map_err(|e| RunError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
+        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", opts.run_dir.display())))?;
     Ok(true)
 }
 
@@ -301,13 +302,13 @@ pub(crate) fn check_memory(
     need: &crate::memory::Estimate,
     what: &str,
     lower: &str,
-) -> Result<(), RunError> {
-    need.check(what, lower).map_err(RunError::Resources)
+) -> Result<(), LearnError> {
+    need.check(what, lower)
 }
 
 /// Refuses an evaluation of more episodes of `env` than fit in memory (they are
 /// stepped as one batch); `flag` is the one that sets them.
-pub(crate) fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Result<(), RunError> {
+pub(crate) fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Result<(), LearnError> {
     check_memory(
         &crate::memory::evaluation(env, episodes),
         "the evaluation",
@@ -316,7 +317,7 @@ pub(crate) fn check_eval_memory(env: &str, episodes: usize, flag: &str) -> Resul
 }
 
 /// Writes a run's final evaluation (`eval.json`; only finished runs have one).
-fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), RunError> {
+fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), LearnError> {
     write_atomic(
         &dir.path.join("eval.json"),
         serde_json::to_string_pretty(eval)
@@ -330,7 +331,7 @@ pub fn train<A: Algorithm>(
     cfg: A::Config,
     opts: &TrainOptions,
     progress: impl FnMut(&Report<'_, A>),
-) -> Result<Finished<A>, RunError> {
+) -> Result<Finished<A>, LearnError> {
     train_with(cfg, opts, |_| {}, progress)
 }
 
@@ -341,7 +342,7 @@ pub fn train_with<A: Algorithm>(
     opts: &TrainOptions,
     setup: impl FnOnce(&mut A),
     mut progress: impl FnMut(&Report<'_, A>),
-) -> Result<Finished<A>, RunError> {
+) -> Result<Finished<A>, LearnError> {
     let shape = A::shape(&cfg);
     let (algo, every) = (shape.algo, shape.checkpoint_every);
     check_memory(
@@ -352,11 +353,11 @@ pub fn train_with<A: Algorithm>(
     check_eval_memory(shape.env, opts.eval_episodes, "--eval-episodes")?;
     let eval_seed = shape.seed + crate::EVAL_SEED_OFFSET;
     let dir = run_dir_for(opts)?;
-    let mut alg = A::build(cfg.clone(), opts.threads).map_err(RunError::Mismatch)?;
+    let mut alg = A::build(cfg.clone(), opts.threads)?;
     setup(&mut alg);
     let resumed_from = resume(&mut alg, &dir, opts, &cfg)?.then(|| alg.clock());
     if let Some(maker) = &opts.device {
-        alg.set_backend(maker).map_err(RunError::Mismatch)?;
+        alg.set_backend(maker)?;
     }
     if opts.trace.is_some() {
         alg.enable_trace(opts.trace_iterations);

@@ -12,7 +12,7 @@ pub trait Greedy: Send {
     fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_>;
     /// The acting network as named tensors (`rlrig.load(run).export(...)` in Python),
     /// or why this policy has no export yet.
-    fn export(&self) -> Result<crate::export::PolicyExport, String>;
+    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError>;
 }
 
 /// Index of the largest value of each of the `n` rows of `k` values in `out` into `ai`
@@ -127,10 +127,15 @@ pub const BASELINES: [&str; 2] = ["random", "heuristic"];
 /// A baseline policy for `n` envs of `env`: `random` (uniform actions, env `k`'s from
 /// the stream `(seed, Policy, k)`, so reproducible at any batch size) or `heuristic`
 /// (Gymnasium's reference controller, LunarLander only).
-pub fn baseline(env: &str, name: &str, n: usize, seed: u64) -> Result<Box<dyn Greedy>, String> {
+pub fn baseline(
+    env: &str,
+    name: &str,
+    n: usize,
+    seed: u64,
+) -> Result<Box<dyn Greedy>, crate::LearnError> {
     use rlrig_env::Env as _;
     use rlrig_env::envs::{LunarLander, LunarLanderContinuous};
-    let spec = rlrig_env::spec(env).map_err(|e| e.to_string())?;
+    let spec = rlrig_env::spec(env)?;
     let act = Baseline {
         space: spec.action_space,
         obs_dim: spec.obs_dim,
@@ -148,15 +153,15 @@ pub fn baseline(env: &str, name: &str, n: usize, seed: u64) -> Result<Box<dyn Gr
         "heuristic" if env == LunarLander::ID || env == LunarLanderContinuous::ID => {
             Ok(Box::new(act))
         }
-        "heuristic" => Err(format!(
+        "heuristic" => Err(crate::LearnError::Config(format!(
             "--policy heuristic: {env} has no reference heuristic (Gymnasium has one for {} and {}); use --policy random",
             LunarLander::ID,
             LunarLanderContinuous::ID
-        )),
-        _ => Err(format!(
+        ))),
+        _ => Err(crate::LearnError::Config(format!(
             "--policy {name}: unknown baseline (known: {})",
             BASELINES.join(", ")
-        )),
+        ))),
     }
 }
 
@@ -206,8 +211,10 @@ impl Greedy for Baseline {
         }
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, String> {
-        Err("a baseline policy has no network to export".into())
+    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
+        Err(crate::LearnError::Unsupported(
+            "a baseline policy has no network to export".into(),
+        ))
     }
 }
 
@@ -232,8 +239,8 @@ mod tests {
                 self.0.resize(n, 1);
                 ActionBuf::Discrete(&self.0)
             }
-            fn export(&self) -> Result<crate::export::PolicyExport, String> {
-                Err("a test policy".into())
+            fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
+                Err(crate::LearnError::Unsupported("a test policy".into()))
             }
         }
         let e = run_episodes(

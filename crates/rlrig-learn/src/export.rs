@@ -11,9 +11,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::LearnError;
 use crate::conv::ConvNet;
 use crate::nn::{Activation, Mlp};
-use crate::run::RunError;
 
 /// One tensor of an export.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,9 +108,16 @@ impl PolicyExport {
     /// ReLU, an MLP head; the Nature network: three) as PyTorch's `Conv2d(...), ReLU(),
     /// ..., Flatten(), Linear(...), ...` on NCHW input: conv weights `[cout, cin, ky,
     /// kx]`, the first linear layer's inputs in `Flatten`'s (channel, row, column) order.
-    pub fn conv_net(&mut self, prefix: &str, net: &ConvNet, params: &[f32]) -> Result<(), String> {
+    pub fn conv_net(
+        &mut self,
+        prefix: &str,
+        net: &ConvNet,
+        params: &[f32],
+    ) -> Result<(), crate::LearnError> {
         if !net.blocks.is_empty() {
-            return Err("residual towers (AlphaZero's) are not exported yet".into());
+            return Err(crate::LearnError::Unsupported(
+                "residual towers (AlphaZero's) are not exported yet".into(),
+            ));
         }
         let mut modules = Vec::new();
         for c in &net.layers {
@@ -175,7 +182,7 @@ impl PolicyExport {
     }
 
     /// The export as a safetensors file (metadata in its header), written atomically.
-    pub fn write_safetensors(&self, path: &Path) -> Result<(), RunError> {
+    pub fn write_safetensors(&self, path: &Path) -> Result<(), LearnError> {
         let bytes: Vec<Vec<u8>> = self
             .tensors
             .iter()
@@ -188,13 +195,13 @@ impl PolicyExport {
             .map(|(t, b)| {
                 safetensors::tensor::TensorView::new(safetensors::Dtype::F32, t.shape.clone(), b)
                     .map(|v| (t.name.as_str(), v))
-                    .map_err(|e| RunError::Mismatch(e.to_string()))
+                    .map_err(LearnError::encode("the exported policy"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let meta: std::collections::HashMap<String, String> =
             self.metadata.clone().into_iter().collect();
         let out = safetensors::serialize(views, Some(meta))
-            .map_err(|e| RunError::Mismatch(e.to_string()))?;
+            .map_err(LearnError::encode("the exported policy"))?;
         crate::run::write_atomic(path, &out)
     }
 }

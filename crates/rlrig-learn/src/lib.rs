@@ -33,10 +33,9 @@ pub fn env_config(n: usize, args: &EnvArgs) -> rlrig_env::VecConfig {
 
 /// Checks `env` and its `args` by building one env: an unknown id, an unknown key or a
 /// bad value is an error naming them.
-pub fn check_env(env: &str, args: &EnvArgs) -> Result<(), String> {
-    rlrig_env::make_sync(env, env_config(1, args))
-        .map(|_| ())
-        .map_err(|e| format!("env: {e}"))
+pub fn check_env(env: &str, args: &EnvArgs) -> Result<(), LearnError> {
+    rlrig_env::make_sync(env, env_config(1, args))?;
+    Ok(())
 }
 
 /// Deserialises [`EnvArgs`] from a table of scalars of any TOML/JSON type (they
@@ -73,6 +72,8 @@ pub mod env_args_serde {
     }
 }
 
+pub use error::LearnError;
+
 pub mod alphazero;
 pub mod backend;
 pub mod buffer;
@@ -80,6 +81,7 @@ pub mod conv;
 pub mod dist;
 pub mod dqn;
 pub mod driver;
+mod error;
 pub mod eval;
 pub mod evolution;
 pub mod export;

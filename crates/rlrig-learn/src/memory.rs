@@ -38,7 +38,7 @@ impl Estimate {
     /// Refuses the run when it needs more than this machine has available
     /// ([`available_bytes`]); `lower` names what to lower (`--num-envs`, ...). Where
     /// the available memory cannot be read, nothing is refused.
-    pub fn check(&self, what: &str, lower: &str) -> Result<(), String> {
+    pub fn check(&self, what: &str, lower: &str) -> Result<(), crate::LearnError> {
         match available_bytes() {
             Some(avail) => self.check_against(avail, what, lower),
             None => Ok(()),
@@ -46,7 +46,12 @@ impl Estimate {
     }
 
     /// [`Estimate::check`] against a given number of available bytes.
-    pub fn check_against(&self, available: f64, what: &str, lower: &str) -> Result<(), String> {
+    pub fn check_against(
+        &self,
+        available: f64,
+        what: &str,
+        lower: &str,
+    ) -> Result<(), crate::LearnError> {
         let need = self.total();
         if need.is_finite() && need <= available {
             return Ok(());
@@ -58,11 +63,13 @@ impl Estimate {
             .map(|(w, b)| format!("{w}: {}", human(*b)))
             .collect::<Vec<_>>()
             .join("; ");
-        Err(format!(
-            "{what} needs about {} of memory ({parts}), but this machine has {} available: lower {lower}",
-            human(need),
-            human(available)
-        ))
+        Err(crate::LearnError::Memory {
+            what: what.into(),
+            need,
+            available,
+            parts,
+            lower: lower.into(),
+        })
     }
 }
 
@@ -173,8 +180,9 @@ mod tests {
         assert_eq!(e.total(), 16.0e9 + 10.0);
         assert!(e.check_against(17e9, "train ppo", "--num-envs").is_ok());
         let err = e.check_against(8e9, "train ppo", "--num-envs").unwrap_err();
+        assert!(matches!(err, crate::LearnError::Memory { .. }));
         assert_eq!(
-            err,
+            err.to_string(),
             "train ppo needs about 16.0 GB of memory (rollout: 12.8 GB; envs: 3.2 GB), but this machine has 8.0 GB available: lower --num-envs"
         );
     }
@@ -184,7 +192,10 @@ mod tests {
         let e = Estimate::new().add("envs", 1e30 * 1e30);
         assert!(e.check_against(1e12, "x", "--num-envs").is_err());
         let e = Estimate::new().add("envs", f64::INFINITY);
-        let err = e.check_against(1e12, "x", "--num-envs").unwrap_err();
+        let err = e
+            .check_against(1e12, "x", "--num-envs")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("more than can be counted"), "{err}");
     }
 

@@ -3,11 +3,12 @@
 
 use serde::Serialize;
 
+use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::dqn::{Dqn, DqnConfig, DqnState};
 use crate::driver::{Algorithm, Record, RunShape, Turn};
 use crate::offpolicy::{ChunkStats, NamedTensor, OffPolicy, OffPolicyConfig, OffPolicyState};
-use crate::run::{RunDir, RunError};
+use crate::run::RunDir;
 use crate::trace::StageTimes;
 
 /// metrics.csv columns of replay-buffer runs: learning metrics first (deterministic),
@@ -25,7 +26,7 @@ fn save<C: Serialize, S: Serialize>(
     step: u64,
     cfg: &C,
     (state, tensors): (S, Vec<NamedTensor<'_>>),
-) -> Result<(), RunError> {
+) -> Result<(), LearnError> {
     let tensors: Vec<(&str, &[f32])> = tensors.iter().map(|(n, v)| (*n, &**v)).collect();
     dir.save_tensors(algo, step, cfg, &state, &tensors)?;
     Ok(())
@@ -65,7 +66,7 @@ macro_rules! replay_algorithm {
             const METRICS_HEADER: &'static str = OFFPOLICY_METRICS_HEADER;
             const DETERMINISTIC_COLUMNS: usize = OFFPOLICY_DETERMINISTIC_COLUMNS;
 
-            fn build(cfg: $config, threads: usize) -> Result<Self, String> {
+            fn build(cfg: $config, threads: usize) -> Result<Self, crate::LearnError> {
                 <$t>::new(cfg, threads)
             }
             fn shape(c: &$config) -> RunShape<'_> {
@@ -88,7 +89,7 @@ macro_rules! replay_algorithm {
             fn device(&self) -> String {
                 <$t>::device(self)
             }
-            fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+            fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
                 <$t>::set_backend(self, maker)
             }
             fn done(&self) -> bool {
@@ -111,7 +112,7 @@ macro_rules! replay_algorithm {
             fn record(&self, s: &ChunkStats, before: &(StageTimes, u64), wall: f64) -> Record {
                 chunk_record(s, self.times, before, wall)
             }
-            fn checkpoint(&self, dir: &RunDir) -> Result<(), RunError> {
+            fn checkpoint(&self, dir: &RunDir) -> Result<(), LearnError> {
                 save(
                     dir,
                     $algo(&self.cfg),
@@ -124,7 +125,7 @@ macro_rules! replay_algorithm {
                 &mut self,
                 st: $state,
                 get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-            ) -> Result<(), String> {
+            ) -> Result<(), crate::LearnError> {
                 <$t>::restore(self, st, get)
             }
             fn evaluate(&self, episodes: usize, seed: u64) -> Option<crate::eval::Episodes> {

@@ -14,28 +14,12 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::LearnError;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
-#[derive(Debug, Error)]
-pub enum RunError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {why}")]
-    Corrupt { path: PathBuf, why: String },
-    #[error("{0}")]
-    Mismatch(String),
-    /// The run needs more of the machine (memory) than it has.
-    #[error("{0}")]
-    Resources(String),
-}
-
-pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
-    move |source| RunError::Io {
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> LearnError + '_ {
+    move |source| LearnError::Io {
         path: path.to_path_buf(),
         source,
     }
@@ -45,7 +29,7 @@ pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 /// torn one: a temp file in the same directory, fsync, rename. When any step fails (a
 /// full disk, no permission, a directory in the way) the error names `path` and the
 /// OS's reason, the temp file is removed and the old file is untouched.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(
         ".{}.tmp{}",
@@ -59,7 +43,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
     let renamed = written.and_then(|()| fs::rename(&tmp, path));
     if let Err(source) = renamed {
         let _ = fs::remove_file(&tmp);
-        return Err(RunError::Io {
+        return Err(LearnError::Io {
             path: path.to_path_buf(),
             source,
         });
@@ -82,7 +66,7 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    pub fn new(path: impl Into<PathBuf>) -> Result<RunDir, RunError> {
+    pub fn new(path: impl Into<PathBuf>) -> Result<RunDir, LearnError> {
         let path = path.into();
         fs::create_dir_all(path.join("checkpoints")).map_err(io(&path))?;
         Ok(RunDir::at(path))
@@ -90,13 +74,10 @@ impl RunDir {
 
     /// An existing run directory, for reading: unlike [`RunDir::new`] it creates
     /// nothing, so a mistyped path is an error, not a new empty run.
-    pub fn open(path: impl Into<PathBuf>) -> Result<RunDir, RunError> {
+    pub fn open(path: impl Into<PathBuf>) -> Result<RunDir, LearnError> {
         let path = path.into();
         if !path.is_dir() {
-            return Err(RunError::Mismatch(format!(
-                "{}: no such run directory",
-                path.display()
-            )));
+            return Err(LearnError::NoRun(path));
         }
         Ok(RunDir::at(path))
     }
@@ -115,10 +96,10 @@ impl RunDir {
     }
 
     /// Writes `config.toml` for a run of `algo`.
-    pub fn write_config_of<C: Serialize>(&self, algo: &str, cfg: &C) -> Result<(), RunError> {
+    pub fn write_config_of<C: Serialize>(&self, algo: &str, cfg: &C) -> Result<(), LearnError> {
         let text = format!(
             "# Resolved configuration of this run (rlrig train {algo}). Pass it back with --config.\n{}",
-            toml::to_string(cfg).map_err(|e| RunError::Mismatch(e.to_string()))?
+            toml::to_string(cfg).map_err(LearnError::encode("config.toml"))?
         );
         write_atomic(&self.path.join("config.toml"), text.as_bytes())
     }
@@ -132,18 +113,18 @@ impl RunDir {
         cfg: &C,
         state: &S,
         tensors: &[(&str, &[f32])],
-    ) -> Result<PathBuf, RunError> {
+    ) -> Result<PathBuf, LearnError> {
         let bytes: Vec<(&str, Vec<u8>)> = tensors.iter().map(|(n, v)| (*n, to_bytes(v))).collect();
         let views = bytes
             .iter()
             .map(|(n, b)| {
                 safetensors::tensor::TensorView::new(safetensors::Dtype::F32, vec![b.len() / 4], b)
                     .map(|v| (*n, v))
-                    .map_err(|e| RunError::Mismatch(e.to_string()))
+                    .map_err(LearnError::encode("a checkpoint"))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let weights =
-            safetensors::serialize(views, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
+            safetensors::serialize(views, None).map_err(LearnError::encode("a checkpoint"))?;
         let meta = TensorMeta {
             format: FORMAT,
             algo: algo.to_string(),
@@ -159,7 +140,7 @@ impl RunDir {
         self.commit(&format!("ckpt-{step:012}"), &weights, |wname| {
             let mut meta = meta;
             meta.weights = wname.to_string();
-            serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))
+            serde_json::to_vec(&meta).map_err(LearnError::encode("a checkpoint"))
         })
     }
 
@@ -168,8 +149,8 @@ impl RunDir {
         &self,
         stem: &str,
         weights: &[u8],
-        json: impl FnOnce(&str) -> Result<Vec<u8>, RunError>,
-    ) -> Result<PathBuf, RunError> {
+        json: impl FnOnce(&str) -> Result<Vec<u8>, LearnError>,
+    ) -> Result<PathBuf, LearnError> {
         let dir = self.path.join("checkpoints");
         self.set_aside_skipped();
         let wname = format!("{stem}.safetensors");
@@ -207,7 +188,7 @@ impl RunDir {
     pub fn load_tensors<C: DeserializeOwned, S: DeserializeOwned>(
         &self,
         algo: &str,
-    ) -> Result<TensorCheckpoint<C, S>, RunError> {
+    ) -> Result<TensorCheckpoint<C, S>, LearnError> {
         self.newest_intact(|p| load_tensors_at(p, algo))
     }
 
@@ -248,8 +229,8 @@ impl RunDir {
     /// it keeps are both intact.
     pub fn newest_intact<T>(
         &self,
-        load: impl Fn(&Path) -> Result<T, RunError>,
-    ) -> Result<T, RunError> {
+        load: impl Fn(&Path) -> Result<T, LearnError>,
+    ) -> Result<T, LearnError> {
         let candidates = self.candidates();
         let mut first_error = None;
         let mut skipped = Vec::new();
@@ -283,7 +264,7 @@ impl RunDir {
         }
         Err(first_error.unwrap_or_else(|| {
             let latest = self.path.join("checkpoints/latest");
-            RunError::Io {
+            LearnError::Io {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no checkpoint"),
                 path: latest,
             }
@@ -292,10 +273,10 @@ impl RunDir {
 }
 
 /// Damage to a checkpoint's files: malformed or failing its checksum, or missing.
-fn is_damage(e: &RunError) -> bool {
+fn is_damage(e: &LearnError) -> bool {
     match e {
-        RunError::Corrupt { .. } => true,
-        RunError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        LearnError::Corrupt { .. } => true,
+        LearnError::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
         _ => false,
     }
 }
@@ -325,8 +306,8 @@ pub(crate) fn read_checkpoint<M: DeserializeOwned>(
     algo: &str,
     what: &str,
     head: impl Fn(&M) -> (u32, &str, u32),
-) -> Result<(M, PathBuf, Vec<u8>), RunError> {
-    let corrupt = |why: String| RunError::Corrupt {
+) -> Result<(M, PathBuf, Vec<u8>), LearnError> {
+    let corrupt = |why: String| LearnError::Corrupt {
         path: json_path.to_path_buf(),
         why,
     };
@@ -349,8 +330,8 @@ pub(crate) fn read_checkpoint<M: DeserializeOwned>(
 pub(crate) fn safetensors_at<'a>(
     bytes: &'a [u8],
     wpath: &Path,
-) -> Result<safetensors::SafeTensors<'a>, RunError> {
-    safetensors::SafeTensors::deserialize(bytes).map_err(|e| RunError::Corrupt {
+) -> Result<safetensors::SafeTensors<'a>, LearnError> {
+    safetensors::SafeTensors::deserialize(bytes).map_err(|e| LearnError::Corrupt {
         path: wpath.to_path_buf(),
         why: e.to_string(),
     })
@@ -362,10 +343,10 @@ pub(crate) fn tensor_of_len(
     wpath: &Path,
     name: &str,
     len: usize,
-) -> Result<Vec<f32>, RunError> {
+) -> Result<Vec<f32>, LearnError> {
     let v = tensor_f32(st, wpath, name)?;
     if v.len() != len {
-        return Err(RunError::Corrupt {
+        return Err(LearnError::Corrupt {
             path: wpath.to_path_buf(),
             why: format!("tensor '{name}' has {} values, expected {len}", v.len()),
         });
@@ -377,7 +358,7 @@ pub(crate) fn tensor_of_len(
 fn load_tensors_at<C: DeserializeOwned, S: DeserializeOwned>(
     json_path: &Path,
     algo: &str,
-) -> Result<TensorCheckpoint<C, S>, RunError> {
+) -> Result<TensorCheckpoint<C, S>, LearnError> {
     let (meta, wpath, bytes) = read_checkpoint(
         json_path,
         algo,
@@ -389,12 +370,12 @@ fn load_tensors_at<C: DeserializeOwned, S: DeserializeOwned>(
         .tensors
         .iter()
         .map(|(name, len)| Ok((name.clone(), tensor_of_len(&st, &wpath, name, *len)?)))
-        .collect::<Result<_, RunError>>()?;
+        .collect::<Result<_, LearnError>>()?;
     Ok(TensorCheckpoint { meta, tensors })
 }
 
 impl RunDir {
-    fn latest_json(&self) -> Result<PathBuf, RunError> {
+    fn latest_json(&self) -> Result<PathBuf, LearnError> {
         let dir = self.path.join("checkpoints");
         let latest = dir.join("latest");
         let name = fs::read_to_string(&latest).map_err(io(&latest))?;
@@ -402,7 +383,7 @@ impl RunDir {
     }
 
     /// The algorithm of the run's newest intact checkpoint (`ppo`, `sac`, ...).
-    pub fn algo(&self) -> Result<String, RunError> {
+    pub fn algo(&self) -> Result<String, LearnError> {
         self.newest_intact(|path| {
             let text = fs::read(path).map_err(io(path))?;
             algo_of(path, &text)
@@ -417,22 +398,23 @@ pub fn take_tensor(
     get: &mut impl FnMut(&str) -> Option<Vec<f32>>,
     name: &str,
     len: usize,
-) -> Result<Vec<f32>, String> {
-    let v = get(name).ok_or_else(|| format!("tensor '{name}' missing"))?;
+) -> Result<Vec<f32>, crate::LearnError> {
+    let v =
+        get(name).ok_or_else(|| crate::LearnError::Mismatch(format!("tensor '{name}' missing")))?;
     if v.len() != len {
-        return Err(format!(
+        return Err(crate::LearnError::Mismatch(format!(
             "tensor '{name}' has {} values, this config needs {len} (another env, network shape or population?)",
             v.len()
-        ));
+        )));
     }
     Ok(v)
 }
 
 /// Reads a weights file and checks its CRC32C against the JSON's.
-fn read_weights(wpath: &Path, crc: u32) -> Result<Vec<u8>, RunError> {
+fn read_weights(wpath: &Path, crc: u32) -> Result<Vec<u8>, LearnError> {
     let bytes = fs::read(wpath).map_err(io(wpath))?;
     if crc32c::crc32c(&bytes) != crc {
-        return Err(RunError::Corrupt {
+        return Err(LearnError::Corrupt {
             path: wpath.to_path_buf(),
             why: "checksum mismatch: the weights file is damaged or belongs to another checkpoint"
                 .into(),
@@ -445,8 +427,8 @@ fn tensor_f32(
     st: &safetensors::SafeTensors<'_>,
     wpath: &Path,
     name: &str,
-) -> Result<Vec<f32>, RunError> {
-    let t = st.tensor(name).map_err(|e| RunError::Corrupt {
+) -> Result<Vec<f32>, LearnError> {
+    let t = st.tensor(name).map_err(|e| LearnError::Corrupt {
         path: wpath.to_path_buf(),
         why: format!("tensor '{name}': {e}"),
     })?;
@@ -456,24 +438,24 @@ fn tensor_f32(
         .collect())
 }
 
-fn algo_of(path: &Path, json: &[u8]) -> Result<String, RunError> {
+fn algo_of(path: &Path, json: &[u8]) -> Result<String, LearnError> {
     #[derive(Deserialize)]
     struct Head {
         algo: String,
     }
     serde_json::from_slice::<Head>(json)
         .map(|h| h.algo)
-        .map_err(|e| RunError::Corrupt {
+        .map_err(|e| LearnError::Corrupt {
             path: path.to_path_buf(),
             why: format!("not a valid rlrig checkpoint: {e}"),
         })
 }
 
 /// A checkpoint of another algorithm gets an error that says which, not a parse error.
-fn check_algo(path: &Path, json: &[u8], want: &str) -> Result<(), RunError> {
+fn check_algo(path: &Path, json: &[u8], want: &str) -> Result<(), LearnError> {
     let got = algo_of(path, json)?;
     if got != want {
-        return Err(RunError::Mismatch(format!(
+        return Err(LearnError::Mismatch(format!(
             "{}: this is a {got} checkpoint, not {want}; use `rlrig train {got} --resume` for it",
             path.display()
         )));
@@ -509,7 +491,7 @@ pub struct MetricsCsv {
 impl MetricsCsv {
     /// Opens metrics.csv with `header`, keeping the rows whose first column is at most
     /// `upto` (the checkpoint's iteration or step).
-    pub fn open_with(dir: &Path, header: &str, upto: u64) -> Result<MetricsCsv, RunError> {
+    pub fn open_with(dir: &Path, header: &str, upto: u64) -> Result<MetricsCsv, LearnError> {
         let path = dir.join("metrics.csv");
         let mut text = String::from(header);
         text.push('\n');
@@ -533,7 +515,7 @@ impl MetricsCsv {
         Ok(MetricsCsv { path, file })
     }
 
-    pub fn push(&mut self, mut row: String) -> Result<(), RunError> {
+    pub fn push(&mut self, mut row: String) -> Result<(), LearnError> {
         row.push('\n');
         append_whole(&mut self.file, &self.path, row.as_bytes())
     }
@@ -550,10 +532,10 @@ pub struct Metrics {
 impl Metrics {
     /// Reads `dir/metrics.csv`; a missing file, an empty one, a row of another width
     /// or a value that is not a number is an error naming the file and line.
-    pub fn read(dir: &Path) -> Result<Metrics, RunError> {
+    pub fn read(dir: &Path) -> Result<Metrics, LearnError> {
         let path = dir.join("metrics.csv");
         let text = fs::read_to_string(&path).map_err(io(&path))?;
-        Metrics::parse(&text).map_err(|why| RunError::Corrupt { path, why })
+        Metrics::parse(&text).map_err(|why| LearnError::Corrupt { path, why })
     }
 
     /// Parses the text of a metrics.csv.
@@ -600,11 +582,11 @@ impl Metrics {
 
 /// Appends `bytes` to `file` whole or not at all: a write that fails part way (a full
 /// disk) is cut back off, so a later reader never meets half a row or record.
-fn append_whole(file: &mut fs::File, path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+fn append_whole(file: &mut fs::File, path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
     let before = file.metadata().map_err(io(path))?.len();
     file.write_all(bytes).map_err(|source| {
         let _ = file.set_len(before);
-        RunError::Io {
+        LearnError::Io {
             path: path.to_path_buf(),
             source,
         }
@@ -632,7 +614,7 @@ fn varint(mut v: u64, out: &mut Vec<u8>) {
 }
 
 impl TensorBoard {
-    pub fn create(dir: &Path) -> Result<TensorBoard, RunError> {
+    pub fn create(dir: &Path) -> Result<TensorBoard, LearnError> {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
@@ -655,7 +637,7 @@ impl TensorBoard {
         Ok(tb)
     }
 
-    fn record(&mut self, data: &[u8]) -> Result<(), RunError> {
+    fn record(&mut self, data: &[u8]) -> Result<(), LearnError> {
         let len = (data.len() as u64).to_le_bytes();
         let mut buf = Vec::with_capacity(data.len() + 16);
         buf.extend_from_slice(&len);
@@ -666,7 +648,7 @@ impl TensorBoard {
     }
 
     /// Writes scalars `(tag, value)` at `step`.
-    pub fn scalars(&mut self, step: u64, values: &[(&str, f64)]) -> Result<(), RunError> {
+    pub fn scalars(&mut self, step: u64, values: &[(&str, f64)]) -> Result<(), LearnError> {
         let mut summary = Vec::new();
         for (tag, v) in values {
             if !v.is_finite() {

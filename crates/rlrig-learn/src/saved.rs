@@ -5,13 +5,14 @@
 use std::path::Path;
 
 use crate::EVAL_SEED_OFFSET;
+use crate::LearnError;
 use crate::dqn::{DqnConfig, DqnState, QNet};
 use crate::driver::check_eval_memory;
 use crate::eval::EvalSummary;
 use crate::eval::Greedy;
 use crate::offpolicy::{Nets, OffPolicyConfig, OffPolicyState};
 use crate::ppo::{Agent, PpoConfig};
-use crate::run::{RunDir, RunError};
+use crate::run::RunDir;
 
 /// What kind of run a directory holds, from its newest checkpoint's `algo`: the one
 /// place that maps algorithm names to the code that reads them.
@@ -28,7 +29,7 @@ pub enum RunKind {
 }
 
 impl RunKind {
-    pub fn of(run_dir: &Path) -> Result<RunKind, RunError> {
+    pub fn of(run_dir: &Path) -> Result<RunKind, LearnError> {
         let algo = RunDir::open(run_dir)?.algo()?;
         match algo.as_str() {
             "ppo" => Ok(RunKind::Ppo),
@@ -36,7 +37,7 @@ impl RunKind {
             "dqn" => Ok(RunKind::Dqn),
             "es" | "ga" => Ok(RunKind::Evolution),
             "alphazero" => Ok(RunKind::AlphaZero),
-            other => Err(RunError::Mismatch(format!(
+            other => Err(LearnError::Mismatch(format!(
                 "{}: a '{other}' run, which this rlrig does not know",
                 run_dir.display()
             ))),
@@ -48,15 +49,15 @@ impl RunKind {
 /// statistics.
 pub fn load_agent(
     run_dir: &Path,
-) -> Result<(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>), RunError> {
+) -> Result<(PpoConfig, Agent, Option<crate::normalize::RunningMeanStd>), LearnError> {
     let ck = RunDir::open(run_dir)?.load_checkpoint()?;
     let cfg = ck.meta.config;
-    let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
-    crate::check_env(&cfg.env, &cfg.env_args).map_err(RunError::Mismatch)?;
+    let spec = rlrig_env::spec(&cfg.env)?;
+    crate::check_env(&cfg.env, &cfg.env_args)?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
     let mut agent = Agent::for_config(&spec, &cfg, &mut rng);
     if agent.params.len() != ck.params.len() {
-        return Err(RunError::Mismatch(format!(
+        return Err(LearnError::Mismatch(format!(
             "{}: checkpoint has {} parameters but {} with hidden {:?} needs {}",
             run_dir.display(),
             ck.params.len(),
@@ -79,7 +80,7 @@ pub struct LoadedPolicy {
 }
 
 /// Loads [`LoadedPolicy`]; AlphaZero runs (board games against an opponent) have none.
-pub fn load_policy(run_dir: &Path) -> Result<LoadedPolicy, RunError> {
+pub fn load_policy(run_dir: &Path) -> Result<LoadedPolicy, LearnError> {
     let (env, args, seed, policy): (_, _, _, Box<dyn Greedy>) = match RunKind::of(run_dir)? {
         RunKind::Ppo => {
             let (cfg, agent, rms) = load_agent(run_dir)?;
@@ -109,7 +110,7 @@ pub fn load_policy(run_dir: &Path) -> Result<LoadedPolicy, RunError> {
             (cfg.env, cfg.env_args, cfg.seed, Box::new(net.greedy()))
         }
         RunKind::AlphaZero => {
-            return Err(RunError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "{}: an AlphaZero run is evaluated in games (rlrig eval --run DIR --opponent random|solver:D|run:DIR) and played in the terminal (rlrig play --run DIR)",
                 run_dir.display()
             )));
@@ -128,7 +129,7 @@ pub fn eval_run(
     run_dir: &Path,
     episodes: usize,
     seed: Option<u64>,
-) -> Result<EvalSummary, RunError> {
+) -> Result<EvalSummary, LearnError> {
     if RunKind::of(run_dir)? == RunKind::Evolution {
         // Fitness episode by episode (each seeded on its own), as training scored it.
         let (cfg, policy, best) = load_evolution(run_dir)?;
@@ -157,7 +158,7 @@ pub fn record_episodes(
     run_dir: &Path,
     episodes: usize,
     seed: Option<u64>,
-) -> Result<(String, Vec<Recording>), RunError> {
+) -> Result<(String, Vec<Recording>), LearnError> {
     struct V<'a> {
         policy: &'a mut dyn Greedy,
         args: &'a crate::EnvArgs,
@@ -202,24 +203,24 @@ pub fn record_episodes(
         episodes: episodes.max(1),
         seed: seed.unwrap_or(p.seed + EVAL_SEED_OFFSET),
     };
-    let recs = rlrig_env::visit(&p.env, v).map_err(|e| RunError::Mismatch(e.to_string()))?;
+    let recs = rlrig_env::visit(&p.env, v)?;
     Ok((p.env, recs))
 }
 
 /// The config and network of the newest checkpoint of an AlphaZero run.
 pub fn load_alphazero(
     run_dir: &Path,
-) -> Result<(crate::alphazero::AzConfig, crate::alphazero::PolicyValue), RunError> {
+) -> Result<(crate::alphazero::AzConfig, crate::alphazero::PolicyValue), LearnError> {
     use crate::alphazero::{AzConfig, AzState, PolicyValue};
     let mut ck = RunDir::open(run_dir)?.load_tensors::<AzConfig, AzState>("alphazero")?;
     let cfg = ck.meta.config;
     cfg.validate()
-        .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
     let mut net = PolicyValue::for_config(&cfg, &mut rng);
     let params = ck.tensors.remove("params").unwrap_or_default();
     if params.len() != net.params.len() {
-        return Err(RunError::Mismatch(format!(
+        return Err(LearnError::Mismatch(format!(
             "{}: checkpoint has {} parameters, hidden {:?} needs {}",
             run_dir.display(),
             params.len(),
@@ -240,18 +241,18 @@ pub fn load_evolution(
         crate::evolution::EvoPolicy,
         Vec<f32>,
     ),
-    RunError,
+    LearnError,
 > {
     use crate::evolution::{EvoConfig, EvoPolicy, EvoState};
     let dir = RunDir::open(run_dir)?;
     let algo = dir.algo()?;
     let mut ck = dir.load_tensors::<EvoConfig, EvoState>(&algo)?;
     let cfg = ck.meta.config;
-    crate::check_env(&cfg.env, &cfg.env_args).map_err(RunError::Mismatch)?;
-    let policy = EvoPolicy::new(&cfg).map_err(RunError::Mismatch)?;
+    crate::check_env(&cfg.env, &cfg.env_args)?;
+    let policy = EvoPolicy::new(&cfg)?;
     let best = ck.tensors.remove("best").unwrap_or_default();
     if best.len() != policy.num_params() {
-        return Err(RunError::Mismatch(format!(
+        return Err(LearnError::Mismatch(format!(
             "{}: checkpoint policy has {} parameters, {} with hidden {:?} needs {}",
             run_dir.display(),
             best.len(),
@@ -264,14 +265,14 @@ pub fn load_evolution(
 }
 
 /// The config and networks of the newest checkpoint of a DDPG/TD3/SAC run.
-pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), RunError> {
+pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), LearnError> {
     let dir = RunDir::open(run_dir)?;
     let algo = dir.algo()?;
     let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(&algo)?;
     let cfg = ck.meta.config;
     cfg.validate()
-        .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
-    let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
+        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let spec = rlrig_env::spec(&cfg.env)?;
     let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
     let actor = ck.tensors.remove("actor").unwrap_or_default();
     nets.actor_params = checked_params(
@@ -286,13 +287,13 @@ pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), RunErro
 }
 
 /// The config and Q-network of the newest checkpoint of a DQN run.
-pub fn load_dqn(run_dir: &Path) -> Result<(DqnConfig, QNet), RunError> {
+pub fn load_dqn(run_dir: &Path) -> Result<(DqnConfig, QNet), LearnError> {
     let dir = RunDir::open(run_dir)?;
     let mut ck = dir.load_tensors::<DqnConfig, DqnState>("dqn")?;
     let cfg = ck.meta.config;
     cfg.validate()
-        .map_err(|e| RunError::Mismatch(format!("{}: {e}", run_dir.display())))?;
-    let spec = rlrig_env::spec(&cfg.env).map_err(|e| RunError::Mismatch(e.to_string()))?;
+        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let spec = rlrig_env::spec(&cfg.env)?;
     let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
     let q = ck.tensors.remove("q").unwrap_or_default();
     net.params = checked_params(run_dir, "Q-network", q, &net.params, &cfg.env, &cfg.hidden)?;
@@ -308,9 +309,9 @@ fn checked_params(
     fresh: &[f32],
     env: &str,
     hidden: &[usize],
-) -> Result<Vec<f32>, RunError> {
+) -> Result<Vec<f32>, LearnError> {
     if loaded.len() != fresh.len() {
-        return Err(RunError::Mismatch(format!(
+        return Err(LearnError::Mismatch(format!(
             "{}: checkpoint {what} has {} parameters but {env} with hidden {hidden:?} needs {}",
             run_dir.display(),
             loaded.len(),

@@ -8,7 +8,8 @@ use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::run::{RunError, write_atomic};
+use crate::LearnError;
+use crate::run::write_atomic;
 
 /// Wall time per stage, seconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -138,7 +139,7 @@ impl SpanLog {
 
     /// Writes the kept spans as a Chrome trace, atomically. What was left out is said in
     /// the file: `otherData` and, where the gap is, an instant event on the timeline.
-    pub fn write_chrome(&self, path: &Path) -> Result<(), RunError> {
+    pub fn write_chrome(&self, path: &Path) -> Result<(), LearnError> {
         let mut out = String::with_capacity(self.head.len() * 96 + 256);
         let omitted = self.omitted();
         out.push_str(&format!(

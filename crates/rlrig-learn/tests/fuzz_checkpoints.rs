@@ -14,9 +14,10 @@ use std::sync::OnceLock;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config as ProptestConfig, RngSeed, TestCaseError, TestRunner};
+use rlrig_learn::LearnError;
 use rlrig_learn::ppo::{Checkpoint, CheckpointMeta};
 use rlrig_learn::ppo::{Ppo, PpoConfig};
-use rlrig_learn::run::{RunDir, RunError, TensorCheckpoint};
+use rlrig_learn::run::{RunDir, TensorCheckpoint};
 use serde::{Deserialize, Serialize};
 
 const ALGO: &str = "fuzz";
@@ -357,7 +358,7 @@ fn latest_bytes(orig: &[u8], d: &(Vec<ByteEdit>, Option<Vec<u8>>)) -> Vec<u8> {
 }
 
 /// A load must not panic (the runner catches one), and its error has a message.
-fn err_has_message(e: &RunError) -> Result<(), TestCaseError> {
+fn err_has_message(e: &LearnError) -> Result<(), TestCaseError> {
     prop_assert!(!e.to_string().is_empty(), "empty error message: {:?}", e);
     Ok(())
 }
@@ -492,7 +493,7 @@ fn same_f32(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
-fn load_tensors(run: &Path) -> Result<TensorCheckpoint<Cfg, St>, RunError> {
+fn load_tensors(run: &Path) -> Result<TensorCheckpoint<Cfg, St>, LearnError> {
     RunDir::open(run)?.load_tensors::<Cfg, St>(ALGO)
 }
 

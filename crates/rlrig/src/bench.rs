@@ -1,10 +1,11 @@
 //! `rlrig bench ...`: throughput measurements. Benchmarks report; they never assert.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use rlrig_env::{RandomActions, VecConfig, make_async, make_sync, spec};
+use rlrig_env::spec;
+use rlrig_lab::throughput::{self, Stepping};
 
 use crate::default_threads;
 
@@ -57,84 +58,35 @@ pub struct AzBenchArgs {
 }
 
 fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
-    use rlrig_env::games::{ConnectFour, Game, Outcome};
-    use rlrig_learn::alphazero::{AlphaZero, AzConfig};
-    use rlrig_learn::mcts::{BatchedMcts, UniformEvaluator};
     if a.simulations == 0 || a.games == 0 || a.moves == 0 {
         bail!("--simulations, --games and --moves must be at least 1");
     }
     if a.hidden.is_empty() || a.hidden.contains(&0) {
         bail!("--hidden must list positive sizes");
     }
-    rlrig_learn::alphazero::search_memory(a.games, a.simulations)
-        .check("bench alphazero", "--games or --simulations")
-        .map_err(anyhow::Error::msg)?;
-    let samples = a.games as f64 * a.moves as f64;
-    // Search only: the same lock-step self-play with a network-free evaluator.
-    let mut mcts = BatchedMcts::<ConnectFour>::new(rlrig_learn::mcts::MctsConfig {
-        simulations: a.simulations,
-        gumbel: a.gumbel,
-        ..Default::default()
-    });
-    let mut states = vec![ConnectFour::new(); a.games];
-    let mut rngs: Vec<rlrig_env::Rng> = (0..a.games)
-        .map(|g| rlrig_env::Rng::stream(1, rlrig_env::Purpose::Bench, g as u64))
-        .collect();
-    // One warm-up move (allocations, caches), then the timed moves.
-    mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
-    let t = Instant::now();
-    for _ in 0..a.moves {
-        mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
-        for g in 0..a.games {
-            let act = mcts.action(g, 1.0, &mut rngs[g]);
-            if states[g].play(act) != Outcome::Ongoing {
-                states[g] = ConnectFour::new();
-            }
-        }
+    if a.actors > a.games {
+        bail!("--actors {} exceeds --games {}", a.actors, a.games);
     }
-    let search_only = samples / t.elapsed().as_secs_f64();
-    let cfg = |updates: usize| AzConfig {
-        iterations: 2,
-        games: a.games,
-        moves_per_iteration: a.moves,
+    let r = throughput::alphazero_throughput(&throughput::AzBench {
         simulations: a.simulations,
+        games: a.games,
+        moves: a.moves,
         hidden: a.hidden.clone(),
-        updates_per_iteration: updates,
-        eval_games: 0,
         gumbel: a.gumbel,
-        ..AzConfig::default()
-    };
-    let measure = |c: AzConfig| -> Result<(f64, f64)> {
-        // The first iteration warms up (and fills the buffer); the second is timed.
-        let mut az = AlphaZero::new(c).map_err(anyhow::Error::msg)?;
-        az.iterate();
-        let before = az.times.inference;
-        let t = Instant::now();
-        az.iterate();
-        let wall = t.elapsed().as_secs_f64();
-        Ok((samples / wall, (az.times.inference - before) / wall))
-    };
-    let (with_inference, inference_share) = measure(cfg(0))?;
-    // Training at the default config's ratio: 16 updates of 256 per 1024 samples.
-    let updates = (16.0 * samples / 1024.0).ceil() as usize;
-    let (with_training, _) = measure(cfg(updates))?;
-    let actors = if a.actors > 0 {
-        Some(actor_selfplay(&a)?)
-    } else {
-        None
-    };
+        actors: a.actors,
+    })?;
     if a.json {
         let j = serde_json::json!({
             "actors": a.actors,
-            "actors_samples_per_sec": actors.as_ref().map(|x| x.0),
-            "actors_mean_batch": actors.as_ref().map(|x| x.1),
+            "actors_samples_per_sec": r.actors.map(|x| x.0),
+            "actors_mean_batch": r.actors.map(|x| x.1),
             "simulations": a.simulations, "games": a.games, "moves": a.moves,
-            "hidden": a.hidden, "gumbel": a.gumbel, "samples_per_sec": with_training,
-            "search_only_samples_per_sec": search_only,
-            "with_inference_samples_per_sec": with_inference,
-            "with_training_samples_per_sec": with_training,
-            "leaf_evaluations_per_sec": with_inference * a.simulations as f64,
-            "inference_share": inference_share, "training_updates": updates,
+            "hidden": a.hidden, "gumbel": a.gumbel, "samples_per_sec": r.with_training,
+            "search_only_samples_per_sec": r.search_only,
+            "with_inference_samples_per_sec": r.with_inference,
+            "with_training_samples_per_sec": r.with_training,
+            "leaf_evaluations_per_sec": r.with_inference * a.simulations as f64,
+            "inference_share": r.inference_share, "training_updates": r.training_updates,
         });
         outln!("{j}");
     } else {
@@ -149,14 +101,19 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
             a.games,
             a.hidden
         );
-        outln!("search only:  {search_only:.0} samples/s");
+        outln!("search only:  {:.0} samples/s", r.search_only);
         outln!(
-            "+ inference:  {with_inference:.0} samples/s ({:.2} M leaf evaluations/s, {:.0}% of the time in the network)",
-            with_inference * a.simulations as f64 / 1e6,
-            100.0 * inference_share
+            "+ inference:  {:.0} samples/s ({:.2} M leaf evaluations/s, {:.0}% of the time in the network)",
+            r.with_inference,
+            r.with_inference * a.simulations as f64 / 1e6,
+            100.0 * r.inference_share
         );
-        outln!("+ training:   {with_training:.0} samples/s ({updates} updates of 256)");
-        if let Some((sps, batch)) = actors {
+        outln!(
+            "+ training:   {:.0} samples/s ({} updates of 256)",
+            r.with_training,
+            r.training_updates
+        );
+        if let Some((sps, batch)) = r.actors {
             outln!(
                 "{} actor threads + inference server: {sps:.0} samples/s (mean batch {batch:.0} rows)",
                 a.actors
@@ -164,68 +121,6 @@ fn bench_alphazero(a: AzBenchArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Self-play in `a.actors` threads sharing one inference server; (samples/s, mean
-/// rows per network call).
-fn actor_selfplay(a: &AzBenchArgs) -> Result<(f64, f64)> {
-    use rlrig_env::games::{ConnectFour, Game, Outcome};
-    use rlrig_learn::alphazero::PolicyValue;
-    use rlrig_learn::mcts::{BatchedMcts, MctsConfig};
-    use rlrig_learn::serve::InferenceServer;
-    if a.actors > a.games {
-        bail!("--actors {} exceeds --games {}", a.actors, a.games);
-    }
-    let net = PolicyValue::new(
-        ConnectFour::OBS_DIM,
-        ConnectFour::ACTIONS,
-        &a.hidden,
-        &mut rlrig_env::Rng::stream(1, rlrig_env::Purpose::Init, 0),
-    );
-    let server = InferenceServer::start(
-        net.into_evaluator(),
-        ConnectFour::OBS_DIM,
-        ConnectFour::ACTIONS,
-        a.games,
-    );
-    let run = |warm: bool| {
-        let moves = if warm { 1 } else { a.moves };
-        std::thread::scope(|s| {
-            for t in 0..a.actors {
-                let mut client = server.client();
-                let n = a.games / a.actors + usize::from(t < a.games % a.actors);
-                let cfg = MctsConfig {
-                    simulations: a.simulations,
-                    gumbel: a.gumbel,
-                    ..MctsConfig::default()
-                };
-                s.spawn(move || {
-                    let mut mcts = BatchedMcts::<ConnectFour>::new(cfg);
-                    let mut states = vec![ConnectFour::new(); n];
-                    let mut rngs: Vec<rlrig_env::Rng> = (0..n)
-                        .map(|g| {
-                            rlrig_env::Rng::stream(t as u64, rlrig_env::Purpose::Bench, g as u64)
-                        })
-                        .collect();
-                    for _ in 0..moves {
-                        mcts.search(&states, &mut rngs, true, &mut client);
-                        for g in 0..n {
-                            let act = mcts.action(g, 1.0, &mut rngs[g]);
-                            if states[g].play(act) != Outcome::Ongoing {
-                                states[g] = ConnectFour::new();
-                            }
-                        }
-                    }
-                });
-            }
-        });
-    };
-    run(true);
-    let t = Instant::now();
-    run(false);
-    let sps = (a.games * a.moves) as f64 / t.elapsed().as_secs_f64();
-    let stats = server.shutdown();
-    Ok((sps, stats.mean_batch()))
 }
 
 #[derive(Args)]
@@ -251,8 +146,7 @@ fn suite(a: SuiteArgs) -> Result<()> {
     }
     let r = rlrig_lab::suite::run_suite(a.quick, threads, a.only.as_deref(), |w| {
         eprintln!("running {w}")
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     outln!("{}", r.machine);
     outln!("| workload | stepping | +inference | +training |\n|---|---:|---:|---:|");
     for w in &r.workloads {
@@ -395,70 +289,24 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             a.warmup
         );
     }
-    const TABLE_BATCHES: usize = 8;
-    let envs = a.num_envs as f64;
-    rlrig_learn::memory::Estimate::new()
-        .add(
-            format!("{} envs of {}", a.num_envs, a.env),
-            envs * s.bytes_per_env as f64,
-        )
-        .add(
-            format!("{TABLE_BATCHES} batches of random actions"),
-            envs * TABLE_BATCHES as f64 * s.action_space.flat_dim() as f64 * 4.0,
-        )
-        .check("bench env", "--num-envs")
-        .map_err(anyhow::Error::msg)?;
-    let warmup = Duration::from_secs_f64(a.warmup);
-    let cfg = VecConfig::new(a.num_envs)
-        .threads(threads)
-        .seed(a.seed)
-        .env_args(a.env_args.clone());
-    let table = RandomActions::new(&s.action_space, a.num_envs * TABLE_BATCHES, a.seed);
-    let mut used = threads;
-    let (env_steps, seconds, batch_size) = match a.mode {
-        Mode::Sync => {
-            let mut env = make_sync(&a.env, cfg)?;
-            used = env.threads_used();
-            let iters = a.steps.div_ceil(a.num_envs as u64).max(1);
-            let n = a.num_envs;
-            let t = Instant::now();
-            let mut k = 0usize;
-            while k < 10 || t.elapsed() < warmup {
-                env.step(table.slice((k % TABLE_BATCHES) * n, n))?;
-                k += 1;
-            }
-            let t = Instant::now();
-            for k in 0..iters as usize {
-                env.step(table.slice((k % TABLE_BATCHES) * n, n))?;
-            }
-            (iters * n as u64, t.elapsed().as_secs_f64(), n)
-        }
-        Mode::Async => {
-            let bs = a.batch_size.unwrap_or((a.num_envs / 2).max(1));
-            let mut env = make_async(&a.env, cfg, bs)?;
-            env.async_reset()?;
-            let iters = a.steps.div_ceil(bs as u64).max(1);
-            let mut ids = vec![0usize; bs];
-            let mut run =
-                |iters: u64, env: &mut Box<dyn rlrig_env::AsyncVecEnvDyn>| -> Result<()> {
-                    for k in 0..iters as usize {
-                        ids.copy_from_slice(env.recv()?.env_ids);
-                        env.send(table.slice((k % TABLE_BATCHES) * bs, bs), &ids)?;
-                    }
-                    Ok(())
-                };
-            let t = Instant::now();
-            loop {
-                run(10, &mut env)?;
-                if t.elapsed() >= warmup {
-                    break;
-                }
-            }
-            let t = Instant::now();
-            run(iters, &mut env)?;
-            (iters * bs as u64, t.elapsed().as_secs_f64(), bs)
-        }
+    let b = throughput::EnvBench {
+        env: a.env.clone(),
+        env_args: a.env_args.clone(),
+        num_envs: a.num_envs,
+        threads,
+        steps: a.steps,
+        stepping: match a.mode {
+            Mode::Sync => Stepping::Sync,
+            Mode::Async => Stepping::Async {
+                batch_size: a.batch_size.unwrap_or((a.num_envs / 2).max(1)),
+            },
+        },
+        seed: a.seed,
+        warmup: Duration::from_secs_f64(a.warmup),
     };
+    throughput::env_memory(&b)?.check("bench env", "--num-envs")?;
+    let r = throughput::env_throughput(&b)?;
+    let (env_steps, seconds, batch_size, used) = (r.steps, r.seconds, r.batch_size, r.threads_used);
     let sps = env_steps as f64 / seconds;
     let mode = match a.mode {
         Mode::Sync => "sync",

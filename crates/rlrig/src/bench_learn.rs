@@ -103,8 +103,7 @@ pub fn run(a: LearnBenchArgs) -> Result<Option<Stop>> {
     for env in &a.envs {
         rlrig_env::spec(env).with_context(|| format!("--env {env}"))?;
     }
-    let cells =
-        learn::select(a.quick, &a.envs, &a.algos, a.threshold).map_err(anyhow::Error::msg)?;
+    let cells = learn::select(a.quick, &a.envs, &a.algos, a.threshold)?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.join("learn.json"));
     let plot = a.plot.clone().unwrap_or_else(|| a.dir.join("learn.png"));
     if !a.resume && std::fs::read_dir(&a.dir).is_ok_and(|mut d| d.next().is_some()) {
@@ -114,8 +113,7 @@ pub fn run(a: LearnBenchArgs) -> Result<Option<Stop>> {
         );
     }
     std::fs::create_dir_all(&a.dir).with_context(|| format!("creating {}", a.dir.display()))?;
-    let mut result = LearnResult::new(a.quick, a.threads, a.seeds.0.clone(), a.set.clone())
-        .map_err(anyhow::Error::msg)?;
+    let mut result = LearnResult::new(a.quick, a.threads, a.seeds.0.clone(), a.set.clone())?;
     let mut curves = Vec::new();
     outln!(
         "bench learn: {} cell{}, seeds {}, {} threads, in {}",
@@ -168,7 +166,7 @@ pub fn run(a: LearnBenchArgs) -> Result<Option<Stop>> {
         result.cells.push(r);
         write_results(&out, &result)?;
     }
-    rlrig_lab::plot::learning_bands(&plot, &curves).map_err(anyhow::Error::msg)?;
+    rlrig_lab::plot::learning_bands(&plot, &curves)?;
     outln!();
     outln!(
         "{}",

@@ -266,7 +266,7 @@ mod fuzz {
     /// `memory_estimate`.
     macro_rules! checked {
         () => {
-            fn check(&self) -> Result<(), String> {
+            fn check(&self) -> Result<(), rlrig_learn::LearnError> {
                 self.validate()
             }
             fn bytes(&self) -> f64 {
@@ -278,7 +278,7 @@ mod fuzz {
     /// One algorithm's config: its defaults, validation and memory estimate.
     trait Fuzzed: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug {
         fn defaults(kind: usize, env: &str) -> Self;
-        fn check(&self) -> Result<(), String>;
+        fn check(&self) -> Result<(), rlrig_learn::LearnError>;
         fn bytes(&self) -> f64;
         fn envs() -> &'static [&'static str] {
             rlrig_env::ENV_IDS
@@ -439,7 +439,14 @@ mod fuzz {
             }
         };
         if let Err(e) = cfg.check() {
-            prop_assert!(!e.is_empty());
+            prop_assert!(
+                matches!(
+                    e,
+                    rlrig_learn::LearnError::Config(_) | rlrig_learn::LearnError::Env(_)
+                ),
+                "{e:?}"
+            );
+            prop_assert!(!e.to_string().is_empty());
             return Ok(());
         }
         prop_assert!(cfg.bytes() >= 0.0, "estimate {} for {:?}", cfg.bytes(), cfg);

@@ -56,8 +56,7 @@ fn eval_alphazero(a: &EvalArgs) -> Result<()> {
         bail!("--simulations must be at least 1");
     }
     rlrig_learn::alphazero::search_memory(a.games, sims)
-        .check("the evaluation", "--games or --simulations")
-        .map_err(anyhow::Error::msg)?;
+        .check("the evaluation", "--games or --simulations")?;
     let seed = a.seed.unwrap_or(cfg.seed + rlrig_learn::EVAL_SEED_OFFSET);
     let m = if let Some(other) = a.opponent.strip_prefix("run:") {
         let (_, net2) = rlrig_learn::saved::load_alphazero(std::path::Path::new(other))
@@ -93,12 +92,10 @@ fn eval_alphazero(a: &EvalArgs) -> Result<()> {
 fn eval_baseline(a: &EvalArgs, env: &str, policy: &str) -> Result<()> {
     let n = a.episodes;
     let seed = a.seed.unwrap_or(0);
-    rlrig_learn::memory::evaluation(env, n)
-        .check("the evaluation", "--episodes")
-        .map_err(anyhow::Error::msg)?;
-    let mut p = rlrig_learn::eval::baseline(env, policy, n, seed).map_err(anyhow::Error::msg)?;
+    rlrig_learn::memory::evaluation(env, n).check("the evaluation", "--episodes")?;
+    let mut p = rlrig_learn::eval::baseline(env, policy, n, seed)?;
     let args: rlrig_learn::EnvArgs = a.env_args.iter().cloned().collect();
-    rlrig_learn::check_env(env, &args).map_err(anyhow::Error::msg)?;
+    rlrig_learn::check_env(env, &args)?;
     let e = rlrig_learn::eval::run_episodes(p.as_mut(), env, &args, n, seed);
     let s = rlrig_learn::eval::EvalSummary::of(&e, seed);
     if a.json {
@@ -250,7 +247,7 @@ pub fn play(a: PlayArgs) -> Result<()> {
     let (env, recs) = rlrig_learn::saved::record_episodes(&a.run, a.episodes, a.seed)?;
     let eps: Vec<(Vec<Vec<f64>>, Vec<f64>)> =
         recs.into_iter().map(|r| (r.states, r.returns)).collect();
-    rlrig_lab::render::episodes_gif(&gif, &env, &eps, a.max_frames).map_err(anyhow::Error::msg)?;
+    rlrig_lab::render::episodes_gif(&gif, &env, &eps, a.max_frames)?;
     for (i, (s, r)) in eps.iter().enumerate() {
         outln!(
             "episode {}: {} steps, return {:.1}",

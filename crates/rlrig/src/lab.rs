@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use rlrig_lab::LabError;
 
 #[derive(Args)]
 pub struct CompareArgs {
@@ -67,18 +68,18 @@ type Named<T> = [(String, T)];
 /// Loads every file of one kind, prints its table and draws its chart.
 fn compare_files<T>(
     a: &CompareArgs,
-    load: fn(&std::path::Path) -> std::result::Result<T, String>,
+    load: fn(&std::path::Path) -> std::result::Result<T, LabError>,
     table: fn(&Named<T>) -> String,
-    plot: fn(&std::path::Path, &Named<T>) -> std::result::Result<(), String>,
+    plot: fn(&std::path::Path, &Named<T>) -> std::result::Result<(), LabError>,
 ) -> Result<()> {
     let results = a
         .files
         .iter()
-        .map(|p| Ok((label(p), load(p).map_err(anyhow::Error::msg)?)))
+        .map(|p| Ok((label(p), load(p)?)))
         .collect::<Result<Vec<_>>>()?;
     outln!("{}", table(&results).trim_end());
     if let Some(p) = &a.plot {
-        plot(p, &results).map_err(anyhow::Error::msg)?;
+        plot(p, &results)?;
         outln!("chart: {}", p.display());
     }
     Ok(())
@@ -131,7 +132,7 @@ pub fn plot(a: PlotArgs) -> Result<()> {
     if s.iter().all(|(_, p)| p.is_empty()) {
         bail!("no finished episodes in the given runs' metrics.csv");
     }
-    rlrig_lab::plot::learning_curves(&a.out, &s, &t).map_err(anyhow::Error::msg)?;
+    rlrig_lab::plot::learning_curves(&a.out, &s, &t)?;
     outln!("chart: {}", a.out.display());
     Ok(())
 }

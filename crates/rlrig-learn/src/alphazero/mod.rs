@@ -165,7 +165,7 @@ pub struct AlphaZero {
 }
 
 impl AlphaZero {
-    pub fn new(cfg: AzConfig) -> Result<AlphaZero, String> {
+    pub fn new(cfg: AzConfig) -> Result<AlphaZero, crate::LearnError> {
         cfg.validate()?;
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
         let net = PolicyValue::for_config(&cfg, &mut rng);
@@ -202,7 +202,7 @@ impl AlphaZero {
     }
 
     /// Moves self-play inference and training to the backend `maker` builds.
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
         self.backend = maker(
             &self.net.layout(),
             &self.backend.params(),
@@ -458,16 +458,17 @@ impl AlphaZero {
         &mut self,
         st: AzState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         // Checkpoints from before gating have no accepted network: they never gated.
         let accepted = get("accepted");
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
-        let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, String> {
+        let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, crate::LearnError> {
             let w: Vec<u32> = v.into_iter().map(f32::to_bits).collect();
             w.chunks(ConnectFour::WORDS)
                 .map(|c| {
-                    ConnectFour::decode(c)
-                        .ok_or_else(|| format!("{what}: not a Connect Four position"))
+                    ConnectFour::decode(c).ok_or_else(|| {
+                        crate::LearnError::Mismatch(format!("{what}: not a Connect Four position"))
+                    })
                 })
                 .collect()
         };
@@ -475,16 +476,18 @@ impl AlphaZero {
         let (a, words) = (ConnectFour::ACTIONS, ConnectFour::WORDS);
         let games = self.cfg.games;
         if st.history_lens.len() != games || st.buffer_len > self.cfg.buffer_size {
-            return Err("games or buffer size differ from the config".into());
+            return Err(crate::LearnError::Mismatch(
+                "games or buffer size differ from the config".into(),
+            ));
         }
         let hist: usize = st.history_lens.iter().sum();
         self.net.params = take("params", n)?;
         self.accepted = accepted.unwrap_or_else(|| self.net.params.clone());
         if self.accepted.len() != n {
-            return Err(format!(
+            return Err(crate::LearnError::Mismatch(format!(
                 "accepted: {} values, expected {n}",
                 self.accepted.len()
-            ));
+            )));
         }
         let mut adam = st.adam.clone();
         adam.m = take("adam_m", n)?;

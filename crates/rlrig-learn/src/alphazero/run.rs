@@ -20,7 +20,7 @@ impl crate::driver::Algorithm for AlphaZero {
     const EVALUATES_IN_ITERATIONS: bool = true;
 
     /// Self-play runs on the backend's one thread; `threads` is not used.
-    fn build(cfg: AzConfig, _threads: usize) -> Result<AlphaZero, String> {
+    fn build(cfg: AzConfig, _threads: usize) -> Result<AlphaZero, crate::LearnError> {
         AlphaZero::new(cfg)
     }
     fn shape(c: &AzConfig) -> crate::driver::RunShape<'_> {
@@ -43,7 +43,7 @@ impl crate::driver::Algorithm for AlphaZero {
     fn device(&self) -> String {
         AlphaZero::device(self)
     }
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
         AlphaZero::set_backend(self, maker)
     }
     fn done(&self) -> bool {
@@ -101,7 +101,7 @@ impl crate::driver::Algorithm for AlphaZero {
             episode_return: f64::NAN,
         }
     }
-    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::run::RunError> {
+    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::LearnError> {
         let (state, tensors) = self.state();
         let views: Vec<(&str, &[f32])> = tensors.iter().map(|(n, v)| (*n, v.as_slice())).collect();
         dir.save_tensors("alphazero", self.iteration, &self.cfg, &state, &views)?;
@@ -111,7 +111,7 @@ impl crate::driver::Algorithm for AlphaZero {
         &mut self,
         st: AzState,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         AlphaZero::restore(self, st, get)
     }
     /// The evaluation games are part of the iterations; the last ones are eval.json.

@@ -60,7 +60,12 @@ fn gating_accepts_or_reverts_to_the_accepted_network() {
         gate_threshold: 1.5,
         ..small()
     };
-    assert!(bad.validate().unwrap_err().contains("gate_threshold"));
+    assert!(
+        bad.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("gate_threshold")
+    );
 }
 
 #[test]
@@ -134,5 +139,7 @@ fn checkpoint_state_round_trips_mid_run() {
     map.get_mut("slots.states").unwrap()[0] = f32::from_bits(u32::MAX);
     let mut c = AlphaZero::new(small()).unwrap();
     let e = c.restore(st, |k| map.get(k).cloned()).unwrap_err();
+    assert!(matches!(e, crate::LearnError::Mismatch(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("not a Connect Four position"), "{e}");
 }

@@ -141,7 +141,7 @@ impl NetLayout {
     }
 
     /// Checks that the networks and the free range tile `0..total` without overlap.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), crate::LearnError> {
         let mut spans: Vec<Range<usize>> = self.nets.iter().map(|n| n.start()..n.end()).collect();
         if !self.free.is_empty() {
             spans.push(self.free.clone());
@@ -150,17 +150,17 @@ impl NetLayout {
         let mut at = 0;
         for r in &spans {
             if r.start != at {
-                return Err(format!(
+                return Err(crate::LearnError::Config(format!(
                     "parameter layout has a gap or overlap at index {at} (next range {r:?})"
-                ));
+                )));
             }
             at = r.end;
         }
         if at != self.total {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "parameter layout covers {at} parameters, total is {}",
                 self.total
-            ));
+            )));
         }
         Ok(())
     }
@@ -274,7 +274,9 @@ pub trait NetBackend: Send {
 /// Builds a backend for a layout, its initial parameters and optimiser; what
 /// `--device` chooses. `None` in the trainers means [`Native`].
 pub type BackendMaker = Arc<
-    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, String> + Send + Sync,
+    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, crate::LearnError>
+        + Send
+        + Sync,
 >;
 
 /// Rows of a training pass are split into this many chunks: `rows / min_rows`, at
@@ -562,12 +564,11 @@ impl Native {
 
     /// Runs the chunks of each pass on the process's shared pool of `threads` threads
     /// (1: on the calling thread). The results do not depend on it.
-    pub fn threads(mut self, threads: usize) -> Result<Native, String> {
+    pub fn threads(mut self, threads: usize) -> Result<Native, crate::LearnError> {
         self.pool = if threads > 1 {
-            Some(
-                Pool::shared(threads)
-                    .map_err(|e| format!("cannot start {threads} threads: {e}"))?,
-            )
+            Some(Pool::shared(threads).map_err(|e| {
+                crate::LearnError::Config(format!("cannot start {threads} threads: {e}"))
+            })?)
         } else {
             None
         };

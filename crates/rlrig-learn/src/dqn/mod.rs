@@ -218,17 +218,19 @@ impl DqnConfig {
             )
     }
 
-    pub fn validate(&self) -> Result<(), String> {
-        let spec = rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
+    pub fn validate(&self) -> Result<(), crate::LearnError> {
+        let spec = rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         if !spec.action_space.is_discrete() {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "{} has a continuous action space ({}); dqn needs discrete actions: use `rlrig train sac` (or td3, ppo)",
                 self.env, spec.action_space
-            ));
+            )));
         }
         if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
-            return Err("num_envs, batch_size and buffer_size must be at least 1".into());
+            return Err(crate::LearnError::Config(
+                "num_envs, batch_size and buffer_size must be at least 1".into(),
+            ));
         }
         for (v, n) in [
             (self.train_frequency, "train_frequency"),
@@ -237,21 +239,23 @@ impl DqnConfig {
             (self.log_every, "log_every"),
         ] {
             if v == 0 {
-                return Err(format!("{n} must be at least 1"));
+                return Err(crate::LearnError::Config(format!("{n} must be at least 1")));
             }
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "hidden must list positive layer sizes, got {:?}",
                 self.hidden
-            ));
+            )));
         }
         for (v, n) in [
             (self.learning_rate, "learning_rate"),
             (self.adam_eps, "adam_eps"),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{n} must be a positive number, got {v}"));
+                return Err(crate::LearnError::Config(format!(
+                    "{n} must be a positive number, got {v}"
+                )));
             }
         }
         for (v, n) in [
@@ -261,17 +265,22 @@ impl DqnConfig {
             (self.exploration_fraction, "exploration_fraction"),
         ] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{n} must lie in [0, 1], got {v}"));
+                return Err(crate::LearnError::Config(format!(
+                    "{n} must lie in [0, 1], got {v}"
+                )));
             }
         }
         if !(self.tau > 0.0 && self.tau <= 1.0) {
-            return Err(format!("tau must lie in (0, 1], got {}", self.tau));
+            return Err(crate::LearnError::Config(format!(
+                "tau must lie in (0, 1], got {}",
+                self.tau
+            )));
         }
         if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "max_grad_norm must be a non-negative number (0: no clipping), got {}",
                 self.max_grad_norm
-            ));
+            )));
         }
         Ok(())
     }
@@ -354,7 +363,7 @@ impl crate::eval::Greedy for QGreedy {
         ActionBuf::Discrete(&self.actions)
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
         let mut e = crate::export::PolicyExport::new("dqn", "argmax(q(obs), -1)");
         e.mlp("q", &self.net.mlp, &self.net.params);
         Ok(e)
@@ -417,7 +426,7 @@ fn multiples_in(from: u64, to: u64, every: u64) -> u64 {
 }
 
 impl Dqn {
-    pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, String> {
+    pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, crate::LearnError> {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
@@ -425,8 +434,7 @@ impl Dqn {
                 .threads(threads)
                 .seed(cfg.seed)
                 .autoreset(AutoReset::SameStep),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let spec = env.spec();
         let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
         let mut q = Native::new(
@@ -458,7 +466,7 @@ impl Dqn {
 
     /// Moves the Q-network (parameters, target, optimiser) to the backend `maker`
     /// builds (`--device`).
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
         let mut q = maker(&self.net.layout(), &self.q.params(), self.q.optimizer())?;
         q.set_target_params(&self.q.target_params());
         self.q = q;
@@ -673,7 +681,7 @@ impl Dqn {
         &mut self,
         st: DqnState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let n = self.q.params().len();
         let params = take("q", n)?;
@@ -682,13 +690,15 @@ impl Dqn {
         adam.m = take("q_adam_m", n)?;
         adam.v = take("q_adam_v", n)?;
         if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err("per-env counters do not match num_envs".into());
+            return Err(crate::LearnError::Mismatch(
+                "per-env counters do not match num_envs".into(),
+            ));
         }
         if st.buffer_saved {
             self.buffer
                 .restore(st.buffer_pos, st.buffer_len, &mut get)?;
         }
-        self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.env.restore(&st.envs)?;
         self.q.set_params(&params);
         self.q.set_target_params(&target);
         self.q.set_optimizer(adam);

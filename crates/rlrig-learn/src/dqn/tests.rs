@@ -17,13 +17,20 @@ fn cfg() -> DqnConfig {
 #[test]
 fn continuous_envs_are_refused_with_a_pointer_to_sac() {
     let e = DqnConfig::for_env("Pendulum-v1").validate().unwrap_err();
+    assert!(matches!(e, crate::LearnError::Config(_)), "{e:?}");
+    let e = e.to_string();
     assert!(e.contains("continuous") && e.contains("sac"), "{e}");
     let mut c = cfg();
     c.train_frequency = 0;
-    assert!(c.validate().unwrap_err().contains("train_frequency"));
+    assert!(
+        c.validate()
+            .unwrap_err()
+            .to_string()
+            .contains("train_frequency")
+    );
     c = cfg();
     c.tau = 0.0;
-    assert!(c.validate().unwrap_err().contains("tau"));
+    assert!(c.validate().unwrap_err().to_string().contains("tau"));
 }
 
 #[test]

@@ -103,7 +103,7 @@ pub struct Evolution {
 }
 
 impl Evolution {
-    pub fn new(cfg: EvoConfig, threads: usize) -> Result<Evolution, String> {
+    pub fn new(cfg: EvoConfig, threads: usize) -> Result<Evolution, crate::LearnError> {
         cfg.validate()?;
         let policy = EvoPolicy::new(&cfg)?;
         let n = policy.num_params();
@@ -129,7 +129,9 @@ impl Evolution {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| {
+                crate::LearnError::Config(format!("cannot start {threads} threads: {e}"))
+            })?;
         Ok(Evolution {
             adam: Adam::new(n, 1e-8),
             theta,
@@ -389,12 +391,14 @@ impl Evolution {
         &mut self,
         st: EvoState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let n = self.theta.len();
         self.theta = take("theta", n)?;
         if self.cfg.method == Method::Es {
-            let mut adam = st.adam.ok_or("ES checkpoint without optimiser state")?;
+            let mut adam = st.adam.ok_or_else(|| {
+                crate::LearnError::Mismatch("ES checkpoint without optimiser state".into())
+            })?;
             adam.m = take("adam_m", n)?;
             adam.v = take("adam_v", n)?;
             self.adam = adam;

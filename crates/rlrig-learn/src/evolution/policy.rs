@@ -25,7 +25,7 @@ impl crate::eval::Greedy for EvoGreedy<'_> {
         )
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
         let mut e = match &self.policy.space {
             Space::Discrete { .. } => {
                 crate::export::PolicyExport::new("evolution", "argmax(policy(obs), -1)")
@@ -53,8 +53,8 @@ pub struct EvoPolicy {
 }
 
 impl EvoPolicy {
-    pub fn new(cfg: &EvoConfig) -> Result<EvoPolicy, String> {
-        let spec = rlrig_env::spec(&cfg.env).map_err(|e| e.to_string())?;
+    pub fn new(cfg: &EvoConfig) -> Result<EvoPolicy, crate::LearnError> {
+        let spec = rlrig_env::spec(&cfg.env)?;
         let out = match &spec.action_space {
             Space::Discrete { n } => *n as usize,
             Space::Box { low, .. } => low.len(),

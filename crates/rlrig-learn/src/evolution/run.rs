@@ -22,7 +22,7 @@ impl crate::driver::Algorithm for Evolution {
     const METRICS_HEADER: &'static str = EVO_METRICS_HEADER;
     const DETERMINISTIC_COLUMNS: usize = EVO_DETERMINISTIC_COLUMNS;
 
-    fn build(cfg: EvoConfig, threads: usize) -> Result<Evolution, String> {
+    fn build(cfg: EvoConfig, threads: usize) -> Result<Evolution, crate::LearnError> {
         Evolution::new(cfg, threads)
     }
     fn shape(c: &EvoConfig) -> crate::driver::RunShape<'_> {
@@ -45,8 +45,13 @@ impl crate::driver::Algorithm for Evolution {
     fn device(&self) -> String {
         "cpu".into()
     }
-    fn set_backend(&mut self, _maker: &crate::backend::BackendMaker) -> Result<(), String> {
-        Err("es and ga run on the native CPU path only".into())
+    fn set_backend(
+        &mut self,
+        _maker: &crate::backend::BackendMaker,
+    ) -> Result<(), crate::LearnError> {
+        Err(crate::LearnError::Backend(
+            "es and ga run on the native CPU path only".into(),
+        ))
     }
     fn done(&self) -> bool {
         Evolution::done(self)
@@ -85,7 +90,7 @@ impl crate::driver::Algorithm for Evolution {
             episode_return: f64::NAN,
         }
     }
-    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::run::RunError> {
+    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::LearnError> {
         let (state, mut tensors) = self.state();
         let best = self.best_params();
         tensors.push(("best", &best));
@@ -102,7 +107,7 @@ impl crate::driver::Algorithm for Evolution {
         &mut self,
         st: EvoState,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         Evolution::restore(self, st, get)
     }
     /// The deployed policy (ES centre, GA elite), episode by episode.

@@ -184,48 +184,52 @@ impl OffPolicyConfig {
             .add("networks and optimiser", (actor + 2.0 * critic) * 4.0 * 5.0)
     }
 
-    pub fn validate(&self) -> Result<(), String> {
-        let spec = rlrig_env::spec(&self.env).map_err(|e| e.to_string())?;
+    pub fn validate(&self) -> Result<(), crate::LearnError> {
+        let spec = rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         if spec.action_space.is_discrete() {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "{} has a discrete action space ({}); {} needs continuous (Box) actions: use `rlrig train ppo`",
                 self.env,
                 spec.action_space,
                 self.algo.name()
-            ));
+            )));
         }
         let pos = |v: f64, name: &str| {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(format!("{name} must be a positive number, got {v}"))
+                Err(crate::LearnError::Config(format!(
+                    "{name} must be a positive number, got {v}"
+                )))
             }
         };
         if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
-            return Err("num_envs, batch_size and buffer_size must be at least 1".into());
+            return Err(crate::LearnError::Config(
+                "num_envs, batch_size and buffer_size must be at least 1".into(),
+            ));
         }
         if self.policy_frequency == 0 || self.target_network_frequency == 0 || self.log_every == 0 {
-            return Err(
+            return Err(crate::LearnError::Config(
                 "policy_frequency, target_network_frequency and log_every must be at least 1"
                     .into(),
-            );
+            ));
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "hidden must list positive layer sizes, got {:?}",
                 self.hidden
-            ));
+            )));
         }
         pos(self.policy_lr, "policy_lr")?;
         pos(self.q_lr, "q_lr")?;
         pos(self.adam_eps, "adam_eps")?;
         pos(self.alpha, "alpha")?;
         if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.tau) {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "gamma and tau must lie in [0, 1], got {} and {}",
                 self.gamma, self.tau
-            ));
+            )));
         }
         for (v, n) in [
             (self.exploration_noise, "exploration_noise"),
@@ -234,7 +238,9 @@ impl OffPolicyConfig {
             (self.utd_ratio, "utd_ratio"),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(format!("{n} must be a non-negative number, got {v}"));
+                return Err(crate::LearnError::Config(format!(
+                    "{n} must be a non-negative number, got {v}"
+                )));
             }
         }
         Ok(())

@@ -224,7 +224,7 @@ fn critic_layout(nets: &Nets) -> NetLayout {
 }
 
 impl OffPolicy {
-    pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, String> {
+    pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, crate::LearnError> {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
@@ -232,8 +232,7 @@ impl OffPolicy {
                 .threads(threads)
                 .seed(cfg.seed)
                 .autoreset(AutoReset::SameStep),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let spec = env.spec();
         let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
         let (na, nc) = (nets.actor_params.len(), nets.critic_params.len());
@@ -285,8 +284,10 @@ impl OffPolicy {
 
     /// Moves the networks (parameters, targets, optimisers) to the backend `maker`
     /// builds (`--device`). Call it before training or after a restore.
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
-        let mv = |b: &dyn NetBackend, layout: NetLayout| -> Result<Box<dyn NetBackend>, String> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+        let mv = |b: &dyn NetBackend,
+                  layout: NetLayout|
+         -> Result<Box<dyn NetBackend>, crate::LearnError> {
             let mut n = maker(&layout, &b.params(), b.optimizer())?;
             let target = b.target_params();
             if !target.is_empty() {
@@ -709,7 +710,7 @@ impl OffPolicy {
         &mut self,
         st: OffPolicyState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let (na, nc) = (self.actor.params().len(), self.critic.params().len());
         let nat = self.actor.target_params().len();
@@ -717,22 +718,25 @@ impl OffPolicy {
         let actor_target = take("actor_target", nat)?;
         let critic = take("critic", nc)?;
         let critic_target = take("critic_target", nc)?;
-        let mut adam = |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, String> {
-            a.m = take(m, n)?;
-            a.v = take(v, n)?;
-            Ok(a)
-        };
+        let mut adam =
+            |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, crate::LearnError> {
+                a.m = take(m, n)?;
+                a.v = take(v, n)?;
+                Ok(a)
+            };
         let actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
         let critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
         let alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
         if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err("per-env counters do not match num_envs".into());
+            return Err(crate::LearnError::Mismatch(
+                "per-env counters do not match num_envs".into(),
+            ));
         }
         if st.buffer_saved {
             self.buffer
                 .restore(st.buffer_pos, st.buffer_len, &mut get)?;
         }
-        self.env.restore(&st.envs).map_err(|e| e.to_string())?;
+        self.env.restore(&st.envs)?;
         self.actor.set_params(&actor);
         if nat > 0 {
             self.actor.set_target_params(&actor_target);

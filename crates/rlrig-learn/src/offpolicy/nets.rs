@@ -169,7 +169,7 @@ impl crate::eval::Greedy for NetsGreedy {
         ActionBuf::Continuous(&self.actions)
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
         let nets = &self.nets;
         // SAC's actor also outputs log-stds after the means; its greedy action is the
         // squashed mean, the first act_dim outputs.

@@ -398,8 +398,8 @@ impl PpoConfig {
     }
 
     /// Rejects configurations that cannot run, naming the key.
-    pub fn validate(&self) -> Result<(), String> {
-        rlrig_env::spec(&self.env).map_err(|e| format!("env: {e}"))?;
+    pub fn validate(&self) -> Result<(), crate::LearnError> {
+        rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         let positive = [
             ("num_envs", self.num_envs),
@@ -409,69 +409,69 @@ impl PpoConfig {
         ];
         for (k, v) in positive {
             if v == 0 {
-                return Err(format!("{k} must be at least 1"));
+                return Err(crate::LearnError::Config(format!("{k} must be at least 1")));
             }
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err("hidden: needs at least one layer, each of at least 1 unit".into());
+            return Err(crate::LearnError::Config(
+                "hidden: needs at least one layer, each of at least 1 unit".into(),
+            ));
         }
-        let obs_space = || {
-            rlrig_env::spec(&self.env)
-                .map(|s| s.observation_space)
-                .map_err(|e| format!("env: {e}"))
-        };
+        let obs_space = || rlrig_env::spec(&self.env).map(|s| s.observation_space);
         if self.conv_channels > 0 && image_shape(&obs_space()?).is_none() {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "conv_channels: {} has no image observations (h x w x planes, at least \
                  3 x 3); set conv_channels = 0",
                 self.env
-            ));
+            )));
         }
         match self.cnn.as_str() {
             "" => {}
             "nature" => {
                 if nature_shape(&obs_space()?).is_none() {
-                    return Err(format!(
+                    return Err(crate::LearnError::Config(format!(
                         "cnn = \"nature\": {} has no planes-first image observations of at \
                          least 36 x 36 (Atari's 4 x 84 x 84); set cnn = \"\"",
                         self.env
-                    ));
+                    )));
                 }
                 if self.conv_channels > 0 {
-                    return Err("cnn = \"nature\" and conv_channels > 0: choose one".into());
+                    return Err(crate::LearnError::Config(
+                        "cnn = \"nature\" and conv_channels > 0: choose one".into(),
+                    ));
                 }
             }
             other => {
-                return Err(format!(
+                return Err(crate::LearnError::Config(format!(
                     "cnn must be \"nature\" or \"\" (no CNN, or conv_channels'), got \"{other}\""
-                ));
+                )));
             }
         }
         if !self.batch_size().is_multiple_of(self.num_minibatches) {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "num_minibatches ({}) must divide num_envs * num_steps ({})",
                 self.num_minibatches,
                 self.batch_size()
-            ));
+            )));
         }
         if self.num_iterations() == 0 {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "total_steps ({}) is less than one rollout (num_envs * num_steps = {})",
                 self.total_steps,
                 self.batch_size()
-            ));
+            )));
         }
         if !(0.0..1.0).contains(&self.rmsprop_alpha) {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "rmsprop_alpha must be in [0, 1), got {}",
                 self.rmsprop_alpha
-            ));
+            )));
         }
         if self.policy_lag > 0 && !self.vtrace {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "policy_lag = {} needs vtrace = true (stale rollouts need V-trace's correction)",
                 self.policy_lag
-            ));
+            )));
         }
         if self.actors > 0 {
             let why = if !self.vtrace {
@@ -490,29 +490,38 @@ impl PpoConfig {
                 None
             };
             if let Some(why) = why {
-                return Err(format!("actors = {} needs {why}", self.actors));
+                return Err(crate::LearnError::Config(format!(
+                    "actors = {} needs {why}",
+                    self.actors
+                )));
             }
         }
         if self.inference_server && self.actors == 0 {
-            return Err("inference_server = true needs asynchronous actors (actors >= 1)".into());
+            return Err(crate::LearnError::Config(
+                "inference_server = true needs asynchronous actors (actors >= 1)".into(),
+            ));
         }
         if self.policy_lag > 64 {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "policy_lag must be at most 64, got {}",
                 self.policy_lag
-            ));
+            )));
         }
         for (k, v) in [
             ("vtrace_rho_bar", self.vtrace_rho_bar),
             ("vtrace_c_bar", self.vtrace_c_bar),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{k} must be a positive number, got {v}"));
+                return Err(crate::LearnError::Config(format!(
+                    "{k} must be a positive number, got {v}"
+                )));
             }
         }
         for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{k} must be in [0, 1], got {v}"));
+                return Err(crate::LearnError::Config(format!(
+                    "{k} must be in [0, 1], got {v}"
+                )));
             }
         }
         for (k, v) in [
@@ -522,7 +531,9 @@ impl PpoConfig {
             ("adam_eps", self.adam_eps),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{k} must be a positive number, got {v}"));
+                return Err(crate::LearnError::Config(format!(
+                    "{k} must be a positive number, got {v}"
+                )));
             }
         }
         Ok(())

@@ -89,7 +89,7 @@ impl crate::eval::Greedy for PpoGreedy {
         )
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, String> {
+    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
         let agent = &self.agent;
         let mut e = match &agent.head {
             Head::Categorical { .. } => {
@@ -119,9 +119,9 @@ impl crate::eval::Greedy for PpoGreedy {
         for (name, net) in agent.named_nets() {
             match net {
                 Net::Mlp(m) => e.mlp(name, m, &agent.params),
-                Net::Conv(c) => e
-                    .conv_net(name, c, &agent.params)
-                    .map_err(|why| format!("{}: {why}", self.cfg.env))?,
+                Net::Conv(c) => e.conv_net(name, c, &agent.params).map_err(|why| {
+                    crate::LearnError::Unsupported(format!("{}: {why}", self.cfg.env))
+                })?,
             }
         }
         if let Some(rms) = &self.obs_rms {

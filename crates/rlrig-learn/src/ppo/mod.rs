@@ -135,7 +135,7 @@ pub use crate::trace::Span;
 use crate::trace::SpanLog;
 
 impl Ppo {
-    pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, String> {
+    pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, crate::LearnError> {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
@@ -143,14 +143,17 @@ impl Ppo {
                 .threads(threads)
                 .seed(cfg.seed)
                 .autoreset(AutoReset::SameStep),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         Self::with_env(cfg, env, threads)
     }
 
     /// The envs of asynchronous actor `j >= 1`: `cfg.env` on its own seed, one thread
     /// (each actor is a thread).
-    fn actor_side(cfg: &PpoConfig, j: usize, obs_dim: usize) -> Result<ActorSide, String> {
+    fn actor_side(
+        cfg: &PpoConfig,
+        j: usize,
+        obs_dim: usize,
+    ) -> Result<ActorSide, crate::LearnError> {
         let seed = cfg
             .seed
             .wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(j as u64));
@@ -160,8 +163,7 @@ impl Ppo {
                 .threads(1)
                 .seed(seed)
                 .autoreset(AutoReset::SameStep),
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         let e = cfg.num_envs;
         Ok(ActorSide {
             env,
@@ -182,16 +184,16 @@ impl Ppo {
         cfg: PpoConfig,
         env: Box<dyn VecEnvDyn>,
         threads: usize,
-    ) -> Result<Ppo, String> {
+    ) -> Result<Ppo, crate::LearnError> {
         if env.num_envs() != cfg.num_envs {
-            return Err(format!(
+            return Err(crate::LearnError::Config(format!(
                 "executor has {} envs, config says {}",
                 env.num_envs(),
                 cfg.num_envs
-            ));
+            )));
         }
         if env.final_obs().is_none() {
-            return Err("executor must use AutoReset::SameStep (PPO bootstraps truncated episodes from final_obs)".into());
+            return Err(crate::LearnError::Config("executor must use AutoReset::SameStep (PPO bootstraps truncated episodes from final_obs)".into()));
         }
         let spec = env.spec();
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
@@ -316,7 +318,7 @@ impl Ppo {
 
     /// Moves the networks to the backend `maker` builds (a `--device`), with the current
     /// parameters and optimiser state.
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
         let b = maker(
             &self.agent.layout(),
             &self.backend.params(),
@@ -338,13 +340,13 @@ impl Ppo {
         params: Vec<f32>,
         m: Vec<f32>,
         v: Vec<f32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::LearnError> {
         let n = self.agent.params.len();
         if params.len() != n || m.len() != n || v.len() != n {
-            return Err(format!(
+            return Err(crate::LearnError::Mismatch(format!(
                 "checkpoint holds {} parameters, this network has {n} (different env or hidden sizes?)",
                 params.len()
-            ));
+            )));
         }
         let e = self.cfg.num_envs;
         if [
@@ -354,21 +356,18 @@ impl Ppo {
             st.next_done.len(),
         ] != [e; 4]
         {
-            return Err(format!(
+            return Err(crate::LearnError::Mismatch(format!(
                 "checkpoint is for a different number of envs than {e}"
-            ));
+            )));
         }
         if st.behaviour.len() > self.cfg.policy_lag || st.behaviour.iter().any(|b| b.len() != n) {
-            return Err(format!(
+            return Err(crate::LearnError::Mismatch(format!(
                 "checkpoint's behaviour parameters ({} sets) do not fit policy_lag = {} and {n} parameters",
                 st.behaviour.len(),
                 self.cfg.policy_lag
-            ));
+            )));
         }
-        self.act_mut()
-            .env
-            .restore(&st.envs)
-            .map_err(|e| e.to_string())?;
+        self.act_mut().env.restore(&st.envs)?;
         self.prefetched = None;
         self.behaviour = st.behaviour.into_iter().collect();
         self.backend.set_params(&params);

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::{IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
+use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
-use crate::run::{
-    FORMAT, RunDir, RunError, read_checkpoint, safetensors_at, tensor_of_len, to_bytes,
-};
+use crate::run::{FORMAT, RunDir, read_checkpoint, safetensors_at, tensor_of_len, to_bytes};
 
 /// The JSON half of a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -41,16 +40,16 @@ impl RunDir {
         state: PpoState,
         params: &[f32],
         adam: (&[f32], &[f32]),
-    ) -> Result<PathBuf, RunError> {
+    ) -> Result<PathBuf, LearnError> {
         let stem = format!("ckpt-{:08}", state.iteration);
         let shape = vec![params.len()];
         let (pb, mb, vb) = (to_bytes(params), to_bytes(adam.0), to_bytes(adam.1));
         fn view<'a>(
             b: &'a [u8],
             shape: &[usize],
-        ) -> Result<safetensors::tensor::TensorView<'a>, RunError> {
+        ) -> Result<safetensors::tensor::TensorView<'a>, LearnError> {
             safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.to_vec(), b)
-                .map_err(|e| RunError::Mismatch(e.to_string()))
+                .map_err(LearnError::encode("a checkpoint"))
         }
         let tensors = vec![
             ("adam_m", view(&mb, &shape)?),
@@ -58,7 +57,7 @@ impl RunDir {
             ("params", view(&pb, &shape)?),
         ];
         let weights =
-            safetensors::serialize(tensors, None).map_err(|e| RunError::Mismatch(e.to_string()))?;
+            safetensors::serialize(tensors, None).map_err(LearnError::encode("a checkpoint"))?;
         self.commit(&stem, &weights, |wname| {
             let meta = CheckpointMeta {
                 format: FORMAT,
@@ -69,18 +68,18 @@ impl RunDir {
                 weights_crc32c: crc32c::crc32c(&weights),
                 num_params: params.len(),
             };
-            serde_json::to_vec(&meta).map_err(|e| RunError::Mismatch(e.to_string()))
+            serde_json::to_vec(&meta).map_err(LearnError::encode("a checkpoint"))
         })
     }
 
     /// Loads the newest intact PPO checkpoint, checking its integrity.
-    pub fn load_checkpoint(&self) -> Result<Checkpoint, RunError> {
+    pub fn load_checkpoint(&self) -> Result<Checkpoint, LearnError> {
         self.newest_intact(load_checkpoint)
     }
 }
 
 /// Loads the checkpoint whose JSON is at `json_path`.
-pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, RunError> {
+pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, LearnError> {
     let (meta, wpath, bytes) =
         read_checkpoint(json_path, "ppo", "checkpoint", |m: &CheckpointMeta| {
             (m.format, &m.weights, m.weights_crc32c)
@@ -142,7 +141,7 @@ impl Algorithm for Ppo {
     const METRICS_HEADER: &'static str = METRICS_HEADER;
     const DETERMINISTIC_COLUMNS: usize = DETERMINISTIC_COLUMNS;
 
-    fn build(cfg: PpoConfig, threads: usize) -> Result<Ppo, String> {
+    fn build(cfg: PpoConfig, threads: usize) -> Result<Ppo, crate::LearnError> {
         Ppo::new(cfg, threads)
     }
     fn shape(c: &PpoConfig) -> RunShape<'_> {
@@ -165,7 +164,7 @@ impl Algorithm for Ppo {
     fn device(&self) -> String {
         Ppo::device(self)
     }
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), String> {
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
         Ppo::set_backend(self, maker)
     }
     fn done(&self) -> bool {
@@ -218,12 +217,12 @@ impl Algorithm for Ppo {
             episode_return: s.episode_return,
         }
     }
-    fn checkpoint(&self, dir: &RunDir) -> Result<(), RunError> {
+    fn checkpoint(&self, dir: &RunDir) -> Result<(), LearnError> {
         let (m, v) = self.adam_moments();
         dir.save_checkpoint(&self.cfg, self.state(), &self.agent.params, (&m, &v))?;
         Ok(())
     }
-    fn load(dir: &RunDir, _algo: &str) -> Result<(PpoConfig, PpoState, Tensors), RunError> {
+    fn load(dir: &RunDir, _algo: &str) -> Result<(PpoConfig, PpoState, Tensors), LearnError> {
         let ck = dir.load_checkpoint()?;
         let tensors = [
             ("params", ck.params),
@@ -239,8 +238,9 @@ impl Algorithm for Ppo {
         &mut self,
         st: PpoState,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), String> {
-        let mut take = |n: &str| get(n).ok_or_else(|| format!("tensor '{n}' missing"));
+    ) -> Result<(), crate::LearnError> {
+        let mut take =
+            |n: &str| get(n).ok_or_else(|| LearnError::Mismatch(format!("tensor '{n}' missing")));
         let (p, m, v) = (take("params")?, take("adam_m")?, take("adam_v")?);
         Ppo::restore(self, st, p, m, v)
     }
@@ -253,7 +253,7 @@ impl Algorithm for Ppo {
     fn enable_trace(&mut self, keep: u64) {
         Ppo::enable_trace(self, keep)
     }
-    fn finish(&self, opts: &TrainOptions) -> Result<(), RunError> {
+    fn finish(&self, opts: &TrainOptions) -> Result<(), LearnError> {
         if let Some(path) = &opts.trace
             && let Some(log) = self.trace()
         {

@@ -124,7 +124,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     let metrics = match &a.metrics_addr {
         None => None,
         Some(addr) => {
-            let addr = rlrig_lab::metrics::parse_addr(addr).map_err(anyhow::Error::msg)?;
+            let addr = rlrig_lab::metrics::parse_addr(addr)?;
             let server = rlrig_lab::metrics::MetricsServer::start(addr)
                 .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
             eprintln!("metrics: http://{}/metrics", server.local_addr());

@@ -459,9 +459,7 @@ fn device_maker(device: Device) -> Result<Option<BackendMaker>> {
 #[cfg(feature = "burn")]
 fn burn_maker(device: &str) -> Result<Option<BackendMaker>> {
     let kind = rlrig_burn::Kind::parse(device).expect("device_maker passes Burn names only");
-    rlrig_burn::maker(kind)
-        .map(Some)
-        .map_err(anyhow::Error::msg)
+    Ok(Some(rlrig_burn::maker(kind)?))
 }
 
 #[cfg(not(feature = "burn"))]
