@@ -15,7 +15,7 @@
 //! CleanRL/PureJaxRL shape); [`check`] says what else a config would need.
 
 use rlrig_env::{Purpose, Rng, VecConfig};
-use rlrig_learn::ppo::{Agent, Optimizer, PpoConfig};
+use rlrig_learn::ppo::{Agent, Collection, Optimizer, PpoConfig};
 use wgpu::util::DeviceExt;
 
 const PPO_WGSL: &str = include_str!("ppo.wgsl");
@@ -202,8 +202,10 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
         ("norm_obs", cfg.norm_obs),
         ("norm_reward", cfg.norm_reward),
         ("vtrace", cfg.vtrace),
-        ("policy_lag", cfg.policy_lag != 0),
-        ("actors", cfg.actors != 0),
+        (
+            "policy_lag or actors (IMPALA's collection)",
+            cfg.collection() != Collection::OnPolicy,
+        ),
         ("optimizer (only adam)", cfg.optimizer != Optimizer::Adam),
     ];
     if let Some((name, _)) = unsupported.iter().find(|(_, on)| *on) {

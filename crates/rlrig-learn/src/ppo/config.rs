@@ -112,6 +112,42 @@ pub struct PpoConfig {
     pub inference_server: bool,
 }
 
+/// How a run collects its rollouts: what `policy_lag`, `actors` and `inference_server`
+/// say together (the config file keeps the three keys; [`PpoConfig::validate`] refuses
+/// the combinations that mean nothing, and the code branches on this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collection {
+    /// Each rollout acts with the current parameters (PPO, A2C).
+    OnPolicy,
+    /// IMPALA's deterministic schedule: each rollout acts with the parameters of `lag`
+    /// updates ago, run natively from a host copy (and collected while the learner
+    /// updates).
+    Lagged { lag: usize },
+    /// IMPALA's asynchronous actors: `actors` threads, each with its own `num_envs`
+    /// envs, act with the newest published parameters, through one batching inference
+    /// server when `server`. Not reproducible.
+    Async { actors: usize, server: bool },
+}
+
+impl Collection {
+    /// The actor threads collecting at once (1 for the synchronous modes).
+    pub fn actor_threads(self) -> usize {
+        match self {
+            Collection::Async { actors, .. } => actors,
+            _ => 1,
+        }
+    }
+
+    /// How many updates old the collecting parameters are on the deterministic
+    /// schedule (0 unless [`Collection::Lagged`]).
+    pub fn lag(self) -> usize {
+        match self {
+            Collection::Lagged { lag } => lag,
+            _ => 0,
+        }
+    }
+}
+
 /// The keys of an RL Baselines3 Zoo `ppo.yml` entry that rlrig's presets take (the
 /// Zoo's names; `batch_size` is SB3's minibatch size).
 pub(super) struct ZooPpo {
@@ -372,10 +408,10 @@ impl PpoConfig {
         };
         let (e, t) = (self.num_envs as f64, self.num_steps as f64);
         let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
-        let rollouts = if self.policy_lag > 0 || self.actors > 0 {
-            2.0 + self.actors as f64
-        } else {
-            1.0
+        let rollouts = match self.collection() {
+            Collection::OnPolicy => 1.0,
+            Collection::Lagged { .. } => 2.0,
+            Collection::Async { actors, .. } => 2.0 + actors as f64,
         };
         let params = crate::memory::mlp_params(d, &self.hidden, a.max(2))
             + crate::memory::mlp_params(d, &self.hidden, 1);
@@ -395,6 +431,18 @@ impl PpoConfig {
                 "networks and optimiser",
                 params * 4.0 * (4.0 + self.policy_lag as f64),
             )
+    }
+
+    /// How rollouts are collected (the three keys of a config that validates).
+    pub fn collection(&self) -> Collection {
+        match (self.actors, self.policy_lag) {
+            (0, 0) => Collection::OnPolicy,
+            (0, lag) => Collection::Lagged { lag },
+            (actors, _) => Collection::Async {
+                actors,
+                server: self.inference_server,
+            },
+        }
     }
 
     /// Rejects configurations that cannot run, naming the key.

@@ -18,7 +18,10 @@ impl Ppo {
         let (tx, rx) = std::sync::mpsc::sync_channel(0);
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let origin = self.trace.as_ref().map(SpanLog::origin);
-        let server = cfg.inference_server.then(|| {
+        let Collection::Async { actors, server } = cfg.collection() else {
+            unreachable!("start_actors runs for asynchronous collection only")
+        };
+        let server = server.then(|| {
             let policy = PublishedPolicy {
                 agent: self.agent.shapes(),
                 latest: latest.clone(),
@@ -30,7 +33,7 @@ impl Ppo {
                 policy,
                 self.agent.obs_dim,
                 out,
-                cfg.actors * cfg.num_envs,
+                actors * cfg.num_envs,
             )
         });
         let home = self
@@ -86,7 +89,7 @@ impl Ppo {
                 Err(_) => {}
             }
         }
-        self.async_base += (most + 1) * self.cfg.actors as u64;
+        self.async_base += (most + 1) * self.cfg.collection().actor_threads() as u64;
         // Every client went with its actor: the server can stop.
         if let Some(server) = pool.server {
             let s = server.shutdown();

@@ -205,7 +205,7 @@ impl Ppo {
             spec.obs_dim,
             agent.action_dim(),
         );
-        let parked = (1..cfg.actors)
+        let parked = (1..cfg.collection().actor_threads())
             .map(|j| Self::actor_side(&cfg, j, d))
             .collect::<Result<Vec<_>, _>>()?;
         let opt = match cfg.optimizer {
@@ -360,11 +360,11 @@ impl Ppo {
                 "checkpoint is for a different number of envs than {e}"
             )));
         }
-        if st.behaviour.len() > self.cfg.policy_lag || st.behaviour.iter().any(|b| b.len() != n) {
+        let lag = self.cfg.collection().lag();
+        if st.behaviour.len() > lag || st.behaviour.iter().any(|b| b.len() != n) {
             return Err(crate::LearnError::Mismatch(format!(
-                "checkpoint's behaviour parameters ({} sets) do not fit policy_lag = {} and {n} parameters",
+                "checkpoint's behaviour parameters ({} sets) do not fit policy_lag = {lag} and {n} parameters",
                 st.behaviour.len(),
-                self.cfg.policy_lag
             )));
         }
         self.act_mut().env.restore(&st.envs)?;
@@ -405,10 +405,9 @@ impl Ppo {
     /// running after this update"; without it they are stopped and their envs come home,
     /// as [`Ppo::state`] needs.
     pub fn iterate_prefetching(&mut self, prefetch: bool) -> IterationStats {
-        let stats = if self.cfg.actors > 0 {
-            self.iterate_async(prefetch)
-        } else {
-            self.iterate_sync(prefetch)
+        let stats = match self.cfg.collection() {
+            Collection::Async { .. } => self.iterate_async(prefetch),
+            Collection::OnPolicy | Collection::Lagged { .. } => self.iterate_sync(prefetch),
         };
         if let Some(log) = &mut self.trace {
             log.end_iteration();
@@ -419,6 +418,7 @@ impl Ppo {
     fn iterate_sync(&mut self, prefetch: bool) -> IterationStats {
         let cfg = self.cfg.clone();
         let (e, d) = (cfg.num_envs, self.agent.obs_dim);
+        let lag = cfg.collection().lag();
         let (it, lr, mut stats) = self.begin_iteration();
         let rollout = match self.prefetched.take() {
             Some((buf, r)) => {
@@ -431,7 +431,7 @@ impl Ppo {
                     .actor
                     .as_mut()
                     .expect("the actor side is home between calls");
-                let (policy, params) = if cfg.policy_lag > 0 {
+                let (policy, params) = if lag > 0 {
                     // A lagged policy runs natively from a host copy, as IMPALA's actors.
                     let params = self.behaviour.front().unwrap_or(&self.agent.params);
                     let cache = &mut self.behaviour_cache;
@@ -476,15 +476,15 @@ impl Ppo {
         } else {
             self.gae(&next_value);
         }
-        if cfg.policy_lag > 0 {
+        if lag > 0 {
             // The parameters this update starts from join the queue of stale policies;
             // the next rollout's policy is the queue's front.
-            if self.behaviour.len() == cfg.policy_lag {
+            if self.behaviour.len() == lag {
                 self.behaviour.pop_front();
             }
             self.behaviour.push_back(self.agent.params.clone());
         }
-        if prefetch && cfg.policy_lag > 0 && it < cfg.num_iterations() {
+        if prefetch && lag > 0 && it < cfg.num_iterations() {
             let mut act = self
                 .actor
                 .take()
@@ -602,6 +602,46 @@ impl Ppo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each valid combination of `policy_lag`, `actors` and `inference_server` is one
+    /// collection mode; the combinations that mean nothing do not validate.
+    #[test]
+    fn the_three_keys_name_one_collection_mode() {
+        let ppo = PpoConfig::for_env("CartPole-v1");
+        assert_eq!(ppo.collection(), Collection::OnPolicy);
+        let lagged = PpoConfig {
+            policy_lag: 3,
+            ..PpoConfig::impala_for_env("CartPole-v1")
+        };
+        assert!(lagged.validate().is_ok());
+        assert_eq!(lagged.collection(), Collection::Lagged { lag: 3 });
+        assert_eq!(lagged.collection().lag(), 3);
+        for server in [false, true] {
+            let a = PpoConfig {
+                policy_lag: 0,
+                actors: 4,
+                inference_server: server,
+                ..PpoConfig::impala_for_env("CartPole-v1")
+            };
+            assert!(a.validate().is_ok(), "{:?}", a.validate());
+            assert_eq!(a.collection(), Collection::Async { actors: 4, server });
+            assert_eq!(a.collection().actor_threads(), 4);
+            assert_eq!(a.collection().lag(), 0);
+        }
+        let both = PpoConfig {
+            actors: 2,
+            ..PpoConfig::impala_for_env("CartPole-v1")
+        };
+        assert!(
+            matches!(both.validate(), Err(crate::LearnError::Config(m)) if m.contains("policy_lag = 0"))
+        );
+        let server_alone = PpoConfig {
+            inference_server: true,
+            ..PpoConfig::impala_for_env("CartPole-v1")
+        };
+        assert!(server_alone.validate().is_err());
+        assert_eq!(ppo.collection().actor_threads(), 1);
+    }
 
     /// A shared trunk's one output row is `[value, policy...]`: `Agent::forward` splits
     /// it, `Agent::backward` joins the two gradients back, and the two heads start with

@@ -188,7 +188,7 @@ pub(super) fn run_actor(
             (g.0, g.1.clone())
         };
         let mut buf = RolloutBuf::new(t, e, d, a);
-        let it = base + rounds * cfg.actors as u64 + j as u64 + 1;
+        let it = base + rounds * cfg.collection().actor_threads() as u64 + j as u64 + 1;
         let policy = match &mut client {
             // The server answers with whatever parameters are newest when it runs.
             Some(client) => Policy::Server {

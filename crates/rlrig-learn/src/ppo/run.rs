@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
+use super::{Collection, IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
 use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
@@ -128,7 +128,8 @@ impl Ppo {
     /// Asynchronous IMPALA (`actors > 0`): the mean number of updates between the policy
     /// that collected a rollout and the learner that used it.
     pub fn mean_policy_lag(&self) -> Option<f64> {
-        (self.cfg.actors > 0).then(|| self.async_lag.0 as f64 / self.async_lag.1.max(1) as f64)
+        matches!(self.cfg.collection(), Collection::Async { .. })
+            .then(|| self.async_lag.0 as f64 / self.async_lag.1.max(1) as f64)
     }
 }
 

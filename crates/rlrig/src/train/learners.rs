@@ -4,6 +4,7 @@
 use anyhow::{Context, Result, bail};
 
 use super::*;
+use rlrig_learn::ppo::Collection;
 
 pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
     a: PpoArgs,
@@ -154,10 +155,10 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
         outln!("resumed from step {step}");
     }
     let ppo = &summary.alg;
-    if let Some(lag) = ppo.mean_policy_lag() {
-        let server = ppo
-            .cfg
-            .inference_server
+    if let (Some(lag), Collection::Async { actors, server }) =
+        (ppo.mean_policy_lag(), ppo.cfg.collection())
+    {
+        let server = server
             .then_some(&ppo.server_stats)
             .map_or(String::new(), |s| {
                 format!(
@@ -168,8 +169,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
                 )
             });
         outln!(
-            "asynchronous actors: {}, mean policy lag {lag:.2} updates{server} (not reproducible)",
-            ppo.cfg.actors
+            "asynchronous actors: {actors}, mean policy lag {lag:.2} updates{server} (not reproducible)"
         );
     }
     let steps = summary.work;
