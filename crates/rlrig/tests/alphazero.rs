@@ -7,7 +7,7 @@ mod common;
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, rlrig_in,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, rlrig_in,
     stderr, tmp,
 };
 
@@ -18,8 +18,7 @@ use common::{
 fn default_run_beats_random_and_the_depth_2_solver() {
     let d = tmp("az-learn");
     let ds = d.to_str().unwrap();
-    let o = rlrig(&["train", "alphazero", "--run-dir", ds, "--quiet"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&["train", "alphazero", "--run-dir", ds, "--quiet"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("samples/s"), "{out}");
     let ev: serde_json::Value =
@@ -30,7 +29,7 @@ fn default_run_beats_random_and_the_depth_2_solver() {
         "{ev}"
     );
     for (op, check) in [("random", 0.95), ("solver:2", 0.0)] {
-        let o = rlrig(&[
+        let o = ok(&[
             "eval",
             "--run",
             ds,
@@ -40,7 +39,6 @@ fn default_run_beats_random_and_the_depth_2_solver() {
             "60",
             "--json",
         ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["games"], 60);
         let (w, l) = (v["wins"].as_u64().unwrap(), v["losses"].as_u64().unwrap());
@@ -48,7 +46,7 @@ fn default_run_beats_random_and_the_depth_2_solver() {
         assert!(w > l, "{op}: {v}");
     }
     // Against itself: every game is decided or drawn, and the counts add up.
-    let o = rlrig(&[
+    let o = ok(&[
         "eval",
         "--run",
         ds,
@@ -58,7 +56,6 @@ fn default_run_beats_random_and_the_depth_2_solver() {
         "4",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let sum =
         v["wins"].as_u64().unwrap() + v["draws"].as_u64().unwrap() + v["losses"].as_u64().unwrap();
@@ -82,7 +79,7 @@ fn default_run_beats_random_and_the_depth_2_solver() {
 fn residual_cnn_option_learns_and_evaluates() {
     let d = tmp("az-cnn");
     let ds = d.to_str().unwrap();
-    let o = rlrig(&[
+    ok(&[
         "train",
         "alphazero",
         "--iterations",
@@ -95,13 +92,12 @@ fn residual_cnn_option_learns_and_evaluates() {
         ds,
         "--quiet",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ev: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
     assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
     let cfg = std::fs::read_to_string(d.join("config.toml")).unwrap();
     assert!(cfg.contains("channels = 8"), "{cfg}");
-    let o = rlrig(&[
+    let o = ok(&[
         "eval",
         "--run",
         ds,
@@ -111,7 +107,6 @@ fn residual_cnn_option_learns_and_evaluates() {
         "20",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["win_rate"].as_f64().unwrap() >= 0.9, "{v}");
     std::fs::remove_dir_all(d).ok();
@@ -121,7 +116,7 @@ fn residual_cnn_option_learns_and_evaluates() {
 fn gumbel_alphazero_learns_with_16_simulations() {
     let d = tmp("az-gumbel");
     let ds = d.to_str().unwrap();
-    let o = rlrig(&[
+    ok(&[
         "train",
         "alphazero",
         "--run-dir",
@@ -134,7 +129,6 @@ fn gumbel_alphazero_learns_with_16_simulations() {
         "--set",
         "eval_simulations=16",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ev: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
     assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
@@ -185,8 +179,7 @@ fn small(dir: &str) -> Vec<&str> {
 fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
     let (a, b) = (tmp("az-a"), tmp("az-b"));
     for d in [&a, &b] {
-        let o = rlrig(&small(d.to_str().unwrap()));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ok(&small(d.to_str().unwrap()));
     }
     assert_eq!(learning_columns(&a, COLS).len(), 7, "header + 6 iterations");
     assert_eq!(learning_columns(&a, COLS), learning_columns(&b, COLS));
@@ -195,13 +188,10 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
     let k = tmp("az-killed");
     let ks = k.to_str().unwrap().to_string();
     kill_after_first_checkpoint(&small(&ks), &k);
-    let o = rlrig(
-        &small(&ks)
-            .into_iter()
-            .chain(["--resume"])
-            .collect::<Vec<_>>(),
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&small(&ks)
+        .into_iter()
+        .chain(["--resume"])
+        .collect::<Vec<_>>());
     assert_eq!(final_weights(&a), final_weights(&k));
     assert_eq!(learning_columns(&a, COLS), learning_columns(&k, COLS));
     for d in [a, b, k] {
@@ -244,8 +234,7 @@ fn alphazero_bad_input_is_a_clear_error() {
     let ds = d.to_str().unwrap();
     let mut args = small(ds);
     args[3] = "1";
-    let o = rlrig(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&args);
     fails_with(
         &["eval", "--run", ds, "--opponent", "solver:x"],
         None,
@@ -271,7 +260,7 @@ fn alphazero_bad_input_is_a_clear_error() {
 
 #[test]
 fn bench_alphazero_reports_every_stage() {
-    let o = rlrig(&[
+    let o = ok(&[
         "bench",
         "alphazero",
         "--simulations",
@@ -282,7 +271,6 @@ fn bench_alphazero_reports_every_stage() {
         "2",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["simulations"], 16);
     assert_eq!(v["games"], 8);

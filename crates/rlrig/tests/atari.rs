@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{fails_with, rlrig};
+use common::{fails_with, ok, rlrig};
 
 /// `rlrig train ALGO --env ENV --total-steps STEPS --quiet --run-dir RUN EXTRA...`, which
 /// must succeed.
@@ -23,8 +23,7 @@ fn train(algo: &str, env: &str, steps: &str, run: &Path, extra: &[&str]) {
         run.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
-    let o = rlrig(&args);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    ok(&args);
 }
 
 #[test]
@@ -47,7 +46,7 @@ fn envs_lists_both_ids_of_each_game_with_their_spaces() {
 #[test]
 fn bench_env_steps_pong_with_the_standard_preprocessing() {
     for id in ["Pong-v5", "ALE/Pong-v5"] {
-        let o = rlrig(&[
+        let o = ok(&[
             "bench",
             "env",
             "--env",
@@ -62,7 +61,6 @@ fn bench_env_steps_pong_with_the_standard_preprocessing() {
             "0",
             "--json",
         ]);
-        assert!(o.status.success(), "{}", common::stderr(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["env"], id);
         assert!(v["steps"].as_u64().unwrap() >= 90);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{final_weights, kill_after_first_checkpoint, rlrig, stderr, tmp};
+use common::{final_weights, kill_after_first_checkpoint, ok, rlrig, stderr, tmp};
 
 fn ppo_args<'a>(dir: &'a str, device: &'a str, steps: &'a str) -> Vec<&'a str> {
     vec![
@@ -71,16 +71,14 @@ fn ppo_on_wgpu_learns_like_the_cpu_run() {
 fn a_burn_cpu_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
     let (full, killed) = (tmp("burn-full"), tmp("burn-killed"));
     let steps = "12288";
-    let o = rlrig(&ppo_args(full.to_str().unwrap(), "burn-cpu", steps));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&ppo_args(full.to_str().unwrap(), "burn-cpu", steps));
     kill_after_first_checkpoint(
         &ppo_args(killed.to_str().unwrap(), "burn-cpu", steps),
         &killed,
     );
     let mut args = ppo_args(killed.to_str().unwrap(), "burn-cpu", steps);
     args.push("--resume");
-    let o = rlrig(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&args);
     assert_eq!(final_weights(&full), final_weights(&killed));
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
@@ -93,7 +91,7 @@ fn a_burn_cpu_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
 fn alphazero_on_burn_cpu_beats_random_play() {
     let d = tmp("burn-az");
     let ds = d.to_str().unwrap();
-    let o = rlrig(&[
+    let o = ok(&[
         "train",
         "alphazero",
         "--device",
@@ -102,7 +100,6 @@ fn alphazero_on_burn_cpu_beats_random_play() {
         ds,
         "--quiet",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("alphazero on burn-cpu"), "{out}");
     let ev: serde_json::Value =

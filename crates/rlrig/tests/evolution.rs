@@ -5,9 +5,7 @@ mod common;
 
 const COLS: usize = rlrig_learn::evolution::EVO_DETERMINISTIC_COLUMNS;
 
-use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
-};
+use common::{fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, tmp};
 
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = vec![
@@ -46,8 +44,7 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
             tmp(&format!("{algo}{}-2", extra.len())),
         );
         for (d, t) in [(&a, "1"), (&b, "2")] {
-            let o = rlrig(&args(algo, d.to_str().unwrap(), t, &extra));
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            ok(&args(algo, d.to_str().unwrap(), t, &extra));
         }
         assert_eq!(
             learning_columns(&a, COLS).len(),
@@ -60,7 +57,7 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
             "{algo} {extra:?}"
         );
         assert_eq!(final_weights(&a), final_weights(&b), "{algo} {extra:?}");
-        let o = rlrig(&[
+        let o = ok(&[
             "eval",
             "--run",
             a.to_str().unwrap(),
@@ -68,7 +65,6 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
             "2",
             "--json",
         ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["episodes"], 2);
         common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "5"]);
@@ -81,12 +77,10 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
 #[test]
 fn a_killed_es_run_resumes_to_the_same_centre() {
     let (full, killed) = (tmp("es-full"), tmp("es-killed"));
-    let o = rlrig(&args("es", full.to_str().unwrap(), "2", &[]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&args("es", full.to_str().unwrap(), "2", &[]));
     let ks = killed.to_str().unwrap().to_string();
     kill_after_first_checkpoint(&args("es", &ks, "2", &[]), &killed);
-    let o = rlrig(&args("es", &ks, "1", &["--resume"]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&args("es", &ks, "1", &["--resume"]));
     assert_eq!(final_weights(&full), final_weights(&killed));
     assert_eq!(
         learning_columns(&full, COLS),
@@ -152,8 +146,7 @@ fn two_mpi_ranks_equal_one_process() {
     let bin = env!("CARGO_BIN_EXE_rlrig");
     for (algo, extra) in [("es", vec![]), ("ga", vec!["--prune"])] {
         let (one, two) = (tmp(&format!("mpi1-{algo}")), tmp(&format!("mpi2-{algo}")));
-        let o = rlrig(&args(algo, one.to_str().unwrap(), "2", &extra));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = ok(&args(algo, one.to_str().unwrap(), "2", &extra));
         let mut cmd = vec!["-n", "2", bin];
         cmd.extend(args(algo, two.to_str().unwrap(), "1", &extra));
         let o = mpirun(&cmd);
@@ -201,8 +194,7 @@ fn a_stop_on_one_mpi_rank_stops_every_rank_at_the_same_generation() {
         v
     }
     let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
-    let o = rlrig(&long(a1, "2", &[]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&long(a1, "2", &[]));
     let mut cmd = vec![
         "--allow-run-as-root",
         "--oversubscribe",
@@ -247,8 +239,7 @@ fn a_stop_on_one_mpi_rank_stops_every_rank_at_the_same_generation() {
     );
     let stopped_rows = learning_columns(&two, COLS).len();
     assert!(stopped_rows < 301, "not stopped early: {out}");
-    let o = rlrig(&long(a2, "2", &["--resume"]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&long(a2, "2", &["--resume"]));
     assert_eq!(learning_columns(&one, COLS), learning_columns(&two, COLS));
     assert_eq!(final_weights(&one), final_weights(&two));
     for d in [one, two] {
@@ -265,7 +256,7 @@ fn the_lander_heuristic_lands_from_the_cli() {
         ("LunarLander-v3", 180.0),
         ("LunarLanderContinuous-v3", 250.0),
     ] {
-        let o = rlrig(&[
+        let o = ok(&[
             "eval",
             "--env",
             env,
@@ -275,7 +266,6 @@ fn the_lander_heuristic_lands_from_the_cli() {
             "40",
             "--json",
         ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert!(v["mean_return"].as_f64().unwrap() > floor, "{env}: {v}");
         assert_eq!(v["episodes"], 40);
@@ -287,7 +277,7 @@ fn the_lander_heuristic_lands_from_the_cli() {
 /// 400 episodes here must land within sampling error of that (std error ~0.6).
 #[test]
 fn random_baseline_matches_the_reference_statistics() {
-    let o = rlrig(&[
+    let o = ok(&[
         "eval",
         "--env",
         "CartPole-v1",
@@ -297,7 +287,6 @@ fn random_baseline_matches_the_reference_statistics() {
         "400",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let m = v["mean_length"].as_f64().unwrap();
     assert!((m - 22.18).abs() < 2.0, "{v}");
@@ -345,7 +334,7 @@ fn the_pruning_ga_on_bipedal_walker_is_thread_count_independent() {
     let (a, b) = (tmp("bw-ga-1"), tmp("bw-ga-2"));
     let walker = |dir: &std::path::Path, threads: &str| {
         let d = dir.to_str().unwrap().to_string();
-        let o = rlrig(&[
+        ok(&[
             "train",
             "ga",
             "--env",
@@ -373,7 +362,6 @@ fn the_pruning_ga_on_bipedal_walker_is_thread_count_independent() {
             "--eval-episodes",
             "1",
         ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     };
     walker(&a, "1");
     walker(&b, "2");

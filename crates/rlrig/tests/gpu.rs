@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{fails_with, rlrig, tmp};
+use common::{fails_with, ok, rlrig, tmp};
 
 /// Whether this machine has a wgpu adapter; CI (RLRIG_REQUIRE_WGPU=1) insists on one.
 fn adapter_here() -> bool {
@@ -297,8 +297,7 @@ fn probe_times_host_device_copies() {
     if !adapter_here() {
         return;
     }
-    let o = rlrig(&["probe", "--json"]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = ok(&["probe", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let c = &v["gpu_copy"];
     assert_eq!(c["bytes"], 64 << 20, "{v}");

@@ -7,7 +7,7 @@ mod common;
 const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, tmp,
 };
 
 fn args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -37,8 +37,7 @@ fn args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
 fn impala_is_deterministic_resumes_exactly_and_plays() {
     let (a, b, killed) = (tmp("impala1"), tmp("impala2"), tmp("impala-killed"));
     for (d, t) in [(&a, "1"), (&b, "2")] {
-        let o = rlrig(&args(d.to_str().unwrap(), t));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = ok(&args(d.to_str().unwrap(), t));
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("MinAtar/Breakout-v1 impala on cpu"), "{out}");
     }
@@ -62,8 +61,7 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
     kill_after_first_checkpoint(&args(killed.to_str().unwrap(), "2"), &killed);
     let mut resume = args(killed.to_str().unwrap(), "1");
     resume.push("--resume");
-    let o = rlrig(&resume);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&resume);
     assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
     assert!(
         final_weights(&a) == final_weights(&killed),

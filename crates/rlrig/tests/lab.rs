@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{rlrig, tmp};
+use common::{ok, rlrig, tmp};
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -14,20 +14,18 @@ fn is_png(path: &std::path::Path) -> bool {
 
 #[test]
 fn compare_prints_the_golden_table_and_draws_a_png() {
-    let o = rlrig(&["compare", &fixture("home.json"), &fixture("cloud.json")]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&["compare", &fixture("home.json"), &fixture("cloud.json")]);
     let want = std::fs::read_to_string(fixture("compare-home-cloud.txt")).unwrap();
     assert_eq!(String::from_utf8(o.stdout).unwrap(), want);
     let d = tmp("cmp");
     let png = d.join("cmp.png");
-    let o = rlrig(&[
+    ok(&[
         "compare",
         &fixture("home.json"),
         &fixture("cloud.json"),
         "--plot",
         png.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(is_png(&png));
     // Not a results file: a clear error naming it.
     let o = rlrig(&[
@@ -44,7 +42,7 @@ fn compare_prints_the_golden_table_and_draws_a_png() {
 fn bench_suite_writes_results_that_compare_reads() {
     let d = tmp("suite");
     let out = d.join("r.json");
-    let o = rlrig(&[
+    ok(&[
         "bench",
         "suite",
         "--quick",
@@ -55,7 +53,6 @@ fn bench_suite_writes_results_that_compare_reads() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(v["suite"], "rlrig-bench-suite");
     assert_eq!(v["workloads"][0]["name"], "env/CartPole-v1");
@@ -187,7 +184,7 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
 fn plot_draws_learning_curves_of_runs() {
     let d = tmp("plot");
     let run = d.join("run");
-    let o = rlrig(&[
+    ok(&[
         "train",
         "ppo",
         "--total-steps",
@@ -198,16 +195,14 @@ fn plot_draws_learning_curves_of_runs() {
         "--run-dir",
         run.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let png = d.join("curves.png");
-    let o = rlrig(&[
+    ok(&[
         "plot",
         "--run",
         run.to_str().unwrap(),
         "--out",
         png.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(is_png(&png));
     let o = rlrig(&[
         "plot",

@@ -6,7 +6,7 @@ mod common;
 const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, tmp,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, tmp,
 };
 
 /// A small, fast run: 3000 steps on 4 envs, tiny nets.
@@ -50,8 +50,7 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
             tmp(&format!("{algo}-t7")),
         );
         for (d, t) in [(&a, "1"), (&b, "2"), (&c, "7")] {
-            let o = rlrig(&args(algo, d.to_str().unwrap(), t));
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            ok(&args(algo, d.to_str().unwrap(), t));
         }
         let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
         assert_eq!(ma.len(), 7, "{algo}: header + 6 rows");
@@ -66,7 +65,7 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
         let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
         assert!(config.contains(&format!("algo = \"{algo}\"")), "{config}");
 
-        let o = rlrig(&[
+        let o = ok(&[
             "eval",
             "--run",
             a.to_str().unwrap(),
@@ -74,7 +73,6 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
             "2",
             "--json",
         ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["episodes"], 2);
         let m = v["mean_return"].as_f64().unwrap();
@@ -169,8 +167,7 @@ fn off_policy_bad_input_is_a_clear_error() {
     let d = tmp("sac-mismatch");
     let mut a = args("sac", d.to_str().unwrap(), "1");
     a[5] = "600";
-    let o = rlrig(&a);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&a);
     let ds = d.to_str().unwrap();
     fails_with(
         &["train", "td3", "--run-dir", ds, "--resume", "--quiet"],
@@ -241,8 +238,7 @@ fn dqn_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
 fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     let (a, b) = (tmp("dqn-t1"), tmp("dqn-t2"));
     for (d, t) in [(&a, "1"), (&b, "2")] {
-        let o = rlrig(&dqn_args(d.to_str().unwrap(), t));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = ok(&dqn_args(d.to_str().unwrap(), t));
         assert!(String::from_utf8_lossy(&o.stdout).contains("CartPole-v1 dqn on cpu"));
     }
     let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
@@ -254,7 +250,7 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     assert_eq!(ma[6].split(',').nth(4), Some("625"), "updates");
     let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
     assert!(config.contains("loss = \"huber\""), "{config}");
-    let o = rlrig(&[
+    let o = ok(&[
         "eval",
         "--run",
         a.to_str().unwrap(),
@@ -262,7 +258,6 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
         "3",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["episodes"], 3);
     let m = v["mean_return"].as_f64().unwrap();
@@ -303,8 +298,7 @@ fn dqn_bad_input_is_a_clear_error() {
     let d = tmp("dqn-mismatch");
     let mut a = dqn_args(d.to_str().unwrap(), "1");
     a[5] = "600";
-    let o = rlrig(&a);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&a);
     let ds = d.to_str().unwrap();
     fails_with(
         &["train", "sac", "--run-dir", ds, "--resume", "--quiet"],
@@ -321,8 +315,7 @@ fn dqn_bad_input_is_a_clear_error() {
 fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     let (intact, damaged) = (tmp("dqn-intact"), tmp("dqn-damaged"));
     for d in [&intact, &damaged] {
-        let o = rlrig(&dqn_args(d.to_str().unwrap(), "2"));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ok(&dqn_args(d.to_str().unwrap(), "2"));
     }
     let ck = damaged.join("checkpoints");
     let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
@@ -332,8 +325,7 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     bytes[n - 3] ^= 0x55;
     std::fs::write(&w, bytes).unwrap();
     let ds = damaged.to_str().unwrap();
-    let o = rlrig(&["eval", "--run", ds, "--episodes", "2"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&["eval", "--run", ds, "--episodes", "2"]);
     let err = String::from_utf8_lossy(&o.stderr);
     for needle in [
         "skipped a damaged checkpoint",
@@ -345,8 +337,7 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     }
     let mut resume = dqn_args(ds, "1");
     resume.push("--resume");
-    let o = rlrig(&resume);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&resume);
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("resumed from step 2000"),
         "{}",

@@ -7,8 +7,8 @@
 mod common;
 
 use common::{
-    fails_with, final_weights, learning_columns, rlrig, signal, spawn, spawn_with_env, stderr, tmp,
-    wait_for_lines, wait_until,
+    fails_with, final_weights, learning_columns, ok, rlrig, signal, spawn, spawn_with_env, stderr,
+    tmp, wait_for_lines, wait_until,
 };
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -383,8 +383,7 @@ fn left_intact(dir: &Path) {
             assert!(!name.contains(".tmp"), "temp file left: {name}");
         }
     }
-    let o = rlrig(&["eval", "--run", dir.to_str().unwrap(), "--episodes", "1"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    ok(&["eval", "--run", dir.to_str().unwrap(), "--episodes", "1"]);
 }
 
 /// A directory where the third checkpoint's JSON is to be written (what a read-only or
@@ -398,8 +397,7 @@ fn a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint() {
     let args = ppo_args(ds);
     // The run's checkpoints are named by iteration: ckpt-{k:08}, 2k, 3k, ...; a run to
     // the end keeps the last two, which give k.
-    let o = rlrig(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
+    ok(&args);
     let mut its: Vec<u64> = std::fs::read_dir(d.join("checkpoints"))
         .unwrap()
         .filter_map(|e| {
@@ -439,8 +437,7 @@ fn a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint() {
     std::fs::remove_dir_all(&blocked).unwrap();
     let mut resume = args.clone();
     resume.push("--resume");
-    let o = rlrig(&resume);
-    assert!(o.status.success(), "{}", stderr(&o));
+    ok(&resume);
     assert!(d.join("eval.json").exists());
     std::fs::remove_dir_all(d).ok();
 }

@@ -8,7 +8,8 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 use std::process::{Command, Stdio};
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, rlrig, stderr, tmp,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, stderr,
+    tmp,
 };
 use std::time::{Duration, Instant};
 
@@ -38,8 +39,7 @@ fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
 fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
     let (a, b, c) = (tmp("det1"), tmp("det2"), tmp("det7"));
     for (d, t) in [(&a, "1"), (&b, "2"), (&c, "7")] {
-        let o = rlrig(&train_args(d.to_str().unwrap(), t));
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ok(&train_args(d.to_str().unwrap(), t));
     }
     let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
     assert_eq!(ma.len(), 41, "header + 40 iterations");
@@ -58,7 +58,7 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
             .starts_with("events.out.tfevents")
     }));
     // eval reads the run back.
-    let o = rlrig(&[
+    let o = ok(&[
         "eval",
         "--run",
         a.to_str().unwrap(),
@@ -66,7 +66,6 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
         "2",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["episodes"], 2);
     assert!(v["mean_return"].as_f64().unwrap() > 0.0);
@@ -84,7 +83,7 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
 fn zero_eval_episodes_skips_the_final_evaluation() {
     let d = tmp("no-eval");
     let ds = d.to_str().unwrap();
-    let o = rlrig(&[
+    let o = ok(&[
         "train",
         "ppo",
         "--env",
@@ -97,12 +96,10 @@ fn zero_eval_episodes_skips_the_final_evaluation() {
         ds,
         "--quiet",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("evaluation: none (--eval-episodes 0"), "{out}");
     assert!(!d.join("eval.json").exists());
-    let o = rlrig(&["eval", "--run", ds, "--episodes", "1", "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    ok(&["eval", "--run", ds, "--episodes", "1", "--json"]);
     std::fs::remove_dir_all(d).ok();
 }
 
@@ -111,7 +108,7 @@ fn zero_eval_episodes_skips_the_final_evaluation() {
 fn a2c_is_identical_with_1_2_and_7_threads() {
     let dirs = [tmp("a2c1"), tmp("a2c2"), tmp("a2c7")];
     for (d, t) in dirs.iter().zip(["1", "2", "7"]) {
-        let o = rlrig(&[
+        ok(&[
             "train",
             "a2c",
             "--env",
@@ -128,7 +125,6 @@ fn a2c_is_identical_with_1_2_and_7_threads() {
             "--eval-episodes",
             "1",
         ]);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let w = final_weights(&dirs[0]);
     let m = learning_columns(&dirs[0], COLS);
@@ -148,7 +144,7 @@ fn a2c_is_identical_with_1_2_and_7_threads() {
 fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
     let d = tmp("trace");
     let trace = d.join("t.json");
-    let o = rlrig(&[
+    ok(&[
         "train",
         "ppo",
         "--env",
@@ -167,7 +163,6 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
         "--threads",
         "2",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     assert_eq!(v["otherData"]["rlrig_iterations"], 20);
     assert_eq!(v["otherData"]["rlrig_omitted_iterations"], 14);
@@ -208,19 +203,15 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
 #[test]
 fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
     let (full, killed) = (tmp("full"), tmp("killed"));
-    let o = rlrig(&train_args(full.to_str().unwrap(), "2"));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&train_args(full.to_str().unwrap(), "2"));
 
     kill_after_first_checkpoint(&train_args(killed.to_str().unwrap(), "2"), &killed);
     let ckpt = std::fs::read_to_string(killed.join("checkpoints/latest")).unwrap();
     // Resuming needs no settings but the run directory (--total-steps etc. must match).
-    let o = rlrig(
-        &train_args(killed.to_str().unwrap(), "1")
-            .into_iter()
-            .chain(["--resume"])
-            .collect::<Vec<_>>(),
-    );
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ok(&train_args(killed.to_str().unwrap(), "1")
+        .into_iter()
+        .chain(["--resume"])
+        .collect::<Vec<_>>());
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         out.contains("resumed from step"),
@@ -332,7 +323,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     // A real run, then damage it.
     let run = d.join("run");
     let rs = run.to_str().unwrap();
-    let o = rlrig(&[
+    ok(&[
         "train",
         "ppo",
         "--total-steps",
@@ -343,7 +334,6 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
         "--eval-episodes",
         "1",
     ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     fails_with(
         &["train", "ppo", "--total-steps", "2048", "--run-dir", rs],
         None,
@@ -479,13 +469,11 @@ fn a_killed_box2d_run_resumes_to_the_same_weights() {
             .collect()
         };
         let a = args(&full);
-        let o = rlrig(&a.iter().map(String::as_str).collect::<Vec<_>>());
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
         let k = args(&killed);
         kill_after_first_checkpoint(&k.iter().map(String::as_str).collect::<Vec<_>>(), &killed);
         let resume: Vec<&str> = k.iter().map(String::as_str).chain(["--resume"]).collect();
-        let o = rlrig(&resume);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = ok(&resume);
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("resumed from step"), "{env}: {out}");
         assert_eq!(final_weights(&full), final_weights(&killed), "{env}");
@@ -502,8 +490,7 @@ fn a_killed_box2d_run_resumes_to_the_same_weights() {
 
 /// `eval --run DIR --json`'s mean return.
 fn eval_mean(dir: &std::path::Path) -> f64 {
-    let o = rlrig(&["eval", "--run", dir.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = ok(&["eval", "--run", dir.to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     v["mean_return"].as_f64().unwrap()
 }
@@ -541,8 +528,7 @@ fn env_args_reach_training_eval_play_and_resume() {
         "--run-dir",
         ds,
     ];
-    let o = rlrig(&args);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    ok(&args);
     let config = std::fs::read_to_string(d.join("config.toml")).unwrap();
     assert!(
         config.contains("[env_args]\nmax_episode_steps = \"5\""),
@@ -555,8 +541,7 @@ fn env_args_reach_training_eval_play_and_resume() {
     assert_eq!(eval_mean(&d), 5.0);
     assert_eq!(played_steps(&d), "episode 1: 5 steps");
     // --resume needs only the run directory; other env args are refused by name.
-    let o = rlrig(&["train", "ppo", "--run-dir", ds, "--resume", "--quiet"]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
+    let o = ok(&["train", "ppo", "--run-dir", ds, "--resume", "--quiet"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step 1024"));
     fails_with(
         &[
@@ -607,7 +592,7 @@ fn env_args_reach_training_eval_play_and_resume() {
         "env = \"CartPole-v1\"\n[env_args]\nmax_episode_steps = 5\n",
     )
     .unwrap();
-    let o = rlrig(&[
+    ok(&[
         "train",
         "es",
         "--config",
@@ -620,7 +605,6 @@ fn env_args_reach_training_eval_play_and_resume() {
         "--run-dir",
         e.join("run").to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
     assert_eq!(eval_mean(&e.join("run")), 5.0);
     std::fs::write(
         &cfg,
@@ -637,7 +621,7 @@ fn env_args_reach_training_eval_play_and_resume() {
         ],
     );
     let s = tmp("envargs-sac");
-    let o = rlrig(&[
+    ok(&[
         "train",
         "sac",
         "--env-arg",
@@ -652,7 +636,6 @@ fn env_args_reach_training_eval_play_and_resume() {
         "--run-dir",
         s.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", common::stderr(&o));
     assert_eq!(played_steps(&s), "episode 1: 7 steps");
     for dir in [d, e, s] {
         std::fs::remove_dir_all(dir).ok();
@@ -698,8 +681,7 @@ fn seeds_are_packed_and_each_equals_its_run_alone() {
     let s = alone.to_str().unwrap();
     let mut a2 = train_args(s, "2");
     a2.extend(["--seed", "2"]);
-    let o = rlrig(&a2);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ok(&a2);
     assert_eq!(final_weights(&alone), final_weights(&pack.join("seed2")));
     assert_eq!(
         learning_columns(&alone, COLS),

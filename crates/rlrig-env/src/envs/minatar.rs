@@ -275,6 +275,44 @@ pub(crate) fn set_param(
     }
 }
 
+/// The items of `impl Env` every MinAtar game shares: i32 actions, a `10 x 10 x
+/// channels` frame, no time limit of its own, and the sticky-action parameter; with
+/// `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws). A game's
+/// impl names its id, step cost, reset, step and state layout itself.
+macro_rules! minatar_env {
+    ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame) => {
+        super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions);
+
+        fn render_state(s: &$state) -> Vec<f64> {
+            super::minatar::render_frame::<Self>(s)
+        }
+    };
+    ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr) => {
+        type Params = $params;
+        type State = $state;
+        type Action = i32;
+        const OBS_DIM: usize = 100 * $channels;
+        const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
+
+        fn observation_space(_: &$params) -> Space {
+            super::minatar::frame_space($channels)
+        }
+
+        fn action_space(_: &$params) -> Space {
+            Space::Discrete { n: $actions }
+        }
+
+        fn max_episode_steps(_: &$params) -> Option<u32> {
+            None
+        }
+
+        fn set_param(p: &mut $params, key: &str, value: &str) -> Result<(), String> {
+            super::minatar::set_param(&mut p.sticky_action_prob, key, value)
+        }
+    };
+}
+pub(crate) use minatar_env;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, Reader, frame_space, put, render_frame, sticky};
+use super::minatar::{Draws, Reader, put, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -185,29 +185,9 @@ const LAYOUT: &str = "[player_x, player_y, spawn_speed, spawn_timer, move_speed,
     ramp_timer, ramp_index, terminal, last_action, then for rows 1..=8: present, x, right, gold]";
 
 impl Env for Asterix {
-    type Params = AsterixParams;
-    type State = AsterixState;
-    type Action = i32;
+    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame);
     const ID: &'static str = "MinAtar/Asterix-v1";
-    const OBS_DIM: usize = 100 * CHANNELS;
-    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
-
-    fn observation_space(_: &AsterixParams) -> Space {
-        frame_space(CHANNELS)
-    }
-
-    fn action_space(_: &AsterixParams) -> Space {
-        Space::Discrete { n: 5 }
-    }
-
-    fn max_episode_steps(_: &AsterixParams) -> Option<u32> {
-        None
-    }
-
-    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
-        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
-    }
 
     fn reset(_: &AsterixParams, _: &mut Rng) -> AsterixState {
         Self::reset_game()
@@ -231,10 +211,6 @@ impl Env for Asterix {
                 }
             }
         }
-    }
-
-    fn render_state(s: &AsterixState) -> Vec<f64> {
-        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &AsterixState) -> Vec<f64> {

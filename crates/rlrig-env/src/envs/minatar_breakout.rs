@@ -50,34 +50,9 @@ fn bit(y: i8, x: i8) -> u128 {
 pub struct Breakout;
 
 impl Env for Breakout {
-    type Params = BreakoutParams;
-    type State = BreakoutState;
-    type Action = i32;
+    super::minatar::minatar_env!(BreakoutParams, BreakoutState, channels: 4, actions: 3);
     const ID: &'static str = "MinAtar/Breakout-v1";
-    const OBS_DIM: usize = 400;
-    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
-
-    fn observation_space(_: &BreakoutParams) -> Space {
-        Space::Box {
-            low: vec![0.0; 400],
-            high: vec![1.0; 400],
-            shape: vec![10, 10, 4],
-            dtype: crate::space::Dtype::Float32,
-        }
-    }
-
-    fn action_space(_: &BreakoutParams) -> Space {
-        Space::Discrete { n: 3 }
-    }
-
-    fn max_episode_steps(_: &BreakoutParams) -> Option<u32> {
-        None
-    }
-
-    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
-        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
-    }
 
     fn reset(_: &BreakoutParams, rng: &mut Rng) -> BreakoutState {
         let (ball_x, ball_dir) = if rng.below(2) == 0 { (0, 2) } else { (9, 3) };

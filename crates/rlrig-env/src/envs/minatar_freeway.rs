@@ -5,7 +5,7 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, Reader, frame_space, put, render_frame, sticky};
+use super::minatar::{Draws, Reader, put, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -148,29 +148,9 @@ const LAYOUT: &str = "[pos, move_timer, terminate_timer, terminal, last_action, 
     1..=8: x, timer, speed]";
 
 impl Env for Freeway {
-    type Params = FreewayParams;
-    type State = FreewayState;
-    type Action = i32;
+    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame);
     const ID: &'static str = "MinAtar/Freeway-v1";
-    const OBS_DIM: usize = 100 * CHANNELS;
-    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
-
-    fn observation_space(_: &FreewayParams) -> Space {
-        frame_space(CHANNELS)
-    }
-
-    fn action_space(_: &FreewayParams) -> Space {
-        Space::Discrete { n: 3 }
-    }
-
-    fn max_episode_steps(_: &FreewayParams) -> Option<u32> {
-        None
-    }
-
-    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
-        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
-    }
 
     fn reset(_: &FreewayParams, rng: &mut Rng) -> FreewayState {
         Self::reset_game(rng)
@@ -200,10 +180,6 @@ impl Env for Freeway {
                 );
             }
         }
-    }
-
-    fn render_state(s: &FreewayState) -> Vec<f64> {
-        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &FreewayState) -> Vec<f64> {

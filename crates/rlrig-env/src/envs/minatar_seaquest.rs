@@ -9,7 +9,7 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, PyList, Reader, frame_space, put, render_frame, sticky};
+use super::minatar::{Draws, PyList, Reader, put, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -426,29 +426,9 @@ const LAYOUT: &str = "[oxygen, diver_count, sub_x, sub_y, sub_or, e_spawn_speed,
     entries x, y, right, move_timer, shot_timer]";
 
 impl Env for Seaquest {
-    type Params = SeaquestParams;
-    type State = SeaquestState;
-    type Action = i32;
+    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame);
     const ID: &'static str = "MinAtar/Seaquest-v1";
-    const OBS_DIM: usize = 100 * CHANNELS;
-    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 150;
-
-    fn observation_space(_: &SeaquestParams) -> Space {
-        frame_space(CHANNELS)
-    }
-
-    fn action_space(_: &SeaquestParams) -> Space {
-        Space::Discrete { n: 6 }
-    }
-
-    fn max_episode_steps(_: &SeaquestParams) -> Option<u32> {
-        None
-    }
-
-    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
-        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
-    }
 
     fn reset(_: &SeaquestParams, _: &mut Rng) -> SeaquestState {
         Self::reset_game()
@@ -496,10 +476,6 @@ impl Env for Seaquest {
                 }
             }
         }
-    }
-
-    fn render_state(s: &SeaquestState) -> Vec<f64> {
-        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &SeaquestState) -> Vec<f64> {

@@ -8,7 +8,7 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Reader, frame_space, grid_to_vec, put, put_grid, render_frame, sticky};
+use super::minatar::{Reader, grid_to_vec, put, put_grid, sticky};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -210,29 +210,9 @@ const LAYOUT: &str = "[pos, alien_dir, enemy_move_interval, alien_move_timer, al
     enemy bullets (100)]";
 
 impl Env for SpaceInvaders {
-    type Params = SpaceInvadersParams;
-    type State = SpaceInvadersState;
-    type Action = i32;
+    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame);
     const ID: &'static str = "MinAtar/SpaceInvaders-v1";
-    const OBS_DIM: usize = 100 * CHANNELS;
-    const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
     const STEP_COST_NS: u64 = 40;
-
-    fn observation_space(_: &SpaceInvadersParams) -> Space {
-        frame_space(CHANNELS)
-    }
-
-    fn action_space(_: &SpaceInvadersParams) -> Space {
-        Space::Discrete { n: 4 }
-    }
-
-    fn max_episode_steps(_: &SpaceInvadersParams) -> Option<u32> {
-        None
-    }
-
-    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
-        super::minatar::set_param(&mut p.sticky_action_prob, key, value)
-    }
 
     fn reset(_: &SpaceInvadersParams, _: &mut Rng) -> SpaceInvadersState {
         Self::reset_game()
@@ -255,10 +235,6 @@ impl Env for SpaceInvaders {
         put_grid(out, CHANNELS, s.aliens, if s.alien_dir < 0 { 2 } else { 3 });
         put_grid(out, CHANNELS, s.f_bullets, 4);
         put_grid(out, CHANNELS, s.e_bullets, 5);
-    }
-
-    fn render_state(s: &SpaceInvadersState) -> Vec<f64> {
-        render_frame::<Self>(s)
     }
 
     fn state_to_vec(s: &SpaceInvadersState) -> Vec<f64> {

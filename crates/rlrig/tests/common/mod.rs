@@ -31,6 +31,14 @@ pub fn rlrig(args: &[&str]) -> Output {
     rlrig_in(args, None)
 }
 
+/// Runs the `rlrig` binary and asserts that it succeeded, showing the arguments and its
+/// standard error when it did not.
+pub fn ok(args: &[&str]) -> Output {
+    let o = rlrig(args);
+    assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    o
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
