@@ -94,20 +94,20 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
 ];
 
 /// The device env named `id`, or an error listing those there are.
-pub fn device_env(id: &str) -> Result<DeviceEnv, String> {
+pub fn device_env(id: &str) -> Result<DeviceEnv, crate::GpuError> {
     DEVICE_ENVS
         .iter()
         .find(|e| e.id == id)
         .copied()
         .ok_or_else(|| {
-            format!(
+            crate::GpuError::Unsupported(format!(
                 "{id} has no device kernel (device envs: {})",
                 DEVICE_ENVS
                     .iter()
                     .map(|e| e.id)
                     .collect::<Vec<_>>()
                     .join(", ")
-            )
+            ))
         })
 }
 
@@ -165,7 +165,11 @@ pub struct Probed {
     pub obs: Vec<f32>,
 }
 
-fn envs_module(gpu: &Gpu, env: &DeviceEnv, consts: &str) -> Result<wgpu::ShaderModule, String> {
+fn envs_module(
+    gpu: &Gpu,
+    env: &DeviceEnv,
+    consts: &str,
+) -> Result<wgpu::ShaderModule, crate::GpuError> {
     let src = format!("{consts}{}{ENVS_WGSL}", env.source(env.max_episode_steps));
     shader(gpu, &src)
 }
@@ -179,17 +183,17 @@ pub fn probe(
     states: &[Vec<f32>],
     actions: &[f32],
     draws: &[f32],
-) -> Result<Vec<Probed>, String> {
+) -> Result<Vec<Probed>, crate::GpuError> {
     if states.len() != actions.len()
         || states.len() != draws.len()
         || states.iter().any(|s| s.len() != env.state)
     {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "probe of {}: {} states of {} floats and as many actions and draws wanted",
             env.id,
             states.len(),
             env.state,
-        ));
+        )));
     }
     let module = envs_module(
         gpu,
@@ -289,15 +293,17 @@ pub fn bench(
     seed: u64,
     warmup: f64,
     steps_per_dispatch: Option<u32>,
-) -> Result<EnvBench, String> {
+) -> Result<EnvBench, crate::GpuError> {
     if num_envs == 0 || num_envs > MAX_ENVS {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "--num-envs {num_envs}: the device bench runs 1 to {MAX_ENVS} envs"
-        ));
+        )));
     }
     let k = steps_per_dispatch.unwrap_or_else(|| bench_steps_per_dispatch(env, num_envs));
     if k == 0 {
-        return Err("steps per dispatch must be at least 1".into());
+        return Err(crate::GpuError::Unsupported(
+            "steps per dispatch must be at least 1".into(),
+        ));
     }
     // The run's key: the seed folded to 32 bits, as the training kernel keys its runs.
     let key = (seed ^ (seed >> 32)) as u32;
@@ -366,9 +372,9 @@ pub fn bench(
     let dispatches = steps.div_ceil(per_dispatch).max(1);
     // The device counts each env's steps in a u32.
     if (warm_dispatches + dispatches) * u64::from(k) > u64::from(u32::MAX) {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "{steps} steps over {num_envs} envs is over 2^32 steps per env: use more envs"
-        ));
+        )));
     }
     // Submitted in command buffers of at most 64 dispatches, all before the wait.
     let t1 = Instant::now();
@@ -385,10 +391,10 @@ pub fn bench(
     let want = (warm_dispatches + dispatches) * u64::from(k);
     let done: u64 = counts.chunks(2).map(|c| u64::from(c[0])).sum();
     if counts.chunks(2).any(|c| u64::from(c[0]) != want) {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "the device stepped {done} steps where {} were submitted: the adapter cut dispatches short",
             want * num_envs as u64
-        ));
+        )));
     }
     let episodes: u64 = counts.chunks(2).map(|c| u64::from(c[1])).sum();
     let returns: f64 = states.chunks(bw).map(|s| f64::from(s[env.state + 2])).sum();

@@ -28,6 +28,9 @@ const ENV_EXTRA: usize = 6;
 const NM: usize = 8;
 
 pub mod envs;
+mod error;
+
+pub use error::GpuError;
 
 /// The envs PPO trains on the device: the discrete classic-control ones of
 /// [`envs::DEVICE_ENVS`] (Breakout's 400-value observation does not fit the kernel's
@@ -44,7 +47,7 @@ pub struct Gpu {
 impl Gpu {
     /// The high-performance adapter wgpu finds (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`
     /// narrow the choice), with its own limits.
-    pub fn open() -> Result<Gpu, String> {
+    pub fn open() -> Result<Gpu, crate::GpuError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
@@ -54,10 +57,10 @@ impl Gpu {
             apply_limit_buckets: false,
         }))
         .map_err(|e| {
-            format!(
+            crate::GpuError::NoDevice(format!(
                 "no GPU adapter found through wgpu ({e}); install a Vulkan driver (Mesa's \
                  software Vulkan works for testing: apt install mesa-vulkan-drivers libvulkan1)"
-            )
+            ))
         })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
@@ -69,7 +72,7 @@ impl Gpu {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
-        .map_err(|e| format!("cannot open GPU {}: {e}", info.name))?;
+        .map_err(|e| crate::GpuError::NoDevice(format!("cannot open GPU {}: {e}", info.name)))?;
         Ok(Gpu {
             device,
             queue,
@@ -85,15 +88,19 @@ impl Gpu {
         )
     }
 
-    fn wait(&self) -> Result<(), String> {
+    fn wait(&self) -> Result<(), crate::GpuError> {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
-            .map_err(|e| format!("GPU: {e}"))
+            .map_err(|e| crate::GpuError::Device(e.to_string()))
     }
 
     /// The first `len` 4-byte values of `buf`, copied back through a staging buffer.
-    fn read<T: bytemuck::Pod>(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<T>, String> {
+    fn read<T: bytemuck::Pod>(
+        &self,
+        buf: &wgpu::Buffer,
+        len: usize,
+    ) -> Result<Vec<T>, crate::GpuError> {
         let bytes = (len * 4) as u64;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
@@ -111,11 +118,11 @@ impl Gpu {
         });
         self.wait()?;
         rx.recv()
-            .map_err(|e| format!("GPU readback: {e}"))?
-            .map_err(|e| format!("GPU readback: {e}"))?;
+            .map_err(|e| crate::GpuError::Device(format!("readback: {e}")))?
+            .map_err(|e| crate::GpuError::Device(format!("readback: {e}")))?;
         let view = slice
             .get_mapped_range()
-            .map_err(|e| format!("GPU readback: {e}"))?;
+            .map_err(|e| crate::GpuError::Device(format!("readback: {e}")))?;
         let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
         drop(view);
         staging.unmap();
@@ -157,43 +164,44 @@ impl Shape {
 
 /// Whether the device path runs `cfg`, and with which shape; the error names the
 /// first setting it does not support.
-pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
-    cfg.validate().map_err(|e| e.to_string())?;
+pub fn check(cfg: &PpoConfig) -> Result<Shape, crate::GpuError> {
+    cfg.validate()?;
     if !PPO_ENVS.contains(&cfg.env.as_str()) {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "env {}: not on the device yet (device envs: {})",
             cfg.env,
             PPO_ENVS.join(", ")
-        ));
+        )));
     }
     let env = envs::device_env(&cfg.env)?;
     let mut max_steps = env.max_episode_steps;
     for (k, v) in &cfg.env_args {
         match k.as_str() {
             "max_episode_steps" => {
-                max_steps = rlrig_env::envs::steps_param(v)
-                    .map_err(|e| format!("env arg max_episode_steps={v}: {e}"))?;
+                max_steps = rlrig_env::envs::steps_param(v).map_err(|e| {
+                    crate::GpuError::Unsupported(format!("env arg max_episode_steps={v}: {e}"))
+                })?;
             }
             _ => {
-                return Err(format!(
+                return Err(crate::GpuError::Unsupported(format!(
                     "env arg {k}: the device envs run their default parameters (only \
                      max_episode_steps can be set)"
-                ));
+                )));
             }
         }
     }
     let h = match cfg.hidden.as_slice() {
         [a, b] if a == b => *a,
         other => {
-            return Err(format!(
+            return Err(crate::GpuError::Unsupported(format!(
                 "hidden = {other:?}: the device path runs two equal hidden layers"
-            ));
+            )));
         }
     };
     if !h.is_power_of_two() || !(4..=128).contains(&h) {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "hidden = [{h}, {h}]: the device path needs a power of two from 4 to 128"
-        ));
+        )));
     }
     let unsupported = [
         ("conv_channels", cfg.conv_channels != 0),
@@ -209,14 +217,16 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, String> {
         ("optimizer (only adam)", cfg.optimizer != Optimizer::Adam),
     ];
     if let Some((name, _)) = unsupported.iter().find(|(_, on)| *on) {
-        return Err(format!("{name}: not supported on the device path yet"));
+        return Err(crate::GpuError::Unsupported(format!(
+            "{name}: not supported on the device path yet"
+        )));
     }
     if cfg.batch_size() > 16_384 {
-        return Err(format!(
+        return Err(crate::GpuError::Unsupported(format!(
             "num_envs x num_steps = {}: the device path holds a run's rollout indices in \
              workgroup memory, at most 16384 rows",
             cfg.batch_size()
-        ));
+        )));
     }
     Ok(Shape {
         obs: env.obs,
@@ -309,19 +319,19 @@ impl<'g> ResidentPpo<'g> {
         cfg: &PpoConfig,
         seeds: &[u64],
         tuning: &Tuning,
-    ) -> Result<ResidentPpo<'g>, String> {
+    ) -> Result<ResidentPpo<'g>, crate::GpuError> {
         let rows = tuning.rows;
         let shape = check(cfg)?;
         if seeds.is_empty() {
-            return Err("no seeds to train".into());
+            return Err(crate::GpuError::Unsupported("no seeds to train".into()));
         }
         let limits = gpu.device.limits();
         if seeds.len() > limits.max_compute_workgroups_per_dimension as usize {
-            return Err(format!(
+            return Err(crate::GpuError::Unsupported(format!(
                 "{} seeds: this device runs at most {} in one launch",
                 seeds.len(),
                 limits.max_compute_workgroups_per_dimension
-            ));
+            )));
         }
         let (h, obs, act) = (shape.hidden, shape.obs, shape.actions);
         let (nenv, t) = (cfg.num_envs, cfg.num_steps);
@@ -340,19 +350,19 @@ impl<'g> ResidentPpo<'g> {
         let rows = match rows {
             Some(r) if r >= 1 && fits(r) => r,
             Some(r) => {
-                return Err(format!(
+                return Err(crate::GpuError::Unsupported(format!(
                     "rows = {r}: must divide the minibatch ({mb}) and fit workgroup memory"
-                ));
+                )));
             }
             None => [16, 8, 4, 2, 1]
                 .into_iter()
                 .find(|&r| fits(r))
                 .ok_or_else(|| {
-                    format!(
+                    crate::GpuError::Unsupported(format!(
                         "this device's workgroup memory ({} bytes) is too small for a \
                          {b}-row rollout",
                         limits.max_compute_workgroup_storage_size
-                    )
+                    ))
                 })?,
         };
         let re = (1..=rows.min(nenv))
@@ -375,17 +385,17 @@ impl<'g> ResidentPpo<'g> {
             ),
         ] {
             if bytes > max {
-                return Err(format!(
+                return Err(crate::GpuError::Unsupported(format!(
                     "{} runs need a {} MB {what} buffer; this device binds at most {} MB per \
                      buffer: train fewer seeds per launch",
                     seeds.len(),
                     bytes / 1_000_000,
                     max / 1_000_000
-                ));
+                )));
             }
         }
         // Initial state on the host, as the CPU path makes it.
-        let spec = rlrig_env::spec(&cfg.env).map_err(|e| e.to_string())?;
+        let spec = rlrig_env::spec(&cfg.env)?;
         let mut params = Vec::new();
         let mut envs = Vec::new();
         let mut runs: Vec<u32> = Vec::new();
@@ -394,10 +404,10 @@ impl<'g> ResidentPpo<'g> {
             let mut rng = Rng::stream(seed, Purpose::Init, 0);
             let agent = Agent::for_config(&spec, cfg, &mut rng);
             if agent.params.len() != num_params {
-                return Err(format!(
+                return Err(crate::GpuError::Unsupported(format!(
                     "internal: {} parameters, the kernel expects {num_params}",
                     agent.params.len()
-                ));
+                )));
             }
             params.extend_from_slice(&agent.params);
             // The first env states as the CPU path's executor draws them (stream
@@ -407,8 +417,7 @@ impl<'g> ResidentPpo<'g> {
                 VecConfig::new(nenv)
                     .seed(seed)
                     .env_args(cfg.env_args.clone().into_iter().collect()),
-            )
-            .map_err(|e| e.to_string())?
+            )?
             .snapshot();
             for state in &first.states {
                 envs.extend(state[..shape.env.state].iter().map(|&x| x as f32));
@@ -520,7 +529,7 @@ impl<'g> ResidentPpo<'g> {
 
     /// Runs up to `n` more iterations of every run (one dispatch each, one submission)
     /// and waits for them.
-    pub fn run(&mut self, n: u64) -> Result<u64, String> {
+    pub fn run(&mut self, n: u64) -> Result<u64, crate::GpuError> {
         let n = n.min(self.num_iterations() - self.iteration);
         if n == 0 {
             return Ok(0);
@@ -545,7 +554,7 @@ impl<'g> ResidentPpo<'g> {
     }
 
     /// Every run's parameters, in `Agent::params` layout.
-    pub fn params(&self) -> Result<Vec<Vec<f32>>, String> {
+    pub fn params(&self) -> Result<Vec<Vec<f32>>, crate::GpuError> {
         let all = self
             .gpu
             .read::<f32>(&self.params, self.seeds.len() * self.num_params)?;
@@ -554,7 +563,7 @@ impl<'g> ResidentPpo<'g> {
 
     /// Every run's last rollout: per row (step-major, then env) the observation,
     /// action, log-prob, value, reward, done flag, advantage and return.
-    pub fn rollout(&self) -> Result<Vec<Vec<f32>>, String> {
+    pub fn rollout(&self) -> Result<Vec<Vec<f32>>, crate::GpuError> {
         let per = self.cfg.batch_size() * (self.shape.obs + 7);
         let all = self
             .gpu
@@ -563,7 +572,7 @@ impl<'g> ResidentPpo<'g> {
     }
 
     /// Every run's metrics for the iterations done.
-    pub fn metrics(&self) -> Result<Vec<Vec<IterStats>>, String> {
+    pub fn metrics(&self) -> Result<Vec<Vec<IterStats>>, crate::GpuError> {
         let iters = self.num_iterations() as usize;
         let all = self
             .gpu
@@ -594,8 +603,8 @@ impl<'g> ResidentPpo<'g> {
     }
 
     /// Agents with every run's current parameters, for rlrig's CPU evaluation.
-    pub fn agents(&self) -> Result<Vec<Agent>, String> {
-        let spec = rlrig_env::spec(&self.cfg.env).map_err(|e| e.to_string())?;
+    pub fn agents(&self) -> Result<Vec<Agent>, crate::GpuError> {
+        let spec = rlrig_env::spec(&self.cfg.env)?;
         // The networks' shapes once; each run's agent differs only in its parameters.
         let shapes = Agent::for_config(&spec, &self.cfg, &mut Rng::stream(0, Purpose::Init, 0));
         Ok(self
@@ -742,7 +751,7 @@ fn unroll_rows(src: &str, rows: usize, env_rows: usize) -> String {
     out
 }
 
-fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, String> {
+fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, crate::GpuError> {
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = gpu
         .device
@@ -751,7 +760,7 @@ fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, String> {
             source: wgpu::ShaderSource::Wgsl(src.into()),
         });
     if let Some(e) = pollster::block_on(scope.pop()) {
-        return Err(format!("device kernel does not compile: {e}"));
+        return Err(crate::GpuError::Kernel(e.to_string()));
     }
     Ok(module)
 }
@@ -761,7 +770,7 @@ fn pipeline(
     module: &wgpu::ShaderModule,
     layout: Option<&wgpu::PipelineLayout>,
     entry: &str,
-) -> Result<wgpu::ComputePipeline, String> {
+) -> Result<wgpu::ComputePipeline, crate::GpuError> {
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let p = gpu
         .device
@@ -777,7 +786,7 @@ fn pipeline(
             cache: None,
         });
     if let Some(e) = pollster::block_on(scope.pop()) {
-        return Err(format!("device kernel {entry}: {e}"));
+        return Err(crate::GpuError::Kernel(format!("{entry}: {e}")));
     }
     Ok(p)
 }
@@ -796,7 +805,7 @@ pub struct CopyRates {
 /// Times `rounds` host-to-device writes (`queue.write_buffer` until the device has it)
 /// and device-to-host reads (a copy to a mappable buffer, mapped, copied out) of a
 /// `bytes`-byte buffer (rounded up to 4 bytes), keeping the fastest of each.
-pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, String> {
+pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, crate::GpuError> {
     let words = bytes.div_ceil(4).max(1);
     let data: Vec<u32> = (0..words as u32).collect();
     let buf = gpu.storage("copy", bytemuck::cast_slice(&vec![0u32; words]));
@@ -811,7 +820,9 @@ pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, S
         let back = gpu.read::<u32>(&buf, words)?;
         down = down.min(t.elapsed().as_secs_f64());
         if back != data {
-            return Err("GPU copy: the buffer read back differs from the one written".into());
+            return Err(crate::GpuError::Unsupported(
+                "GPU copy: the buffer read back differs from the one written".into(),
+            ));
         }
     }
     let mb = (4 * words) as f64 / 1e6;

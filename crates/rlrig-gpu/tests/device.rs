@@ -310,16 +310,24 @@ fn device_bench_episodes_match_rlrig_env_statistics() {
 fn device_bench_rejects_what_it_cannot_run() {
     let Some(gpu) = gpu() else { return };
     let e = device_env("LunarLander-v3").unwrap_err();
+    assert!(matches!(e, rlrig_gpu::GpuError::Unsupported(_)), "{e:?}");
+    let e = e.to_string();
     assert!(
         e.contains("no device kernel") && e.contains("Pendulum-v1"),
         "{e}"
     );
     let env = device_env("CartPole-v1").unwrap();
-    let e = bench(&gpu, &env, 0, 100, 0, 0.0, None).unwrap_err();
+    let e = bench(&gpu, &env, 0, 100, 0, 0.0, None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("--num-envs 0"), "{e}");
-    let e = bench(&gpu, &env, 1, 1 << 33, 0, 0.0, None).unwrap_err();
+    let e = bench(&gpu, &env, 1, 1 << 33, 0, 0.0, None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("2^32 steps per env"), "{e}");
-    let e = probe(&gpu, &env, &[vec![0.0; 3]], &[0.0], &[0.0]).unwrap_err();
+    let e = probe(&gpu, &env, &[vec![0.0; 3]], &[0.0], &[0.0])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("4 floats"), "{e}");
 }
 
@@ -360,7 +368,8 @@ fn more_runs_than_the_device_binds_is_an_error_not_a_panic() {
     // 60,000 runs of 976 iterations: a 1.9 GB metrics buffer.
     let err = ResidentPpo::new(&gpu, &PpoConfig::default(), &seeds, &Tuning::default())
         .err()
-        .expect("too large for one launch");
+        .expect("too large for one launch")
+        .to_string();
     assert!(err.contains("train fewer seeds per launch"), "{err}");
 }
 

@@ -57,7 +57,7 @@ const MATRIX: [(&str, &str, f64, Option<u64>, bool); 15] = [
         Some(200_000),
         false,
     ),
-    ("ppo", "BipedalWalker-v3", 250.0, Some(3_000_000), false),
+    ("ppo", "BipedalWalker-v3", 250.0, None, false),
     ("td3", "BipedalWalker-v3", 250.0, Some(1_000_000), false),
 ];
 

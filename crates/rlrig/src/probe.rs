@@ -32,7 +32,9 @@ pub fn run(a: ProbeArgs) -> Result<()> {
             Ok(g) => rlrig_lab::probe::Found::Present {
                 devices: vec![g.describe()],
             },
-            Err(e) => rlrig_lab::probe::Found::Absent { reason: e },
+            Err(e) => rlrig_lab::probe::Found::Absent {
+                reason: e.to_string(),
+            },
         };
     }
     // Measured here, not read: what the worker pool's waiting strategy is based on.
@@ -101,7 +103,7 @@ fn gpu_copy() -> Option<GpuCopy> {
             ),
         },
         Err(e) => GpuCopy {
-            json: serde_json::json!({ "error": e }),
+            json: serde_json::json!({ "error": e.to_string() }),
             line: format!("copy     not measured: {e}"),
         },
     })

@@ -59,10 +59,9 @@ pub fn bench_env_gpu(_env: &str, _o: &crate::bench::BenchOnDevice) -> Result<()>
 /// `rlrig bench env --device gpu`: the env's device kernel stepped with random actions.
 #[cfg(feature = "gpu")]
 pub fn bench_env_gpu(env: &str, o: &crate::bench::BenchOnDevice) -> Result<()> {
-    let denv = rlrig_gpu::envs::device_env(env).map_err(anyhow::Error::msg)?;
-    let gpu = rlrig_gpu::Gpu::open().map_err(anyhow::Error::msg)?;
-    let r = rlrig_gpu::envs::bench(&gpu, &denv, o.num_envs, o.steps, o.seed, o.warmup, None)
-        .map_err(anyhow::Error::msg)?;
+    let denv = rlrig_gpu::envs::device_env(env)?;
+    let gpu = rlrig_gpu::Gpu::open()?;
+    let r = rlrig_gpu::envs::bench(&gpu, &denv, o.num_envs, o.steps, o.seed, o.warmup, None)?;
     let sps = r.steps_per_sec();
     if o.json {
         let v = serde_json::json!({
@@ -158,7 +157,7 @@ pub fn train_ppo_gpu(
     let chunk = (iters / 100).max(1);
     let mut interrupted = None;
     while ppo.iteration() < iters {
-        ppo.run(chunk).map_err(anyhow::Error::msg)?;
+        ppo.run(chunk)?;
         bar.set_position(ppo.iteration() * cfg.batch_size() as u64);
         let el = t0.elapsed().as_secs_f64();
         bar.set_message(format!(
@@ -174,8 +173,8 @@ pub fn train_ppo_gpu(
     let wall = t0.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let done = ppo.iteration();
-    let metrics = ppo.metrics().map_err(anyhow::Error::msg)?;
-    let agents = ppo.agents().map_err(anyhow::Error::msg)?;
+    let metrics = ppo.metrics()?;
+    let agents = ppo.agents()?;
 
     // Greedy evaluation of every run in rlrig-env's own (f64) env, on the CPU.
     let t_eval = Instant::now();
