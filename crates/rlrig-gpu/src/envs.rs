@@ -4,6 +4,7 @@
 //! stepping benchmark with random actions and auto-reset that runs whole batches of
 //! steps per dispatch with every env's state in registers.
 
+use crate::GpuError;
 use crate::{Gpu, pipeline, shader, wgsl_f32};
 use std::time::Instant;
 
@@ -94,13 +95,13 @@ pub const DEVICE_ENVS: &[DeviceEnv] = &[
 ];
 
 /// The device env named `id`, or an error listing those there are.
-pub fn device_env(id: &str) -> Result<DeviceEnv, crate::GpuError> {
+pub fn device_env(id: &str) -> Result<DeviceEnv, GpuError> {
     DEVICE_ENVS
         .iter()
         .find(|e| e.id == id)
         .copied()
         .ok_or_else(|| {
-            crate::GpuError::Unsupported(format!(
+            GpuError::Unsupported(format!(
                 "{id} has no device kernel (device envs: {})",
                 DEVICE_ENVS
                     .iter()
@@ -165,11 +166,7 @@ pub struct Probed {
     pub obs: Vec<f32>,
 }
 
-fn envs_module(
-    gpu: &Gpu,
-    env: &DeviceEnv,
-    consts: &str,
-) -> Result<wgpu::ShaderModule, crate::GpuError> {
+fn envs_module(gpu: &Gpu, env: &DeviceEnv, consts: &str) -> Result<wgpu::ShaderModule, GpuError> {
     let src = format!("{consts}{}{ENVS_WGSL}", env.source(env.max_episode_steps));
     shader(gpu, &src)
 }
@@ -183,12 +180,12 @@ pub fn probe(
     states: &[Vec<f32>],
     actions: &[f32],
     draws: &[f32],
-) -> Result<Vec<Probed>, crate::GpuError> {
+) -> Result<Vec<Probed>, GpuError> {
     if states.len() != actions.len()
         || states.len() != draws.len()
         || states.iter().any(|s| s.len() != env.state)
     {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "probe of {}: {} states of {} floats and as many actions and draws wanted",
             env.id,
             states.len(),
@@ -293,15 +290,15 @@ pub fn bench(
     seed: u64,
     warmup: f64,
     steps_per_dispatch: Option<u32>,
-) -> Result<EnvBench, crate::GpuError> {
+) -> Result<EnvBench, GpuError> {
     if num_envs == 0 || num_envs > MAX_ENVS {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "--num-envs {num_envs}: the device bench runs 1 to {MAX_ENVS} envs"
         )));
     }
     let k = steps_per_dispatch.unwrap_or_else(|| bench_steps_per_dispatch(env, num_envs));
     if k == 0 {
-        return Err(crate::GpuError::Unsupported(
+        return Err(GpuError::Unsupported(
             "steps per dispatch must be at least 1".into(),
         ));
     }
@@ -372,7 +369,7 @@ pub fn bench(
     let dispatches = steps.div_ceil(per_dispatch).max(1);
     // The device counts each env's steps in a u32.
     if (warm_dispatches + dispatches) * u64::from(k) > u64::from(u32::MAX) {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "{steps} steps over {num_envs} envs is over 2^32 steps per env: use more envs"
         )));
     }
@@ -391,7 +388,7 @@ pub fn bench(
     let want = (warm_dispatches + dispatches) * u64::from(k);
     let done: u64 = counts.chunks(2).map(|c| u64::from(c[0])).sum();
     if counts.chunks(2).any(|c| u64::from(c[0]) != want) {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "the device stepped {done} steps where {} were submitted: the adapter cut dispatches short",
             want * num_envs as u64
         )));

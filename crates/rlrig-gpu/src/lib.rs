@@ -47,7 +47,7 @@ pub struct Gpu {
 impl Gpu {
     /// The high-performance adapter wgpu finds (`WGPU_BACKEND`, `WGPU_ADAPTER_NAME`
     /// narrow the choice), with its own limits.
-    pub fn open() -> Result<Gpu, crate::GpuError> {
+    pub fn open() -> Result<Gpu, GpuError> {
         let instance =
             wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
         let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
@@ -57,7 +57,7 @@ impl Gpu {
             apply_limit_buckets: false,
         }))
         .map_err(|e| {
-            crate::GpuError::NoDevice(format!(
+            GpuError::NoDevice(format!(
                 "no GPU adapter found through wgpu ({e}); install a Vulkan driver (Mesa's \
                  software Vulkan works for testing: apt install mesa-vulkan-drivers libvulkan1)"
             ))
@@ -72,7 +72,7 @@ impl Gpu {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
-        .map_err(|e| crate::GpuError::NoDevice(format!("cannot open GPU {}: {e}", info.name)))?;
+        .map_err(|e| GpuError::NoDevice(format!("cannot open GPU {}: {e}", info.name)))?;
         Ok(Gpu {
             device,
             queue,
@@ -88,19 +88,15 @@ impl Gpu {
         )
     }
 
-    fn wait(&self) -> Result<(), crate::GpuError> {
+    fn wait(&self) -> Result<(), GpuError> {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map(|_| ())
-            .map_err(|e| crate::GpuError::Device(e.to_string()))
+            .map_err(|e| GpuError::Device(e.to_string()))
     }
 
     /// The first `len` 4-byte values of `buf`, copied back through a staging buffer.
-    fn read<T: bytemuck::Pod>(
-        &self,
-        buf: &wgpu::Buffer,
-        len: usize,
-    ) -> Result<Vec<T>, crate::GpuError> {
+    fn read<T: bytemuck::Pod>(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<T>, GpuError> {
         let bytes = (len * 4) as u64;
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("readback"),
@@ -118,11 +114,11 @@ impl Gpu {
         });
         self.wait()?;
         rx.recv()
-            .map_err(|e| crate::GpuError::Device(format!("readback: {e}")))?
-            .map_err(|e| crate::GpuError::Device(format!("readback: {e}")))?;
+            .map_err(|e| GpuError::Device(format!("readback: {e}")))?
+            .map_err(|e| GpuError::Device(format!("readback: {e}")))?;
         let view = slice
             .get_mapped_range()
-            .map_err(|e| crate::GpuError::Device(format!("readback: {e}")))?;
+            .map_err(|e| GpuError::Device(format!("readback: {e}")))?;
         let out = bytemuck::cast_slice::<u8, T>(&view).to_vec();
         drop(view);
         staging.unmap();
@@ -164,10 +160,10 @@ impl Shape {
 
 /// Whether the device path runs `cfg`, and with which shape; the error names the
 /// first setting it does not support.
-pub fn check(cfg: &PpoConfig) -> Result<Shape, crate::GpuError> {
+pub fn check(cfg: &PpoConfig) -> Result<Shape, GpuError> {
     cfg.validate()?;
     if !PPO_ENVS.contains(&cfg.env.as_str()) {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "env {}: not on the device yet (device envs: {})",
             cfg.env,
             PPO_ENVS.join(", ")
@@ -179,11 +175,11 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, crate::GpuError> {
         match k.as_str() {
             "max_episode_steps" => {
                 max_steps = rlrig_env::envs::steps_param(v).map_err(|e| {
-                    crate::GpuError::Unsupported(format!("env arg max_episode_steps={v}: {e}"))
+                    GpuError::Unsupported(format!("env arg max_episode_steps={v}: {e}"))
                 })?;
             }
             _ => {
-                return Err(crate::GpuError::Unsupported(format!(
+                return Err(GpuError::Unsupported(format!(
                     "env arg {k}: the device envs run their default parameters (only \
                      max_episode_steps can be set)"
                 )));
@@ -193,13 +189,13 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, crate::GpuError> {
     let h = match cfg.hidden.as_slice() {
         [a, b] if a == b => *a,
         other => {
-            return Err(crate::GpuError::Unsupported(format!(
+            return Err(GpuError::Unsupported(format!(
                 "hidden = {other:?}: the device path runs two equal hidden layers"
             )));
         }
     };
     if !h.is_power_of_two() || !(4..=128).contains(&h) {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "hidden = [{h}, {h}]: the device path needs a power of two from 4 to 128"
         )));
     }
@@ -217,12 +213,12 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, crate::GpuError> {
         ("optimizer (only adam)", cfg.optimizer != Optimizer::Adam),
     ];
     if let Some((name, _)) = unsupported.iter().find(|(_, on)| *on) {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "{name}: not supported on the device path yet"
         )));
     }
     if cfg.batch_size() > 16_384 {
-        return Err(crate::GpuError::Unsupported(format!(
+        return Err(GpuError::Unsupported(format!(
             "num_envs x num_steps = {}: the device path holds a run's rollout indices in \
              workgroup memory, at most 16384 rows",
             cfg.batch_size()
@@ -319,15 +315,15 @@ impl<'g> ResidentPpo<'g> {
         cfg: &PpoConfig,
         seeds: &[u64],
         tuning: &Tuning,
-    ) -> Result<ResidentPpo<'g>, crate::GpuError> {
+    ) -> Result<ResidentPpo<'g>, GpuError> {
         let rows = tuning.rows;
         let shape = check(cfg)?;
         if seeds.is_empty() {
-            return Err(crate::GpuError::Unsupported("no seeds to train".into()));
+            return Err(GpuError::Unsupported("no seeds to train".into()));
         }
         let limits = gpu.device.limits();
         if seeds.len() > limits.max_compute_workgroups_per_dimension as usize {
-            return Err(crate::GpuError::Unsupported(format!(
+            return Err(GpuError::Unsupported(format!(
                 "{} seeds: this device runs at most {} in one launch",
                 seeds.len(),
                 limits.max_compute_workgroups_per_dimension
@@ -350,7 +346,7 @@ impl<'g> ResidentPpo<'g> {
         let rows = match rows {
             Some(r) if r >= 1 && fits(r) => r,
             Some(r) => {
-                return Err(crate::GpuError::Unsupported(format!(
+                return Err(GpuError::Unsupported(format!(
                     "rows = {r}: must divide the minibatch ({mb}) and fit workgroup memory"
                 )));
             }
@@ -358,7 +354,7 @@ impl<'g> ResidentPpo<'g> {
                 .into_iter()
                 .find(|&r| fits(r))
                 .ok_or_else(|| {
-                    crate::GpuError::Unsupported(format!(
+                    GpuError::Unsupported(format!(
                         "this device's workgroup memory ({} bytes) is too small for a \
                          {b}-row rollout",
                         limits.max_compute_workgroup_storage_size
@@ -385,7 +381,7 @@ impl<'g> ResidentPpo<'g> {
             ),
         ] {
             if bytes > max {
-                return Err(crate::GpuError::Unsupported(format!(
+                return Err(GpuError::Unsupported(format!(
                     "{} runs need a {} MB {what} buffer; this device binds at most {} MB per \
                      buffer: train fewer seeds per launch",
                     seeds.len(),
@@ -404,7 +400,7 @@ impl<'g> ResidentPpo<'g> {
             let mut rng = Rng::stream(seed, Purpose::Init, 0);
             let agent = Agent::for_config(&spec, cfg, &mut rng);
             if agent.params.len() != num_params {
-                return Err(crate::GpuError::Unsupported(format!(
+                return Err(GpuError::Unsupported(format!(
                     "internal: {} parameters, the kernel expects {num_params}",
                     agent.params.len()
                 )));
@@ -529,7 +525,7 @@ impl<'g> ResidentPpo<'g> {
 
     /// Runs up to `n` more iterations of every run (one dispatch each, one submission)
     /// and waits for them.
-    pub fn run(&mut self, n: u64) -> Result<u64, crate::GpuError> {
+    pub fn run(&mut self, n: u64) -> Result<u64, GpuError> {
         let n = n.min(self.num_iterations() - self.iteration);
         if n == 0 {
             return Ok(0);
@@ -554,7 +550,7 @@ impl<'g> ResidentPpo<'g> {
     }
 
     /// Every run's parameters, in `Agent::params` layout.
-    pub fn params(&self) -> Result<Vec<Vec<f32>>, crate::GpuError> {
+    pub fn params(&self) -> Result<Vec<Vec<f32>>, GpuError> {
         let all = self
             .gpu
             .read::<f32>(&self.params, self.seeds.len() * self.num_params)?;
@@ -563,7 +559,7 @@ impl<'g> ResidentPpo<'g> {
 
     /// Every run's last rollout: per row (step-major, then env) the observation,
     /// action, log-prob, value, reward, done flag, advantage and return.
-    pub fn rollout(&self) -> Result<Vec<Vec<f32>>, crate::GpuError> {
+    pub fn rollout(&self) -> Result<Vec<Vec<f32>>, GpuError> {
         let per = self.cfg.batch_size() * (self.shape.obs + 7);
         let all = self
             .gpu
@@ -572,7 +568,7 @@ impl<'g> ResidentPpo<'g> {
     }
 
     /// Every run's metrics for the iterations done.
-    pub fn metrics(&self) -> Result<Vec<Vec<IterStats>>, crate::GpuError> {
+    pub fn metrics(&self) -> Result<Vec<Vec<IterStats>>, GpuError> {
         let iters = self.num_iterations() as usize;
         let all = self
             .gpu
@@ -603,7 +599,7 @@ impl<'g> ResidentPpo<'g> {
     }
 
     /// Agents with every run's current parameters, for rlrig's CPU evaluation.
-    pub fn agents(&self) -> Result<Vec<Agent>, crate::GpuError> {
+    pub fn agents(&self) -> Result<Vec<Agent>, GpuError> {
         let spec = rlrig_env::spec(&self.cfg.env)?;
         // The networks' shapes once; each run's agent differs only in its parameters.
         let shapes = Agent::for_config(&spec, &self.cfg, &mut Rng::stream(0, Purpose::Init, 0));
@@ -751,7 +747,7 @@ fn unroll_rows(src: &str, rows: usize, env_rows: usize) -> String {
     out
 }
 
-fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, crate::GpuError> {
+fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, GpuError> {
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let module = gpu
         .device
@@ -760,7 +756,7 @@ fn shader(gpu: &Gpu, src: &str) -> Result<wgpu::ShaderModule, crate::GpuError> {
             source: wgpu::ShaderSource::Wgsl(src.into()),
         });
     if let Some(e) = pollster::block_on(scope.pop()) {
-        return Err(crate::GpuError::Kernel(e.to_string()));
+        return Err(GpuError::Kernel(e.to_string()));
     }
     Ok(module)
 }
@@ -770,7 +766,7 @@ fn pipeline(
     module: &wgpu::ShaderModule,
     layout: Option<&wgpu::PipelineLayout>,
     entry: &str,
-) -> Result<wgpu::ComputePipeline, crate::GpuError> {
+) -> Result<wgpu::ComputePipeline, GpuError> {
     let scope = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
     let p = gpu
         .device
@@ -786,7 +782,7 @@ fn pipeline(
             cache: None,
         });
     if let Some(e) = pollster::block_on(scope.pop()) {
-        return Err(crate::GpuError::Kernel(format!("{entry}: {e}")));
+        return Err(GpuError::Kernel(format!("{entry}: {e}")));
     }
     Ok(p)
 }
@@ -805,7 +801,7 @@ pub struct CopyRates {
 /// Times `rounds` host-to-device writes (`queue.write_buffer` until the device has it)
 /// and device-to-host reads (a copy to a mappable buffer, mapped, copied out) of a
 /// `bytes`-byte buffer (rounded up to 4 bytes), keeping the fastest of each.
-pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, crate::GpuError> {
+pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, GpuError> {
     let words = bytes.div_ceil(4).max(1);
     let data: Vec<u32> = (0..words as u32).collect();
     let buf = gpu.storage("copy", bytemuck::cast_slice(&vec![0u32; words]));
@@ -820,7 +816,7 @@ pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, c
         let back = gpu.read::<u32>(&buf, words)?;
         down = down.min(t.elapsed().as_secs_f64());
         if back != data {
-            return Err(crate::GpuError::Unsupported(
+            return Err(GpuError::Unsupported(
                 "GPU copy: the buffer read back differs from the one written".into(),
             ));
         }

@@ -6,6 +6,7 @@
 //! off-policy learners pass `(seed, Learner, update index)`, so a batch depends only on
 //! the seed, the update number and the buffer's content.
 
+use crate::LearnError;
 use rlrig_env::Rng;
 
 /// Transitions `(obs, action, reward, next_obs, terminated)`. `next_obs` is the
@@ -144,9 +145,9 @@ impl ReplayBuffer {
         pos: usize,
         len: usize,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         if len > self.capacity || pos >= self.capacity || (len < self.capacity && pos != len) {
-            return Err(crate::LearnError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "replay buffer: {len} rows at position {pos} do not fit a buffer of {}",
                 self.capacity
             )));
@@ -161,7 +162,7 @@ impl ReplayBuffer {
         ];
         for (name, dst, width) in fields {
             let v = crate::run::take_tensor(&mut get, name, len * width)
-                .map_err(|e| crate::LearnError::Mismatch(format!("replay buffer: {e}")))?;
+                .map_err(|e| LearnError::Mismatch(format!("replay buffer: {e}")))?;
             dst[..v.len()].copy_from_slice(&v);
         }
         self.pos = pos;
@@ -241,7 +242,7 @@ mod tests {
         }
         let mut c = ReplayBuffer::new(5, 2, 1);
         let err = c.restore(1, 9, |_| None).unwrap_err();
-        assert!(matches!(err, crate::LearnError::Mismatch(_)), "{err:?}");
+        assert!(matches!(err, LearnError::Mismatch(_)), "{err:?}");
         let err = err.to_string();
         assert!(err.contains("do not fit"), "{err}");
         let err = c

@@ -121,13 +121,13 @@ pub trait Algorithm: Sized {
     const EVALUATES_IN_ITERATIONS: bool = false;
 
     /// The envs, networks and buffers of a new run on the native CPU path.
-    fn build(cfg: Self::Config, threads: usize) -> Result<Self, crate::LearnError>;
+    fn build(cfg: Self::Config, threads: usize) -> Result<Self, LearnError>;
     fn shape(cfg: &Self::Config) -> RunShape<'_>;
     fn memory_estimate(cfg: &Self::Config) -> crate::memory::Estimate;
     fn config(&self) -> &Self::Config;
     /// What runs the networks (`cpu`, `burn-cpu (flex)`, `wgpu: ...`).
     fn device(&self) -> String;
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError>;
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError>;
     fn done(&self) -> bool;
     /// metrics.csv's first column at the last finished iteration: resuming drops rows
     /// past the checkpoint's.
@@ -155,7 +155,7 @@ pub trait Algorithm: Sized {
         &mut self,
         state: Self::State,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError>;
+    ) -> Result<(), LearnError>;
     /// `episodes` (at least 1) episodes of the learned policy, greedy; `None` for a
     /// learner that evaluates in its iterations.
     fn evaluate(&self, episodes: usize, seed: u64) -> Option<Episodes>;

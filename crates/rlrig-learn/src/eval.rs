@@ -2,6 +2,7 @@
 //! and the baselines implement, one loop ([`run_episodes`]) that `eval`, the end-of-run
 //! evaluation and ES/GA fitness step it through, and one summary ([`EvalSummary`]).
 
+use crate::LearnError;
 use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, make_sync};
 use serde::Serialize;
 
@@ -12,7 +13,7 @@ pub trait Greedy: Send {
     fn act(&mut self, obs: &[f32], n: usize) -> ActionBuf<'_>;
     /// The acting network as named tensors (`rlrig.load(run).export(...)` in Python),
     /// or why this policy has no export yet.
-    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError>;
+    fn export(&self) -> Result<crate::export::PolicyExport, LearnError>;
 }
 
 /// Index of the largest value of each of the `n` rows of `k` values in `out` into `ai`
@@ -127,12 +128,7 @@ pub const BASELINES: [&str; 2] = ["random", "heuristic"];
 /// A baseline policy for `n` envs of `env`: `random` (uniform actions, env `k`'s from
 /// the stream `(seed, Policy, k)`, so reproducible at any batch size) or `heuristic`
 /// (Gymnasium's reference controller, LunarLander only).
-pub fn baseline(
-    env: &str,
-    name: &str,
-    n: usize,
-    seed: u64,
-) -> Result<Box<dyn Greedy>, crate::LearnError> {
+pub fn baseline(env: &str, name: &str, n: usize, seed: u64) -> Result<Box<dyn Greedy>, LearnError> {
     use rlrig_env::Env as _;
     use rlrig_env::envs::{LunarLander, LunarLanderContinuous};
     let spec = rlrig_env::spec(env)?;
@@ -153,12 +149,12 @@ pub fn baseline(
         "heuristic" if env == LunarLander::ID || env == LunarLanderContinuous::ID => {
             Ok(Box::new(act))
         }
-        "heuristic" => Err(crate::LearnError::Config(format!(
+        "heuristic" => Err(LearnError::Config(format!(
             "--policy heuristic: {env} has no reference heuristic (Gymnasium has one for {} and {}); use --policy random",
             LunarLander::ID,
             LunarLanderContinuous::ID
         ))),
-        _ => Err(crate::LearnError::Config(format!(
+        _ => Err(LearnError::Config(format!(
             "--policy {name}: unknown baseline (known: {})",
             BASELINES.join(", ")
         ))),
@@ -211,8 +207,8 @@ impl Greedy for Baseline {
         }
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
-        Err(crate::LearnError::Unsupported(
+    fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
+        Err(LearnError::Unsupported(
             "a baseline policy has no network to export".into(),
         ))
     }
@@ -239,8 +235,8 @@ mod tests {
                 self.0.resize(n, 1);
                 ActionBuf::Discrete(&self.0)
             }
-            fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
-                Err(crate::LearnError::Unsupported("a test policy".into()))
+            fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
+                Err(LearnError::Unsupported("a test policy".into()))
             }
         }
         let e = run_episodes(

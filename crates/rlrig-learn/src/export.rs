@@ -113,9 +113,9 @@ impl PolicyExport {
         prefix: &str,
         net: &ConvNet,
         params: &[f32],
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         if !net.blocks.is_empty() {
-            return Err(crate::LearnError::Unsupported(
+            return Err(LearnError::Unsupported(
                 "residual towers (AlphaZero's) are not exported yet".into(),
             ));
         }

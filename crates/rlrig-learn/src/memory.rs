@@ -7,6 +7,8 @@
 //! replay storage, populations, networks); they are meant to be a little under the truth,
 //! so a run that fits is never refused, and a run refused is far out of reach.
 
+use crate::LearnError;
+
 /// What a run will allocate, part by part.
 #[derive(Clone, Debug, Default)]
 pub struct Estimate {
@@ -38,7 +40,7 @@ impl Estimate {
     /// Refuses the run when it needs more than this machine has available
     /// ([`available_bytes`]); `lower` names what to lower (`--num-envs`, ...). Where
     /// the available memory cannot be read, nothing is refused.
-    pub fn check(&self, what: &str, lower: &str) -> Result<(), crate::LearnError> {
+    pub fn check(&self, what: &str, lower: &str) -> Result<(), LearnError> {
         match available_bytes() {
             Some(avail) => self.check_against(avail, what, lower),
             None => Ok(()),
@@ -46,12 +48,7 @@ impl Estimate {
     }
 
     /// [`Estimate::check`] against a given number of available bytes.
-    pub fn check_against(
-        &self,
-        available: f64,
-        what: &str,
-        lower: &str,
-    ) -> Result<(), crate::LearnError> {
+    pub fn check_against(&self, available: f64, what: &str, lower: &str) -> Result<(), LearnError> {
         let need = self.total();
         if need.is_finite() && need <= available {
             return Ok(());
@@ -63,7 +60,7 @@ impl Estimate {
             .map(|(w, b)| format!("{w}: {}", human(*b)))
             .collect::<Vec<_>>()
             .join("; ");
-        Err(crate::LearnError::Memory {
+        Err(LearnError::Memory {
             what: what.into(),
             need,
             available,
@@ -180,7 +177,7 @@ mod tests {
         assert_eq!(e.total(), 16.0e9 + 10.0);
         assert!(e.check_against(17e9, "train ppo", "--num-envs").is_ok());
         let err = e.check_against(8e9, "train ppo", "--num-envs").unwrap_err();
-        assert!(matches!(err, crate::LearnError::Memory { .. }));
+        assert!(matches!(err, LearnError::Memory { .. }));
         assert_eq!(
             err.to_string(),
             "train ppo needs about 16.0 GB of memory (rollout: 12.8 GB; envs: 3.2 GB), but this machine has 8.0 GB available: lower --num-envs"

@@ -66,7 +66,7 @@ macro_rules! replay_algorithm {
             const METRICS_HEADER: &'static str = OFFPOLICY_METRICS_HEADER;
             const DETERMINISTIC_COLUMNS: usize = OFFPOLICY_DETERMINISTIC_COLUMNS;
 
-            fn build(cfg: $config, threads: usize) -> Result<Self, crate::LearnError> {
+            fn build(cfg: $config, threads: usize) -> Result<Self, LearnError> {
                 <$t>::new(cfg, threads)
             }
             fn shape(c: &$config) -> RunShape<'_> {
@@ -89,7 +89,7 @@ macro_rules! replay_algorithm {
             fn device(&self) -> String {
                 <$t>::device(self)
             }
-            fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+            fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
                 <$t>::set_backend(self, maker)
             }
             fn done(&self) -> bool {
@@ -125,7 +125,7 @@ macro_rules! replay_algorithm {
                 &mut self,
                 st: $state,
                 get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-            ) -> Result<(), crate::LearnError> {
+            ) -> Result<(), LearnError> {
                 <$t>::restore(self, st, get)
             }
             fn evaluate(&self, episodes: usize, seed: u64) -> Option<crate::eval::Episodes> {

@@ -398,11 +398,10 @@ pub fn take_tensor(
     get: &mut impl FnMut(&str) -> Option<Vec<f32>>,
     name: &str,
     len: usize,
-) -> Result<Vec<f32>, crate::LearnError> {
-    let v =
-        get(name).ok_or_else(|| crate::LearnError::Mismatch(format!("tensor '{name}' missing")))?;
+) -> Result<Vec<f32>, LearnError> {
+    let v = get(name).ok_or_else(|| LearnError::Mismatch(format!("tensor '{name}' missing")))?;
     if v.len() != len {
-        return Err(crate::LearnError::Mismatch(format!(
+        return Err(LearnError::Mismatch(format!(
             "tensor '{name}' has {} values, this config needs {len} (another env, network shape or population?)",
             v.len()
         )));

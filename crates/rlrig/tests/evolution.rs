@@ -146,7 +146,7 @@ fn two_mpi_ranks_equal_one_process() {
     let bin = env!("CARGO_BIN_EXE_rlrig");
     for (algo, extra) in [("es", vec![]), ("ga", vec!["--prune"])] {
         let (one, two) = (tmp(&format!("mpi1-{algo}")), tmp(&format!("mpi2-{algo}")));
-        let o = ok(&args(algo, one.to_str().unwrap(), "2", &extra));
+        ok(&args(algo, one.to_str().unwrap(), "2", &extra));
         let mut cmd = vec!["-n", "2", bin];
         cmd.extend(args(algo, two.to_str().unwrap(), "1", &extra));
         let o = mpirun(&cmd);
@@ -194,7 +194,7 @@ fn a_stop_on_one_mpi_rank_stops_every_rank_at_the_same_generation() {
         v
     }
     let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
-    let o = ok(&long(a1, "2", &[]));
+    ok(&long(a1, "2", &[]));
     let mut cmd = vec![
         "--allow-run-as-root",
         "--oversubscribe",
@@ -239,7 +239,7 @@ fn a_stop_on_one_mpi_rank_stops_every_rank_at_the_same_generation() {
     );
     let stopped_rows = learning_columns(&two, COLS).len();
     assert!(stopped_rows < 301, "not stopped early: {out}");
-    let o = ok(&long(a2, "2", &["--resume"]));
+    ok(&long(a2, "2", &["--resume"]));
     assert_eq!(learning_columns(&one, COLS), learning_columns(&two, COLS));
     assert_eq!(final_weights(&one), final_weights(&two));
     for d in [one, two] {

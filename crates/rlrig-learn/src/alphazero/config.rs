@@ -2,6 +2,7 @@
 //! search settings they give.
 
 use super::*;
+use crate::LearnError;
 
 /// Hyperparameters.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -110,9 +111,9 @@ impl AzConfig {
             )
     }
 
-    pub fn validate(&self) -> Result<(), crate::LearnError> {
+    pub fn validate(&self) -> Result<(), LearnError> {
         if !rlrig_env::games::GAME_IDS.contains(&self.env.as_str()) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "unknown game '{}' (known: {})",
                 self.env,
                 rlrig_env::games::GAME_IDS.join(", ")
@@ -128,53 +129,51 @@ impl AzConfig {
             (self.max_considered, "max_considered"),
         ] {
             if v == 0 {
-                return Err(crate::LearnError::Config(format!("{n} must be at least 1")));
+                return Err(LearnError::Config(format!("{n} must be at least 1")));
             }
         }
         if self.gate_every > 0 && self.gate_games == 0 {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "gate_games must be at least 1 when gate_every > 0".into(),
             ));
         }
         if !(0.0..=1.0).contains(&self.gate_threshold) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "gate_threshold is a score in [0, 1], got {}",
                 self.gate_threshold
             )));
         }
         if self.channels > 512 || self.blocks > 40 {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "channels (at most 512) and blocks (at most 40) size the CNN, got {} and {}",
                 self.channels, self.blocks
             )));
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "hidden must list positive sizes, got {:?}",
                 self.hidden
             )));
         }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "learning_rate must be positive, got {}",
                 self.learning_rate
             )));
         }
         if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "weight_decay must be >= 0, got {}",
                 self.weight_decay
             )));
         }
         if !(self.dirichlet_alpha > 0.0 && (0.0..=1.0).contains(&self.dirichlet_fraction)) {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]".into(),
             ));
         }
         if self.eval_depth == 0 {
-            return Err(crate::LearnError::Config(
-                "eval_depth must be at least 1".into(),
-            ));
+            return Err(LearnError::Config("eval_depth must be at least 1".into()));
         }
         Ok(())
     }

@@ -22,6 +22,7 @@ use rlrig_env::games::{ConnectFour, Game, Outcome, Solver};
 use rlrig_env::{Purpose, Rng};
 use serde::{Deserialize, Serialize};
 
+use crate::LearnError;
 use crate::backend::Evaluator;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, OptimState};
 use crate::conv::ConvNet;
@@ -165,7 +166,7 @@ pub struct AlphaZero {
 }
 
 impl AlphaZero {
-    pub fn new(cfg: AzConfig) -> Result<AlphaZero, crate::LearnError> {
+    pub fn new(cfg: AzConfig) -> Result<AlphaZero, LearnError> {
         cfg.validate()?;
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
         let net = PolicyValue::for_config(&cfg, &mut rng);
@@ -202,7 +203,7 @@ impl AlphaZero {
     }
 
     /// Moves self-play inference and training to the backend `maker` builds.
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         self.backend = maker(
             &self.net.layout(),
             &self.backend.params(),
@@ -458,16 +459,16 @@ impl AlphaZero {
         &mut self,
         st: AzState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         // Checkpoints from before gating have no accepted network: they never gated.
         let accepted = get("accepted");
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
-        let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, crate::LearnError> {
+        let decode = |v: Vec<f32>, what: &str| -> Result<Vec<ConnectFour>, LearnError> {
             let w: Vec<u32> = v.into_iter().map(f32::to_bits).collect();
             w.chunks(ConnectFour::WORDS)
                 .map(|c| {
                     ConnectFour::decode(c).ok_or_else(|| {
-                        crate::LearnError::Mismatch(format!("{what}: not a Connect Four position"))
+                        LearnError::Mismatch(format!("{what}: not a Connect Four position"))
                     })
                 })
                 .collect()
@@ -476,7 +477,7 @@ impl AlphaZero {
         let (a, words) = (ConnectFour::ACTIONS, ConnectFour::WORDS);
         let games = self.cfg.games;
         if st.history_lens.len() != games || st.buffer_len > self.cfg.buffer_size {
-            return Err(crate::LearnError::Mismatch(
+            return Err(LearnError::Mismatch(
                 "games or buffer size differ from the config".into(),
             ));
         }
@@ -484,7 +485,7 @@ impl AlphaZero {
         self.net.params = take("params", n)?;
         self.accepted = accepted.unwrap_or_else(|| self.net.params.clone());
         if self.accepted.len() != n {
-            return Err(crate::LearnError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "accepted: {} values, expected {n}",
                 self.accepted.len()
             )));

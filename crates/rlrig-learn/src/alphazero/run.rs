@@ -1,6 +1,7 @@
 //! An AlphaZero run as the [`crate::driver`] sees it: metrics row, checkpoint, restore.
 
 use super::*;
+use crate::LearnError;
 
 /// metrics.csv columns of AlphaZero runs: learning metrics first (deterministic), then
 /// wall-clock stage times.
@@ -20,7 +21,7 @@ impl crate::driver::Algorithm for AlphaZero {
     const EVALUATES_IN_ITERATIONS: bool = true;
 
     /// Self-play runs on the backend's one thread; `threads` is not used.
-    fn build(cfg: AzConfig, _threads: usize) -> Result<AlphaZero, crate::LearnError> {
+    fn build(cfg: AzConfig, _threads: usize) -> Result<AlphaZero, LearnError> {
         AlphaZero::new(cfg)
     }
     fn shape(c: &AzConfig) -> crate::driver::RunShape<'_> {
@@ -43,7 +44,7 @@ impl crate::driver::Algorithm for AlphaZero {
     fn device(&self) -> String {
         AlphaZero::device(self)
     }
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         AlphaZero::set_backend(self, maker)
     }
     fn done(&self) -> bool {
@@ -101,7 +102,7 @@ impl crate::driver::Algorithm for AlphaZero {
             episode_return: f64::NAN,
         }
     }
-    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::LearnError> {
+    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), LearnError> {
         let (state, tensors) = self.state();
         let views: Vec<(&str, &[f32])> = tensors.iter().map(|(n, v)| (*n, v.as_slice())).collect();
         dir.save_tensors("alphazero", self.iteration, &self.cfg, &state, &views)?;
@@ -111,7 +112,7 @@ impl crate::driver::Algorithm for AlphaZero {
         &mut self,
         st: AzState,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         AlphaZero::restore(self, st, get)
     }
     /// The evaluation games are part of the iterations; the last ones are eval.json.

@@ -1,6 +1,7 @@
 //! AlphaZero unit tests.
 
 use super::*;
+use crate::LearnError;
 
 fn small() -> AzConfig {
     AzConfig {
@@ -139,7 +140,7 @@ fn checkpoint_state_round_trips_mid_run() {
     map.get_mut("slots.states").unwrap()[0] = f32::from_bits(u32::MAX);
     let mut c = AlphaZero::new(small()).unwrap();
     let e = c.restore(st, |k| map.get(k).cloned()).unwrap_err();
-    assert!(matches!(e, crate::LearnError::Mismatch(_)), "{e:?}");
+    assert!(matches!(e, LearnError::Mismatch(_)), "{e:?}");
     let e = e.to_string();
     assert!(e.contains("not a Connect Four position"), "{e}");
 }

@@ -17,6 +17,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::LearnError;
 use crate::conv::{ConvCache, ConvNet};
 use crate::nn::{Mlp, MlpCache};
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
@@ -141,7 +142,7 @@ impl NetLayout {
     }
 
     /// Checks that the networks and the free range tile `0..total` without overlap.
-    pub fn validate(&self) -> Result<(), crate::LearnError> {
+    pub fn validate(&self) -> Result<(), LearnError> {
         let mut spans: Vec<Range<usize>> = self.nets.iter().map(|n| n.start()..n.end()).collect();
         if !self.free.is_empty() {
             spans.push(self.free.clone());
@@ -150,14 +151,14 @@ impl NetLayout {
         let mut at = 0;
         for r in &spans {
             if r.start != at {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "parameter layout has a gap or overlap at index {at} (next range {r:?})"
                 )));
             }
             at = r.end;
         }
         if at != self.total {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "parameter layout covers {at} parameters, total is {}",
                 self.total
             )));
@@ -274,9 +275,7 @@ pub trait NetBackend: Send {
 /// Builds a backend for a layout, its initial parameters and optimiser; what
 /// `--device` chooses. `None` in the trainers means [`Native`].
 pub type BackendMaker = Arc<
-    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, crate::LearnError>
-        + Send
-        + Sync,
+    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, LearnError> + Send + Sync,
 >;
 
 /// Rows of a training pass are split into this many chunks: `rows / min_rows`, at
@@ -564,14 +563,15 @@ impl Native {
 
     /// Runs the chunks of each pass on the process's shared pool of `threads` threads
     /// (1: on the calling thread). The results do not depend on it.
-    pub fn threads(mut self, threads: usize) -> Result<Native, crate::LearnError> {
-        self.pool = if threads > 1 {
-            Some(Pool::shared(threads).map_err(|e| {
-                crate::LearnError::Config(format!("cannot start {threads} threads: {e}"))
-            })?)
-        } else {
-            None
-        };
+    pub fn threads(mut self, threads: usize) -> Result<Native, LearnError> {
+        self.pool =
+            if threads > 1 {
+                Some(Pool::shared(threads).map_err(|e| {
+                    LearnError::Config(format!("cannot start {threads} threads: {e}"))
+                })?)
+            } else {
+                None
+            };
         Ok(self)
     }
 

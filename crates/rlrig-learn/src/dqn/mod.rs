@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
+use crate::LearnError;
 use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
 use crate::buffer::{Batch, ReplayBuffer};
 use crate::nn::{Activation, Mlp, MlpCache};
@@ -218,17 +219,17 @@ impl DqnConfig {
             )
     }
 
-    pub fn validate(&self) -> Result<(), crate::LearnError> {
+    pub fn validate(&self) -> Result<(), LearnError> {
         let spec = rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         if !spec.action_space.is_discrete() {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "{} has a continuous action space ({}); dqn needs discrete actions: use `rlrig train sac` (or td3, ppo)",
                 self.env, spec.action_space
             )));
         }
         if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "num_envs, batch_size and buffer_size must be at least 1".into(),
             ));
         }
@@ -239,11 +240,11 @@ impl DqnConfig {
             (self.log_every, "log_every"),
         ] {
             if v == 0 {
-                return Err(crate::LearnError::Config(format!("{n} must be at least 1")));
+                return Err(LearnError::Config(format!("{n} must be at least 1")));
             }
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "hidden must list positive layer sizes, got {:?}",
                 self.hidden
             )));
@@ -253,7 +254,7 @@ impl DqnConfig {
             (self.adam_eps, "adam_eps"),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "{n} must be a positive number, got {v}"
                 )));
             }
@@ -265,19 +266,19 @@ impl DqnConfig {
             (self.exploration_fraction, "exploration_fraction"),
         ] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "{n} must lie in [0, 1], got {v}"
                 )));
             }
         }
         if !(self.tau > 0.0 && self.tau <= 1.0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "tau must lie in (0, 1], got {}",
                 self.tau
             )));
         }
         if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "max_grad_norm must be a non-negative number (0: no clipping), got {}",
                 self.max_grad_norm
             )));
@@ -363,7 +364,7 @@ impl crate::eval::Greedy for QGreedy {
         ActionBuf::Discrete(&self.actions)
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
+    fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
         let mut e = crate::export::PolicyExport::new("dqn", "argmax(q(obs), -1)");
         e.mlp("q", &self.net.mlp, &self.net.params);
         Ok(e)
@@ -426,7 +427,7 @@ fn multiples_in(from: u64, to: u64, every: u64) -> u64 {
 }
 
 impl Dqn {
-    pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, crate::LearnError> {
+    pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, LearnError> {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
@@ -466,7 +467,7 @@ impl Dqn {
 
     /// Moves the Q-network (parameters, target, optimiser) to the backend `maker`
     /// builds (`--device`).
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         let mut q = maker(&self.net.layout(), &self.q.params(), self.q.optimizer())?;
         q.set_target_params(&self.q.target_params());
         self.q = q;
@@ -681,7 +682,7 @@ impl Dqn {
         &mut self,
         st: DqnState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let n = self.q.params().len();
         let params = take("q", n)?;
@@ -690,7 +691,7 @@ impl Dqn {
         adam.m = take("q_adam_m", n)?;
         adam.v = take("q_adam_v", n)?;
         if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err(crate::LearnError::Mismatch(
+            return Err(LearnError::Mismatch(
                 "per-env counters do not match num_envs".into(),
             ));
         }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::LearnError;
 
 fn cfg() -> DqnConfig {
     DqnConfig {
@@ -17,7 +18,7 @@ fn cfg() -> DqnConfig {
 #[test]
 fn continuous_envs_are_refused_with_a_pointer_to_sac() {
     let e = DqnConfig::for_env("Pendulum-v1").validate().unwrap_err();
-    assert!(matches!(e, crate::LearnError::Config(_)), "{e:?}");
+    assert!(matches!(e, LearnError::Config(_)), "{e:?}");
     let e = e.to_string();
     assert!(e.contains("continuous") && e.contains("sac"), "{e}");
     let mut c = cfg();

@@ -2,6 +2,7 @@
 //! and memory estimate.
 
 use super::*;
+use crate::LearnError;
 
 /// Which evolutionary method.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -113,56 +114,54 @@ impl EvoConfig {
         )
     }
 
-    pub fn validate(&self) -> Result<(), crate::LearnError> {
+    pub fn validate(&self) -> Result<(), LearnError> {
         rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         if self.population < 2 || self.generations == 0 || self.episodes_per_member == 0 {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "population must be at least 2, generations and episodes_per_member at least 1"
                     .into(),
             ));
         }
         if self.method == Method::Es && !self.population.is_multiple_of(2) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "ES uses mirrored pairs: population must be even, got {}",
                 self.population
             )));
         }
         if self.method == Method::Ga {
             if self.truncation == 0 || self.truncation > self.population {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "truncation must lie in 1..=population ({}), got {}",
                     self.population, self.truncation
                 )));
             }
             if self.elite_candidates == 0 || self.elite_candidates > self.truncation {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "elite_candidates ({}) must lie in 1..=truncation ({}): the population is smaller than the elite",
                     self.elite_candidates, self.truncation
                 )));
             }
         }
         if self.prune && self.method != Method::Ga {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "prune is a GA option (rlrig train ga --prune)".into(),
             ));
         }
         if self.hidden.contains(&0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "hidden sizes must be positive, got {:?}",
                 self.hidden
             )));
         }
         for (v, n) in [(self.sigma, "sigma"), (self.learning_rate, "learning_rate")] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(crate::LearnError::Config(format!(
-                    "{n} must be positive, got {v}"
-                )));
+                return Err(LearnError::Config(format!("{n} must be positive, got {v}")));
             }
         }
         let wd_ok = self.weight_decay.is_finite() && self.weight_decay >= 0.0;
         if !(0.0..1.0).contains(&self.prune_fraction) || !wd_ok {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "prune_fraction must lie in [0, 1) and weight_decay be >= 0".into(),
             ));
         }

@@ -15,6 +15,7 @@ use rayon::prelude::*;
 use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
+use crate::LearnError;
 use crate::nn::{Mlp, MlpCache, normal};
 use crate::optim::Adam;
 
@@ -103,7 +104,7 @@ pub struct Evolution {
 }
 
 impl Evolution {
-    pub fn new(cfg: EvoConfig, threads: usize) -> Result<Evolution, crate::LearnError> {
+    pub fn new(cfg: EvoConfig, threads: usize) -> Result<Evolution, LearnError> {
         cfg.validate()?;
         let policy = EvoPolicy::new(&cfg)?;
         let n = policy.num_params();
@@ -129,9 +130,7 @@ impl Evolution {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
             .build()
-            .map_err(|e| {
-                crate::LearnError::Config(format!("cannot start {threads} threads: {e}"))
-            })?;
+            .map_err(|e| LearnError::Config(format!("cannot start {threads} threads: {e}")))?;
         Ok(Evolution {
             adam: Adam::new(n, 1e-8),
             theta,
@@ -391,13 +390,13 @@ impl Evolution {
         &mut self,
         st: EvoState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let n = self.theta.len();
         self.theta = take("theta", n)?;
         if self.cfg.method == Method::Es {
             let mut adam = st.adam.ok_or_else(|| {
-                crate::LearnError::Mismatch("ES checkpoint without optimiser state".into())
+                LearnError::Mismatch("ES checkpoint without optimiser state".into())
             })?;
             adam.m = take("adam_m", n)?;
             adam.v = take("adam_v", n)?;

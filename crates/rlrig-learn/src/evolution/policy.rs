@@ -2,6 +2,7 @@
 //! bounds, its episodes (fitness) and the greedy policy `eval` and `play` load.
 
 use super::*;
+use crate::LearnError;
 
 /// An evolved policy with its parameters, acting greedily (borrowed while a run
 /// scores its members, owned when loaded from a checkpoint).
@@ -25,7 +26,7 @@ impl crate::eval::Greedy for EvoGreedy<'_> {
         )
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
+    fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
         let mut e = match &self.policy.space {
             Space::Discrete { .. } => {
                 crate::export::PolicyExport::new("evolution", "argmax(policy(obs), -1)")
@@ -53,7 +54,7 @@ pub struct EvoPolicy {
 }
 
 impl EvoPolicy {
-    pub fn new(cfg: &EvoConfig) -> Result<EvoPolicy, crate::LearnError> {
+    pub fn new(cfg: &EvoConfig) -> Result<EvoPolicy, LearnError> {
         let spec = rlrig_env::spec(&cfg.env)?;
         let out = match &spec.action_space {
             Space::Discrete { n } => *n as usize,

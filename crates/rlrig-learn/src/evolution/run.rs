@@ -2,6 +2,7 @@
 //! deployed policy's evaluation and the stop every MPI rank agrees on.
 
 use super::*;
+use crate::LearnError;
 
 /// metrics.csv columns of ES/GA runs: learning metrics first (deterministic), then
 /// wall-clock time.
@@ -22,7 +23,7 @@ impl crate::driver::Algorithm for Evolution {
     const METRICS_HEADER: &'static str = EVO_METRICS_HEADER;
     const DETERMINISTIC_COLUMNS: usize = EVO_DETERMINISTIC_COLUMNS;
 
-    fn build(cfg: EvoConfig, threads: usize) -> Result<Evolution, crate::LearnError> {
+    fn build(cfg: EvoConfig, threads: usize) -> Result<Evolution, LearnError> {
         Evolution::new(cfg, threads)
     }
     fn shape(c: &EvoConfig) -> crate::driver::RunShape<'_> {
@@ -45,11 +46,8 @@ impl crate::driver::Algorithm for Evolution {
     fn device(&self) -> String {
         "cpu".into()
     }
-    fn set_backend(
-        &mut self,
-        _maker: &crate::backend::BackendMaker,
-    ) -> Result<(), crate::LearnError> {
-        Err(crate::LearnError::Backend(
+    fn set_backend(&mut self, _maker: &crate::backend::BackendMaker) -> Result<(), LearnError> {
+        Err(LearnError::Backend(
             "es and ga run on the native CPU path only".into(),
         ))
     }
@@ -90,7 +88,7 @@ impl crate::driver::Algorithm for Evolution {
             episode_return: f64::NAN,
         }
     }
-    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), crate::LearnError> {
+    fn checkpoint(&self, dir: &crate::run::RunDir) -> Result<(), LearnError> {
         let (state, mut tensors) = self.state();
         let best = self.best_params();
         tensors.push(("best", &best));
@@ -107,7 +105,7 @@ impl crate::driver::Algorithm for Evolution {
         &mut self,
         st: EvoState,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         Evolution::restore(self, st, get)
     }
     /// The deployed policy (ES centre, GA elite), episode by episode.

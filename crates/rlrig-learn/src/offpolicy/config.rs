@@ -2,6 +2,7 @@
 //! validation and memory estimate.
 
 use super::*;
+use crate::LearnError;
 
 /// Which algorithm.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -184,11 +185,11 @@ impl OffPolicyConfig {
             .add("networks and optimiser", (actor + 2.0 * critic) * 4.0 * 5.0)
     }
 
-    pub fn validate(&self) -> Result<(), crate::LearnError> {
+    pub fn validate(&self) -> Result<(), LearnError> {
         let spec = rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         if spec.action_space.is_discrete() {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "{} has a discrete action space ({}); {} needs continuous (Box) actions: use `rlrig train ppo`",
                 self.env,
                 spec.action_space,
@@ -199,24 +200,24 @@ impl OffPolicyConfig {
             if v.is_finite() && v > 0.0 {
                 Ok(())
             } else {
-                Err(crate::LearnError::Config(format!(
+                Err(LearnError::Config(format!(
                     "{name} must be a positive number, got {v}"
                 )))
             }
         };
         if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "num_envs, batch_size and buffer_size must be at least 1".into(),
             ));
         }
         if self.policy_frequency == 0 || self.target_network_frequency == 0 || self.log_every == 0 {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "policy_frequency, target_network_frequency and log_every must be at least 1"
                     .into(),
             ));
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "hidden must list positive layer sizes, got {:?}",
                 self.hidden
             )));
@@ -226,7 +227,7 @@ impl OffPolicyConfig {
         pos(self.adam_eps, "adam_eps")?;
         pos(self.alpha, "alpha")?;
         if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.tau) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "gamma and tau must lie in [0, 1], got {} and {}",
                 self.gamma, self.tau
             )));
@@ -238,7 +239,7 @@ impl OffPolicyConfig {
             (self.utd_ratio, "utd_ratio"),
         ] {
             if !(v.is_finite() && v >= 0.0) {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "{n} must be a non-negative number, got {v}"
                 )));
             }

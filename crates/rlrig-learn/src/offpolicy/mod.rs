@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
+use crate::LearnError;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
 use crate::buffer::{Batch, ReplayBuffer};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
@@ -224,7 +225,7 @@ fn critic_layout(nets: &Nets) -> NetLayout {
 }
 
 impl OffPolicy {
-    pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, crate::LearnError> {
+    pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, LearnError> {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
@@ -284,17 +285,16 @@ impl OffPolicy {
 
     /// Moves the networks (parameters, targets, optimisers) to the backend `maker`
     /// builds (`--device`). Call it before training or after a restore.
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
-        let mv = |b: &dyn NetBackend,
-                  layout: NetLayout|
-         -> Result<Box<dyn NetBackend>, crate::LearnError> {
-            let mut n = maker(&layout, &b.params(), b.optimizer())?;
-            let target = b.target_params();
-            if !target.is_empty() {
-                n.set_target_params(&target);
-            }
-            Ok(n)
-        };
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
+        let mv =
+            |b: &dyn NetBackend, layout: NetLayout| -> Result<Box<dyn NetBackend>, LearnError> {
+                let mut n = maker(&layout, &b.params(), b.optimizer())?;
+                let target = b.target_params();
+                if !target.is_empty() {
+                    n.set_target_params(&target);
+                }
+                Ok(n)
+            };
         let actor = mv(self.actor.as_ref(), actor_layout(&self.nets))?;
         let critic = mv(self.critic.as_ref(), critic_layout(&self.nets))?;
         self.actor = actor;
@@ -710,7 +710,7 @@ impl OffPolicy {
         &mut self,
         st: OffPolicyState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let (na, nc) = (self.actor.params().len(), self.critic.params().len());
         let nat = self.actor.target_params().len();
@@ -718,17 +718,16 @@ impl OffPolicy {
         let actor_target = take("actor_target", nat)?;
         let critic = take("critic", nc)?;
         let critic_target = take("critic_target", nc)?;
-        let mut adam =
-            |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, crate::LearnError> {
-                a.m = take(m, n)?;
-                a.v = take(v, n)?;
-                Ok(a)
-            };
+        let mut adam = |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, LearnError> {
+            a.m = take(m, n)?;
+            a.v = take(v, n)?;
+            Ok(a)
+        };
         let actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
         let critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
         let alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
         if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err(crate::LearnError::Mismatch(
+            return Err(LearnError::Mismatch(
                 "per-env counters do not match num_envs".into(),
             ));
         }

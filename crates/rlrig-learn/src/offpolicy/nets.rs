@@ -2,6 +2,7 @@
 //! greedy policy `eval` and `play` load.
 
 use super::*;
+use crate::LearnError;
 
 /// The networks: actor (DDPG/TD3: deterministic, tanh-squashed; SAC: mean and log-std
 /// heads in one output layer) and one or two critics over `[obs, action]`.
@@ -169,7 +170,7 @@ impl crate::eval::Greedy for NetsGreedy {
         ActionBuf::Continuous(&self.actions)
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
+    fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
         let nets = &self.nets;
         // SAC's actor also outputs log-stds after the means; its greedy action is the
         // squashed mean, the first act_dim outputs.

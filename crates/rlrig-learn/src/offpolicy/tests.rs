@@ -1,6 +1,7 @@
 //! DDPG/TD3/SAC unit tests.
 
 use super::*;
+use crate::LearnError;
 
 fn cfg(algo: Algo) -> OffPolicyConfig {
     OffPolicyConfig {
@@ -17,7 +18,7 @@ fn cfg(algo: Algo) -> OffPolicyConfig {
 fn discrete_envs_are_refused_with_a_pointer_to_ppo() {
     let c = OffPolicyConfig::for_env(Algo::Td3, "CartPole-v1");
     let e = c.validate().unwrap_err();
-    assert!(matches!(e, crate::LearnError::Config(_)), "{e:?}");
+    assert!(matches!(e, LearnError::Config(_)), "{e:?}");
     let e = e.to_string();
     assert!(e.contains("discrete") && e.contains("ppo"), "{e}");
 }

@@ -2,6 +2,7 @@
 //! memory estimate and the per-env presets (CleanRL, RL Baselines3 Zoo, Baselines).
 
 use super::*;
+use crate::LearnError;
 
 /// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
 /// the continuous-control defaults and per-env presets.
@@ -454,7 +455,7 @@ impl PpoConfig {
     }
 
     /// Rejects configurations that cannot run, naming the key.
-    pub fn validate(&self) -> Result<(), crate::LearnError> {
+    pub fn validate(&self) -> Result<(), LearnError> {
         rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
         let positive = [
@@ -465,17 +466,17 @@ impl PpoConfig {
         ];
         for (k, v) in positive {
             if v == 0 {
-                return Err(crate::LearnError::Config(format!("{k} must be at least 1")));
+                return Err(LearnError::Config(format!("{k} must be at least 1")));
             }
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "hidden: needs at least one layer, each of at least 1 unit".into(),
             ));
         }
         let obs_space = || rlrig_env::spec(&self.env).map(|s| s.observation_space);
         if self.conv_channels > 0 && image_shape(&obs_space()?).is_none() {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "conv_channels: {} has no image observations (h x w x planes, at least \
                  3 x 3); set conv_channels = 0",
                 self.env
@@ -485,46 +486,46 @@ impl PpoConfig {
             "" => {}
             "nature" => {
                 if nature_shape(&obs_space()?).is_none() {
-                    return Err(crate::LearnError::Config(format!(
+                    return Err(LearnError::Config(format!(
                         "cnn = \"nature\": {} has no planes-first image observations of at \
                          least 36 x 36 (Atari's 4 x 84 x 84); set cnn = \"\"",
                         self.env
                     )));
                 }
                 if self.conv_channels > 0 {
-                    return Err(crate::LearnError::Config(
+                    return Err(LearnError::Config(
                         "cnn = \"nature\" and conv_channels > 0: choose one".into(),
                     ));
                 }
             }
             other => {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "cnn must be \"nature\" or \"\" (no CNN, or conv_channels'), got \"{other}\""
                 )));
             }
         }
         if !self.batch_size().is_multiple_of(self.num_minibatches) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "num_minibatches ({}) must divide num_envs * num_steps ({})",
                 self.num_minibatches,
                 self.batch_size()
             )));
         }
         if self.num_iterations() == 0 {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "total_steps ({}) is less than one rollout (num_envs * num_steps = {})",
                 self.total_steps,
                 self.batch_size()
             )));
         }
         if !(0.0..1.0).contains(&self.rmsprop_alpha) {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "rmsprop_alpha must be in [0, 1), got {}",
                 self.rmsprop_alpha
             )));
         }
         if self.policy_lag > 0 && !self.vtrace {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "policy_lag = {} needs vtrace = true (stale rollouts need V-trace's correction)",
                 self.policy_lag
             )));
@@ -546,19 +547,19 @@ impl PpoConfig {
                 None
             };
             if let Some(why) = why {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "actors = {} needs {why}",
                     self.actors
                 )));
             }
         }
         if self.inference_server && self.actors == 0 {
-            return Err(crate::LearnError::Config(
+            return Err(LearnError::Config(
                 "inference_server = true needs asynchronous actors (actors >= 1)".into(),
             ));
         }
         if self.policy_lag > 64 {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "policy_lag must be at most 64, got {}",
                 self.policy_lag
             )));
@@ -568,14 +569,14 @@ impl PpoConfig {
             ("vtrace_c_bar", self.vtrace_c_bar),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "{k} must be a positive number, got {v}"
                 )));
             }
         }
         for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "{k} must be in [0, 1], got {v}"
                 )));
             }
@@ -587,7 +588,7 @@ impl PpoConfig {
             ("adam_eps", self.adam_eps),
         ] {
             if !(v.is_finite() && v > 0.0) {
-                return Err(crate::LearnError::Config(format!(
+                return Err(LearnError::Config(format!(
                     "{k} must be a positive number, got {v}"
                 )));
             }

@@ -2,6 +2,7 @@
 //! `eval`/`play` load, and the end-of-run evaluation.
 
 use super::*;
+use crate::LearnError;
 
 /// What [`greedy_actions`] reuses across calls: the network's activations, the
 /// normalised observations and the policy's outputs.
@@ -89,7 +90,7 @@ impl crate::eval::Greedy for PpoGreedy {
         )
     }
 
-    fn export(&self) -> Result<crate::export::PolicyExport, crate::LearnError> {
+    fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
         let agent = &self.agent;
         let mut e = match &agent.head {
             Head::Categorical { .. } => {
@@ -119,9 +120,9 @@ impl crate::eval::Greedy for PpoGreedy {
         for (name, net) in agent.named_nets() {
             match net {
                 Net::Mlp(m) => e.mlp(name, m, &agent.params),
-                Net::Conv(c) => e.conv_net(name, c, &agent.params).map_err(|why| {
-                    crate::LearnError::Unsupported(format!("{}: {why}", self.cfg.env))
-                })?,
+                Net::Conv(c) => e
+                    .conv_net(name, c, &agent.params)
+                    .map_err(|why| LearnError::Unsupported(format!("{}: {why}", self.cfg.env)))?,
             }
         }
         if let Some(rms) = &self.obs_rms {

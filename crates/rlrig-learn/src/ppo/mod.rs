@@ -21,6 +21,7 @@
 use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
 use serde::{Deserialize, Serialize};
 
+use crate::LearnError;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout};
 use crate::conv::{ConvNet, NATURE};
 use crate::nn::{Mlp, normal};
@@ -135,7 +136,7 @@ pub use crate::trace::Span;
 use crate::trace::SpanLog;
 
 impl Ppo {
-    pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, crate::LearnError> {
+    pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, LearnError> {
         cfg.validate()?;
         let env = make_sync(
             &cfg.env,
@@ -149,11 +150,7 @@ impl Ppo {
 
     /// The envs of asynchronous actor `j >= 1`: `cfg.env` on its own seed, one thread
     /// (each actor is a thread).
-    fn actor_side(
-        cfg: &PpoConfig,
-        j: usize,
-        obs_dim: usize,
-    ) -> Result<ActorSide, crate::LearnError> {
+    fn actor_side(cfg: &PpoConfig, j: usize, obs_dim: usize) -> Result<ActorSide, LearnError> {
         let seed = cfg
             .seed
             .wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(j as u64));
@@ -184,16 +181,16 @@ impl Ppo {
         cfg: PpoConfig,
         env: Box<dyn VecEnvDyn>,
         threads: usize,
-    ) -> Result<Ppo, crate::LearnError> {
+    ) -> Result<Ppo, LearnError> {
         if env.num_envs() != cfg.num_envs {
-            return Err(crate::LearnError::Config(format!(
+            return Err(LearnError::Config(format!(
                 "executor has {} envs, config says {}",
                 env.num_envs(),
                 cfg.num_envs
             )));
         }
         if env.final_obs().is_none() {
-            return Err(crate::LearnError::Config("executor must use AutoReset::SameStep (PPO bootstraps truncated episodes from final_obs)".into()));
+            return Err(LearnError::Config("executor must use AutoReset::SameStep (PPO bootstraps truncated episodes from final_obs)".into()));
         }
         let spec = env.spec();
         let mut rng = Rng::stream(cfg.seed, Purpose::Init, 0);
@@ -318,7 +315,7 @@ impl Ppo {
 
     /// Moves the networks to the backend `maker` builds (a `--device`), with the current
     /// parameters and optimiser state.
-    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+    pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         let b = maker(
             &self.agent.layout(),
             &self.backend.params(),
@@ -340,10 +337,10 @@ impl Ppo {
         params: Vec<f32>,
         m: Vec<f32>,
         v: Vec<f32>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         let n = self.agent.params.len();
         if params.len() != n || m.len() != n || v.len() != n {
-            return Err(crate::LearnError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "checkpoint holds {} parameters, this network has {n} (different env or hidden sizes?)",
                 params.len()
             )));
@@ -356,13 +353,13 @@ impl Ppo {
             st.next_done.len(),
         ] != [e; 4]
         {
-            return Err(crate::LearnError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "checkpoint is for a different number of envs than {e}"
             )));
         }
         let lag = self.cfg.collection().lag();
         if st.behaviour.len() > lag || st.behaviour.iter().any(|b| b.len() != n) {
-            return Err(crate::LearnError::Mismatch(format!(
+            return Err(LearnError::Mismatch(format!(
                 "checkpoint's behaviour parameters ({} sets) do not fit policy_lag = {lag} and {n} parameters",
                 st.behaviour.len(),
             )));
@@ -633,7 +630,7 @@ mod tests {
             ..PpoConfig::impala_for_env("CartPole-v1")
         };
         assert!(
-            matches!(both.validate(), Err(crate::LearnError::Config(m)) if m.contains("policy_lag = 0"))
+            matches!(both.validate(), Err(LearnError::Config(m)) if m.contains("policy_lag = 0"))
         );
         let server_alone = PpoConfig {
             inference_server: true,

@@ -142,7 +142,7 @@ impl Algorithm for Ppo {
     const METRICS_HEADER: &'static str = METRICS_HEADER;
     const DETERMINISTIC_COLUMNS: usize = DETERMINISTIC_COLUMNS;
 
-    fn build(cfg: PpoConfig, threads: usize) -> Result<Ppo, crate::LearnError> {
+    fn build(cfg: PpoConfig, threads: usize) -> Result<Ppo, LearnError> {
         Ppo::new(cfg, threads)
     }
     fn shape(c: &PpoConfig) -> RunShape<'_> {
@@ -165,7 +165,7 @@ impl Algorithm for Ppo {
     fn device(&self) -> String {
         Ppo::device(self)
     }
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), crate::LearnError> {
+    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         Ppo::set_backend(self, maker)
     }
     fn done(&self) -> bool {
@@ -239,7 +239,7 @@ impl Algorithm for Ppo {
         &mut self,
         st: PpoState,
         get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), crate::LearnError> {
+    ) -> Result<(), LearnError> {
         let mut take =
             |n: &str| get(n).ok_or_else(|| LearnError::Mismatch(format!("tensor '{n}' missing")));
         let (p, m, v) = (take("params")?, take("adam_m")?, take("adam_v")?);
