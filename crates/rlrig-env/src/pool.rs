@@ -245,6 +245,17 @@ impl Pool {
         Ok(p)
     }
 
+    /// [`Pool::shared`] when `threads` > 1, and none (work runs on the caller) for 1; the
+    /// error names the thread count that would not start.
+    pub fn shared_for(threads: usize) -> std::io::Result<Option<Arc<Pool>>> {
+        if threads <= 1 {
+            return Ok(None);
+        }
+        Pool::shared(threads).map(Some).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot start {threads} threads: {e}"))
+        })
+    }
+
     /// Threads that run tasks, the caller included.
     pub fn threads(&self) -> usize {
         self.threads

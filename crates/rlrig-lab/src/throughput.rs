@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rlrig_env::games::{ConnectFour, Game, Outcome};
 use rlrig_env::{AsyncVecEnvDyn, Purpose, RandomActions, Rng, VecConfig, make_async, make_sync};
 use rlrig_learn::alphazero::{AlphaZero, AzConfig, PolicyValue};
-use rlrig_learn::mcts::{BatchedMcts, MctsConfig, UniformEvaluator};
+use rlrig_learn::mcts::{BatchedMcts, Evaluator, MctsConfig, UniformEvaluator};
 use rlrig_learn::serve::InferenceServer;
 
 use crate::LabError;
@@ -177,15 +177,10 @@ pub fn alphazero_throughput(b: &AzBench) -> Result<AzThroughput, LabError> {
         .map(|g| Rng::stream(1, Purpose::Bench, g as u64))
         .collect();
     // One warm-up move (allocations, caches), then the timed moves.
-    let mut play = |moves: usize| {
-        for _ in 0..moves {
-            mcts.search(&states, &mut rngs, true, &mut UniformEvaluator);
-            advance(&mcts, &mut states, &mut rngs);
-        }
-    };
-    play(1);
+    let mut eval = UniformEvaluator;
+    self_play(&mut mcts, &mut states, &mut rngs, 1, &mut eval);
     let t = Instant::now();
-    play(b.moves);
+    self_play(&mut mcts, &mut states, &mut rngs, b.moves, &mut eval);
     let search_only = samples / t.elapsed().as_secs_f64();
     let cfg = |updates: usize| AzConfig {
         iterations: 2,
@@ -223,11 +218,21 @@ pub fn alphazero_throughput(b: &AzBench) -> Result<AzThroughput, LabError> {
     })
 }
 
-/// Plays each game's searched move (temperature 1), restarting finished games.
-fn advance(mcts: &BatchedMcts<ConnectFour>, states: &mut [ConnectFour], rngs: &mut [Rng]) {
-    for (g, (state, rng)) in states.iter_mut().zip(rngs).enumerate() {
-        if state.play(mcts.action(g, 1.0, rng)) != Outcome::Ongoing {
-            *state = ConnectFour::new();
+/// `moves` lock-step moves of self-play: a search over every game, then each game's
+/// searched move (temperature 1), finished games restarting.
+fn self_play(
+    mcts: &mut BatchedMcts<ConnectFour>,
+    states: &mut [ConnectFour],
+    rngs: &mut [Rng],
+    moves: usize,
+    eval: &mut impl Evaluator,
+) {
+    for _ in 0..moves {
+        mcts.search(states, rngs, true, eval);
+        for (g, (state, rng)) in states.iter_mut().zip(rngs.iter_mut()).enumerate() {
+            if state.play(mcts.action(g, 1.0, rng)) != Outcome::Ongoing {
+                *state = ConnectFour::new();
+            }
         }
     }
 }
@@ -263,10 +268,7 @@ fn actor_selfplay(b: &AzBench) -> (f64, f64) {
                     let mut rngs: Vec<Rng> = (0..n)
                         .map(|g| Rng::stream(t as u64, Purpose::Bench, g as u64))
                         .collect();
-                    for _ in 0..moves {
-                        mcts.search(&states, &mut rngs, true, &mut client);
-                        advance(&mcts, &mut states, &mut rngs);
-                    }
+                    self_play(&mut mcts, &mut states, &mut rngs, moves, &mut client);
                 });
             }
         });

@@ -307,7 +307,7 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
     throughput::env_memory(&b)?.check("bench env", "--num-envs")?;
     let r = throughput::env_throughput(&b)?;
     let (env_steps, seconds, batch_size, used) = (r.steps, r.seconds, r.batch_size, r.threads_used);
-    let sps = env_steps as f64 / seconds;
+    let sps = r.steps_per_sec();
     let mode = match a.mode {
         Mode::Sync => "sync",
         Mode::Async => "async",

@@ -169,14 +169,7 @@ impl<E: Env> SyncVecEnv<E> {
         let threads = cfg.threads.min(n.div_ceil(lanes)).min(by_work).max(1);
         let chunk = n.div_ceil(threads).div_ceil(lanes) * lanes;
         // The process's shared pool (the learner uses the same workers between steps).
-        let pool =
-            if threads > 1 {
-                Some(Pool::shared(threads).map_err(|e| {
-                    EnvError::Config(format!("cannot start {threads} threads: {e}"))
-                })?)
-            } else {
-                None
-            };
+        let pool = Pool::shared_for(threads).map_err(|e| EnvError::Config(e.to_string()))?;
         let mut env = SyncVecEnv {
             max_steps: cfg.max_steps::<E>(&params),
             action_space: E::action_space(&params),

@@ -564,14 +564,7 @@ impl Native {
     /// Runs the chunks of each pass on the process's shared pool of `threads` threads
     /// (1: on the calling thread). The results do not depend on it.
     pub fn threads(mut self, threads: usize) -> Result<Native, LearnError> {
-        self.pool =
-            if threads > 1 {
-                Some(Pool::shared(threads).map_err(|e| {
-                    LearnError::Config(format!("cannot start {threads} threads: {e}"))
-                })?)
-            } else {
-                None
-            };
+        self.pool = Pool::shared_for(threads).map_err(|e| LearnError::Config(e.to_string()))?;
         Ok(self)
     }
 
