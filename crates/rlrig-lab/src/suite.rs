@@ -194,7 +194,7 @@ pub fn run_suite(
             name: "sac/Pendulum-v1".into(),
             stepping: None,
             with_inference: None,
-            with_training: Some(r.global_step as f64 / wall),
+            with_training: Some(r.c.global_step as f64 / wall),
             extra,
         });
     }

@@ -77,6 +77,7 @@ pub use error::LearnError;
 pub mod alphazero;
 pub mod backend;
 pub mod buffer;
+pub mod collector;
 pub mod conv;
 pub mod dist;
 pub mod dqn;

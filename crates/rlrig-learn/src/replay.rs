@@ -40,14 +40,14 @@ pub trait Replay: Algorithm<Stats = ChunkStats> {
     fn times(&self) -> StageTimes;
 }
 
-/// The [`Algorithm`] (and [`Replay`]) of a replay-buffer learner `$t` (fields `cfg`, `global_step`,
-/// `updates`, `times`; methods `new`, `state`, `restore`, `evaluate`, `device`,
+/// The [`Algorithm`] (and [`Replay`]) of a replay-buffer learner `$t` (fields `cfg`,
+/// `updates`, `times`, the [`crate::collector::Collector`] `c`; methods `new`, `state`, `restore`, `evaluate`, `device`,
 /// `set_backend`, `iterate_until`) whose checkpoints' `algo` is `$algo(cfg)`.
 macro_rules! replay_algorithm {
     ($t:ty, $config:ty, $state:ty, $algo:expr) => {
         impl Replay for $t {
             fn global_step(&self) -> u64 {
-                self.global_step
+                self.c.global_step
             }
             fn updates(&self) -> u64 {
                 self.updates
@@ -93,16 +93,16 @@ macro_rules! replay_algorithm {
                 <$t>::set_backend(self, maker)
             }
             fn done(&self) -> bool {
-                self.global_step >= self.cfg.total_steps
+                self.c.global_step >= self.cfg.total_steps
             }
             fn position(&self) -> u64 {
-                self.global_step
+                self.c.global_step
             }
             fn work(&self) -> u64 {
-                self.global_step
+                self.c.global_step
             }
             fn mark(&self) -> (StageTimes, u64) {
-                (self.times, self.global_step)
+                (self.times, self.c.global_step)
             }
             /// A stop is answered within one collection step: a chunk of a large
             /// network's updates takes seconds.
@@ -116,7 +116,7 @@ macro_rules! replay_algorithm {
                 save(
                     dir,
                     $algo(&self.cfg),
-                    self.global_step,
+                    self.c.global_step,
                     &self.cfg,
                     self.state(),
                 )

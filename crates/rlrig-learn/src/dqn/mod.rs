@@ -14,16 +14,16 @@
 //! (identical at any thread count). A checkpoint holds the replay buffer (unless
 //! `checkpoint_buffer = false`) and continues the run bit for bit.
 
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
+use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
 use crate::LearnError;
 use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
-use crate::buffer::{Batch, ReplayBuffer};
+use crate::buffer::Batch;
+use crate::collector::{ChunkStats, Collector, NamedTensor, Progress};
 use crate::nn::{Activation, Mlp, MlpCache};
-use crate::offpolicy::{ChunkStats, ChunkSums, NamedTensor, record_step};
 use crate::optim::Adam;
 use crate::trace::StageTimes;
 
@@ -374,20 +374,10 @@ impl crate::eval::Greedy for QGreedy {
 /// Everything besides the tensors that a checkpoint must hold.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DqnState {
-    pub global_step: u64,
-    /// Collection steps taken (each steps every env once).
-    pub steps: u64,
+    #[serde(flatten)]
+    pub progress: Progress,
     pub updates: u64,
     pub adam: OptimState,
-    pub ep_return: Vec<f64>,
-    pub ep_length: Vec<u64>,
-    pub buffer_pos: usize,
-    pub buffer_len: usize,
-    /// Whether the buffer's rows are in the checkpoint.
-    pub buffer_saved: bool,
-    pub envs: rlrig_env::VecSnapshot,
-    /// The sums of a chunk stopped part way (zero at a chunk's end).
-    pub chunk: ChunkSums,
 }
 
 #[derive(Default)]
@@ -407,18 +397,13 @@ pub struct Dqn {
     pub cfg: DqnConfig,
     /// Shapes; its parameters are left empty (the backend holds them: [`Dqn::qnet`]).
     net: QNet,
-    env: Box<dyn VecEnvDyn>,
+    /// The envs, the replay buffer and the step counters.
+    pub c: Collector,
     q: Box<dyn NetBackend>,
-    buffer: ReplayBuffer,
     batch: Batch,
-    pub global_step: u64,
-    steps: u64,
     pub updates: u64,
-    ep_return: Vec<f64>,
-    ep_length: Vec<u64>,
     pub times: StageTimes,
     s: Scratch,
-    chunk: ChunkSums,
 }
 
 /// How many multiples of `every` lie in `(from, to]`.
@@ -429,14 +414,15 @@ fn multiples_in(from: u64, to: u64, every: u64) -> u64 {
 impl Dqn {
     pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, LearnError> {
         cfg.validate()?;
-        let env = make_sync(
+        let c = Collector::new(
             &cfg.env,
-            crate::env_config(cfg.num_envs, &cfg.env_args)
-                .threads(threads)
-                .seed(cfg.seed)
-                .autoreset(AutoReset::SameStep),
+            &cfg.env_args,
+            cfg.num_envs,
+            cfg.seed,
+            threads,
+            cfg.capacity(),
         )?;
-        let spec = env.spec();
+        let spec = c.env.spec();
         let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
         let mut q = Native::new(
             &net.layout(),
@@ -446,21 +432,14 @@ impl Dqn {
         .threads(threads)?;
         q.init_target();
         net.params = Vec::new();
-        let e = cfg.num_envs;
         Ok(Dqn {
             q: Box::new(q),
-            buffer: ReplayBuffer::new(cfg.capacity(), spec.obs_dim, 1),
             batch: Batch::default(),
-            global_step: 0,
-            steps: 0,
             updates: 0,
-            ep_return: vec![0.0; e],
-            ep_length: vec![0; e],
             times: StageTimes::default(),
             s: Scratch::default(),
-            chunk: ChunkSums::default(),
             net,
-            env,
+            c,
             cfg,
         })
     }
@@ -488,7 +467,7 @@ impl Dqn {
     }
 
     pub fn done(&self) -> bool {
-        self.global_step >= self.cfg.total_steps
+        self.c.global_step >= self.cfg.total_steps
     }
 
     /// One collection step of every env (epsilon-greedy), then the updates and target
@@ -496,10 +475,10 @@ impl Dqn {
     fn collect_step(&mut self) {
         let (n, k) = (self.cfg.num_envs, self.net.n_actions);
         let t0 = std::time::Instant::now();
-        let eps = self.cfg.epsilon(self.global_step);
-        let mut rng = Rng::stream(self.cfg.seed, Purpose::Policy, self.steps);
+        let eps = self.cfg.epsilon(self.c.global_step);
+        let mut rng = self.c.policy_rng(self.cfg.seed);
         self.s.obs.clear();
-        self.s.obs.extend_from_slice(self.env.obs());
+        self.s.obs.extend_from_slice(self.c.env.obs());
         if eps < 1.0 {
             let q = self.q.forward(0, &self.s.obs, n);
             crate::eval::argmax_rows(q, n, k, &mut self.s.greedy);
@@ -517,37 +496,29 @@ impl Dqn {
             self.s.actions.push(a);
         }
         let t1 = std::time::Instant::now();
-        self.env
+        self.c
+            .env
             .step(ActionBuf::Discrete(&self.s.actions))
             .expect("actions are valid indices");
         let t2 = std::time::Instant::now();
         let actions = &self.s.actions;
-        record_step(
-            &*self.env,
-            &self.s.obs,
-            |e| [actions[e] as f32],
-            &mut self.buffer,
-            &mut self.ep_return,
-            &mut self.ep_length,
-            &mut self.chunk,
-        );
-        let before = self.global_step;
-        self.steps += 1;
-        self.global_step += n as u64;
+        let before = self.c.global_step;
+        self.c.record(&self.s.obs, |e| [actions[e] as f32]);
+        let now = self.c.global_step;
         self.times.inference += (t1 - t0).as_secs_f64();
         self.times.env += (t2 - t1).as_secs_f64();
         // CleanRL: once global_step > learning_starts, train every train_frequency
         // steps and update the target every target_network_frequency steps.
         let from = before.max(self.cfg.learning_starts);
-        if self.global_step > from {
+        if now > from {
             let t3 = std::time::Instant::now();
-            let rounds = multiples_in(from, self.global_step, self.cfg.train_frequency);
+            let rounds = multiples_in(from, now, self.cfg.train_frequency);
             for _ in 0..rounds * self.cfg.gradient_steps {
-                if self.buffer.len() >= self.cfg.batch_size.min(self.buffer.capacity()) {
+                if self.c.can_sample(self.cfg.batch_size) {
                     self.update();
                 }
             }
-            if multiples_in(from, self.global_step, self.cfg.target_network_frequency) > 0 {
+            if multiples_in(from, now, self.cfg.target_network_frequency) > 0 {
                 if self.cfg.tau >= 1.0 {
                     let online = self.q.params();
                     self.q.set_target_params(&online);
@@ -568,9 +539,9 @@ impl Dqn {
             f64::INFINITY
         };
         self.q.step(self.cfg.learning_rate, clip);
-        self.chunk.q_loss += loss;
-        self.chunk.q_value += qmean;
-        self.chunk.q_updates += 1;
+        self.c.chunk.q_loss += loss;
+        self.c.chunk.q_value += qmean;
+        self.c.chunk.q_updates += 1;
         self.updates += 1;
     }
 
@@ -580,7 +551,7 @@ impl Dqn {
         let cfg = &self.cfg;
         let (bsz, k) = (cfg.batch_size, self.net.n_actions);
         let mut rng = Rng::stream(cfg.seed, Purpose::Learner, self.updates);
-        self.buffer.sample(bsz, &mut rng, &mut self.batch);
+        self.c.buffer.sample(bsz, &mut rng, &mut self.batch);
         let (s, batch) = (&mut self.s, &self.batch);
         // y = r + gamma (1 - terminated) Q'(s', a*), a* = argmax Q' (or argmax Q: double).
         s.next_q.clear();
@@ -623,33 +594,20 @@ impl Dqn {
     /// logging boundary unless `stop` says stop first (`None`; the chunk's sums carry
     /// over).
     pub fn iterate_until(&mut self, stop: impl Fn() -> bool) -> Option<ChunkStats> {
-        let every = self.cfg.log_every;
-        let goal = ((self.global_step / every + 1) * every).min(self.cfg.total_steps);
-        while self.global_step < goal {
+        let goal = self.c.chunk_end(self.cfg.log_every, self.cfg.total_steps);
+        while self.c.global_step < goal {
             if stop() {
                 return None;
             }
             self.collect_step();
         }
-        let c = std::mem::take(&mut self.chunk);
-        let mean = |s: f64, n: u64| if n == 0 { f64::NAN } else { s / n as f64 };
-        Some(ChunkStats {
-            global_step: self.global_step,
-            episodes: c.episodes,
-            episode_return: mean(c.episode_return, c.episodes),
-            episode_length: mean(c.episode_length, c.episodes),
-            updates: self.updates,
-            qf_loss: mean(c.q_loss, c.q_updates),
-            actor_loss: f64::NAN,
-            q_value: mean(c.q_value, c.q_updates),
-            // The exploration epsilon in the column SAC uses for its temperature.
-            alpha: self.cfg.epsilon(self.global_step),
-        })
+        // The exploration epsilon in the column SAC uses for its temperature.
+        let eps = self.cfg.epsilon(self.c.global_step);
+        Some(self.c.take_chunk(self.updates, eps))
     }
 
     /// The checkpoint state and its tensors (the buffer's rows borrowed).
     pub fn state(&self) -> (DqnState, Vec<NamedTensor<'_>>) {
-        let parts = self.buffer.parts();
         let adam = self.q.optimizer();
         let mut tensors: Vec<NamedTensor<'_>> = vec![
             ("q", Cow::Owned(self.q.params())),
@@ -657,21 +615,10 @@ impl Dqn {
             ("q_adam_m", Cow::Owned(adam.m.clone())),
             ("q_adam_v", Cow::Owned(adam.v.clone())),
         ];
-        if self.cfg.checkpoint_buffer {
-            tensors.extend(parts.fields.iter().map(|&(n, v)| (n, Cow::Borrowed(v))));
-        }
         let st = DqnState {
-            global_step: self.global_step,
-            steps: self.steps,
+            progress: self.c.progress(self.cfg.checkpoint_buffer, &mut tensors),
             updates: self.updates,
             adam,
-            ep_return: self.ep_return.clone(),
-            ep_length: self.ep_length.clone(),
-            buffer_pos: parts.pos,
-            buffer_len: parts.len,
-            buffer_saved: self.cfg.checkpoint_buffer,
-            envs: self.env.snapshot(),
-            chunk: self.chunk,
         };
         (st, tensors)
     }
@@ -690,25 +637,11 @@ impl Dqn {
         let mut adam = st.adam;
         adam.m = take("q_adam_m", n)?;
         adam.v = take("q_adam_v", n)?;
-        if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err(LearnError::Mismatch(
-                "per-env counters do not match num_envs".into(),
-            ));
-        }
-        if st.buffer_saved {
-            self.buffer
-                .restore(st.buffer_pos, st.buffer_len, &mut get)?;
-        }
-        self.env.restore(&st.envs)?;
+        self.c.restore(st.progress, &mut get)?;
         self.q.set_params(&params);
         self.q.set_target_params(&target);
         self.q.set_optimizer(adam);
-        self.global_step = st.global_step;
-        self.steps = st.steps;
         self.updates = st.updates;
-        self.ep_return = st.ep_return;
-        self.ep_length = st.ep_length;
-        self.chunk = st.chunk;
         Ok(())
     }
 

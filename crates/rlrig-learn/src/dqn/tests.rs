@@ -70,7 +70,7 @@ fn update_schedule_and_hard_target_copy() {
             r.iterate_until(|| false).unwrap();
         }
         // Env steps 201..=600 (rounded to whole collection steps of `envs`).
-        let last = r.global_step;
+        let last = r.c.global_step;
         assert_eq!(r.updates, multiples_in(200, last, 4) * 2, "{envs} envs");
         // 600 is a multiple of the target frequency: the last step copied.
         assert_eq!(last, 600);
@@ -90,7 +90,7 @@ fn td_gradient_matches_finite_differences() {
         c.double_q = double_q;
         c.max_grad_norm = 0.0;
         let mut r = Dqn::new(c, 1).unwrap();
-        while r.global_step < 220 {
+        while r.c.global_step < 220 {
             r.collect_step();
         }
         // Targets from the current target network, as update() computes them.
@@ -98,7 +98,7 @@ fn td_gradient_matches_finite_differences() {
         let updates = r.updates;
         let sample = |r: &mut Dqn| {
             let mut rng = Rng::stream(r.cfg.seed, Purpose::Learner, updates);
-            r.buffer.sample(6, &mut rng, &mut r.batch);
+            r.c.buffer.sample(6, &mut rng, &mut r.batch);
         };
         sample(&mut r);
         let target = r.q.target_params();

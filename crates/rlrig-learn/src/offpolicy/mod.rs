@@ -19,14 +19,16 @@
 //! One difference from CleanRL's SAC: the temperature loss reuses the log-probabilities
 //! of the actor update's sample (as Stable-Baselines3) instead of drawing a new one.
 
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
+use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
 use crate::LearnError;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
-use crate::buffer::{Batch, ReplayBuffer};
+use crate::buffer::Batch;
+pub use crate::collector::{ChunkStats, ChunkSums, NamedTensor};
+use crate::collector::{Collector, Progress};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
 use crate::optim::Adam;
 use crate::trace::StageTimes;
@@ -38,33 +40,11 @@ mod tests;
 pub use config::*;
 pub use nets::*;
 
-/// One checkpoint tensor: its name and values (borrowed where the run holds them).
-pub type NamedTensor<'a> = (&'static str, Cow<'a, [f32]>);
-
-/// Metrics of one logging chunk (`log_every` env steps).
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct ChunkStats {
-    pub global_step: u64,
-    pub episodes: u64,
-    /// Mean undiscounted return of the episodes that ended in this chunk (NaN if none).
-    pub episode_return: f64,
-    pub episode_length: f64,
-    /// Gradient updates so far.
-    pub updates: u64,
-    /// Mean critic loss (sum over twin critics) of this chunk's updates.
-    pub qf_loss: f64,
-    pub actor_loss: f64,
-    /// Mean Q(s, a) of the sampled transitions.
-    pub q_value: f64,
-    pub alpha: f64,
-}
-
 /// Everything besides the tensors that a checkpoint must hold.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct OffPolicyState {
-    pub global_step: u64,
-    /// Collection steps taken (each steps every env once).
-    pub steps: u64,
+    #[serde(flatten)]
+    pub progress: Progress,
     pub updates: u64,
     /// Updates owed but not yet made (fractional utd_ratio).
     pub update_debt: f64,
@@ -72,17 +52,6 @@ pub struct OffPolicyState {
     pub actor_adam: Adam,
     pub critic_adam: Adam,
     pub alpha_adam: Adam,
-    pub ep_return: Vec<f64>,
-    pub ep_length: Vec<u64>,
-    pub buffer_pos: usize,
-    pub buffer_len: usize,
-    /// Whether the buffer's rows are in the checkpoint.
-    pub buffer_saved: bool,
-    pub envs: rlrig_env::VecSnapshot,
-    /// The sums of a chunk stopped part way (zero at a chunk's end; absent from
-    /// checkpoints written before runs could stop mid-chunk).
-    #[serde(default)]
-    pub chunk: ChunkSums,
 }
 
 #[derive(Default)]
@@ -113,78 +82,17 @@ pub struct OffPolicy {
     /// Shapes and action bounds; its parameter vectors are left empty (the backends
     /// hold the parameters: see [`OffPolicy::nets`]).
     nets: Nets,
-    env: Box<dyn VecEnvDyn>,
+    /// The envs, the replay buffer and the step counters.
+    pub c: Collector,
     actor: Box<dyn NetBackend>,
     critic: Box<dyn NetBackend>,
     alpha_adam: Adam,
     log_alpha: f32,
-    buffer: ReplayBuffer,
     batch: Batch,
-    pub global_step: u64,
-    steps: u64,
     pub updates: u64,
     update_debt: f64,
-    ep_return: Vec<f64>,
-    ep_length: Vec<u64>,
     pub times: StageTimes,
     s: Scratch,
-    chunk: ChunkSums,
-}
-
-/// Sums over the current logging chunk, from which its metrics row is made. A run
-/// stopped part way through a chunk keeps them in its checkpoint, so the row a resumed
-/// run writes at the chunk's end is the uninterrupted run's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct ChunkSums {
-    pub q_loss: f64,
-    pub q_value: f64,
-    pub q_updates: u64,
-    pub actor_loss: f64,
-    pub actor_updates: u64,
-    pub episode_return: f64,
-    pub episode_length: f64,
-    pub episodes: u64,
-}
-
-/// Stores the step just taken by every env of `env` in `buffer` (where an episode
-/// ended, with its final observation as the next one), adds the rewards to the
-/// running episodes and the episodes that ended to `chunk`. `obs` is the observation
-/// the actions were taken in, `action(k)` env k's action. Shared by every replay
-/// learner (DDPG/TD3/SAC, DQN).
-pub(crate) fn record_step<A: AsRef<[f32]>>(
-    env: &dyn VecEnvDyn,
-    obs: &[f32],
-    action: impl Fn(usize) -> A,
-    buffer: &mut ReplayBuffer,
-    ep_return: &mut [f64],
-    ep_length: &mut [u64],
-    chunk: &mut ChunkSums,
-) {
-    let n = ep_return.len();
-    let d = obs.len() / n;
-    let final_obs = env.final_obs().expect("SameStep executor");
-    let (obs_next, rewards, term, trunc) =
-        (env.obs(), env.rewards(), env.terminated(), env.truncated());
-    for k in 0..n {
-        let ended = term[k] || trunc[k];
-        let next = if ended { final_obs } else { obs_next };
-        buffer.push(
-            &obs[k * d..(k + 1) * d],
-            action(k).as_ref(),
-            rewards[k] as f32,
-            &next[k * d..(k + 1) * d],
-            term[k],
-        );
-        ep_return[k] += rewards[k];
-        ep_length[k] += 1;
-        if ended {
-            chunk.episode_return += ep_return[k];
-            chunk.episode_length += ep_length[k] as f64;
-            chunk.episodes += 1;
-            ep_return[k] = 0.0;
-            ep_length[k] = 0;
-        }
-    }
 }
 
 /// Concatenates `[obs | act]` row by row into `x`.
@@ -227,14 +135,15 @@ fn critic_layout(nets: &Nets) -> NetLayout {
 impl OffPolicy {
     pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, LearnError> {
         cfg.validate()?;
-        let env = make_sync(
+        let c = Collector::new(
             &cfg.env,
-            crate::env_config(cfg.num_envs, &cfg.env_args)
-                .threads(threads)
-                .seed(cfg.seed)
-                .autoreset(AutoReset::SameStep),
+            &cfg.env_args,
+            cfg.num_envs,
+            cfg.seed,
+            threads,
+            cfg.capacity(),
         )?;
-        let spec = env.spec();
+        let spec = c.env.spec();
         let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
         let (na, nc) = (nets.actor_params.len(), nets.critic_params.len());
         let mut actor = Native::new(
@@ -255,8 +164,6 @@ impl OffPolicy {
         critic.init_target();
         nets.actor_params = Vec::new();
         nets.critic_params = Vec::new();
-        let buffer = ReplayBuffer::new(cfg.capacity(), nets.obs_dim, nets.act_dim);
-        let e = cfg.num_envs;
         Ok(OffPolicy {
             actor: Box::new(actor),
             critic: Box::new(critic),
@@ -266,19 +173,13 @@ impl OffPolicy {
             } else {
                 cfg.alpha.ln() as f32
             },
-            buffer,
             batch: Batch::default(),
-            global_step: 0,
-            steps: 0,
             updates: 0,
             update_debt: 0.0,
-            ep_return: vec![0.0; e],
-            ep_length: vec![0; e],
             times: StageTimes::default(),
             s: Scratch::default(),
-            chunk: ChunkSums::default(),
             nets,
-            env,
+            c,
             cfg,
         })
     }
@@ -317,7 +218,7 @@ impl OffPolicy {
     }
 
     pub fn done(&self) -> bool {
-        self.global_step >= self.cfg.total_steps
+        self.c.global_step >= self.cfg.total_steps
     }
 
     pub fn alpha(&self) -> f64 {
@@ -328,11 +229,11 @@ impl OffPolicy {
     fn collect_step(&mut self) {
         let (n, a) = (self.cfg.num_envs, self.nets.act_dim);
         let t0 = std::time::Instant::now();
-        let mut rng = Rng::stream(self.cfg.seed, Purpose::Policy, self.steps);
+        let mut rng = self.c.policy_rng(self.cfg.seed);
         self.s.obs.clear();
-        self.s.obs.extend_from_slice(self.env.obs());
+        self.s.obs.extend_from_slice(self.c.env.obs());
         self.s.actions.resize(n * a, 0.0);
-        if self.global_step < self.cfg.learning_starts {
+        if self.c.global_step < self.cfg.learning_starts {
             for (k, x) in self.s.actions.iter_mut().enumerate() {
                 let j = k % a;
                 *x = rng.uniform(f64::from(self.nets.low[j]), f64::from(self.nets.high[j])) as f32;
@@ -360,31 +261,22 @@ impl OffPolicy {
             }
         }
         let t1 = std::time::Instant::now();
-        self.env
+        self.c
+            .env
             .step(ActionBuf::Continuous(&self.s.actions))
             .expect("actions are finite and within bounds");
         let t2 = std::time::Instant::now();
         let actions = &self.s.actions;
-        record_step(
-            &*self.env,
-            &self.s.obs,
-            |k| &actions[k * a..(k + 1) * a],
-            &mut self.buffer,
-            &mut self.ep_return,
-            &mut self.ep_length,
-            &mut self.chunk,
-        );
-        self.steps += 1;
-        self.global_step += n as u64;
+        self.c.record(&self.s.obs, |k| &actions[k * a..(k + 1) * a]);
         self.times.inference += (t1 - t0).as_secs_f64();
         self.times.env += (t2 - t1).as_secs_f64();
         // CleanRL trains once global_step > learning_starts.
-        if self.global_step > self.cfg.learning_starts {
+        if self.c.global_step > self.cfg.learning_starts {
             let t3 = std::time::Instant::now();
             self.update_debt += n as f64 * self.cfg.utd_ratio;
             while self.update_debt >= 1.0 {
                 self.update_debt -= 1.0;
-                if self.buffer.len() >= self.cfg.batch_size.min(self.buffer.capacity()) {
+                if self.c.can_sample(self.cfg.batch_size) {
                     self.update();
                 }
             }
@@ -403,31 +295,19 @@ impl OffPolicy {
     /// checkpoint too), and the next call finishes it. A chunk of a large network's
     /// updates can take seconds; a stop request is answered within one step.
     pub fn iterate_until(&mut self, stop: impl Fn() -> bool) -> Option<ChunkStats> {
-        let every = self.cfg.log_every;
-        let goal = ((self.global_step / every + 1) * every).min(self.cfg.total_steps);
-        while self.global_step < goal {
+        let goal = self.c.chunk_end(self.cfg.log_every, self.cfg.total_steps);
+        while self.c.global_step < goal {
             if stop() {
                 return None;
             }
             self.collect_step();
         }
-        let c = std::mem::take(&mut self.chunk);
-        let mean = |s: f64, n: u64| if n == 0 { f64::NAN } else { s / n as f64 };
-        Some(ChunkStats {
-            global_step: self.global_step,
-            episodes: c.episodes,
-            episode_return: mean(c.episode_return, c.episodes),
-            episode_length: mean(c.episode_length, c.episodes),
-            updates: self.updates,
-            qf_loss: mean(c.q_loss, c.q_updates),
-            actor_loss: mean(c.actor_loss, c.actor_updates),
-            q_value: mean(c.q_value, c.q_updates),
-            alpha: if self.cfg.algo == Algo::Sac {
-                self.alpha()
-            } else {
-                f64::NAN
-            },
-        })
+        let alpha = if self.cfg.algo == Algo::Sac {
+            self.alpha()
+        } else {
+            f64::NAN
+        };
+        Some(self.c.take_chunk(self.updates, alpha))
     }
 
     /// One gradient update: the critics on a sampled minibatch, then (every
@@ -437,7 +317,7 @@ impl OffPolicy {
         let nets = &self.nets;
         let (bsz, d, a) = (cfg.batch_size, nets.obs_dim, nets.act_dim);
         let mut rng = Rng::stream(cfg.seed, Purpose::Learner, self.updates);
-        self.buffer.sample(bsz, &mut rng, &mut self.batch);
+        self.c.buffer.sample(bsz, &mut rng, &mut self.batch);
         let s = &mut self.s;
         let batch = &self.batch;
         let alpha = self.log_alpha.exp();
@@ -528,9 +408,9 @@ impl OffPolicy {
         let passes: &[(usize, &[f32])] = &[(0, &s.dq1), (1, &s.dq2)];
         self.critic.backward_many(&passes[..critics.len()]);
         self.critic.step(cfg.q_lr, NO_CLIP);
-        self.chunk.q_loss += loss;
-        self.chunk.q_value += qmean;
-        self.chunk.q_updates += 1;
+        self.c.chunk.q_loss += loss;
+        self.c.chunk.q_value += qmean;
+        self.c.chunk.q_updates += 1;
 
         let (algo, freq, tau) = (cfg.algo, cfg.policy_frequency, cfg.tau as f32);
         let target_freq = cfg.target_network_frequency;
@@ -557,8 +437,8 @@ impl OffPolicy {
         let loss = self.actor_gradient(rng);
         let cfg = &self.cfg;
         self.actor.step(cfg.policy_lr, NO_CLIP);
-        self.chunk.actor_loss += loss;
-        self.chunk.actor_updates += 1;
+        self.c.chunk.actor_loss += loss;
+        self.c.chunk.actor_updates += 1;
         if cfg.algo == Algo::Sac && cfg.autotune {
             // alpha_loss = mean(-alpha (log pi + target_entropy)); d / d log_alpha.
             let alpha = self.log_alpha.exp();
@@ -666,7 +546,6 @@ impl OffPolicy {
     /// The checkpoint state and its tensors (name, values). The replay buffer's rows
     /// are borrowed; the networks' are copied from their backend.
     pub fn state(&self) -> (OffPolicyState, Vec<NamedTensor<'_>>) {
-        let parts = self.buffer.parts();
         let (actor_opt, critic_opt) = (self.actor.optimizer(), self.critic.optimizer());
         let owned = |v: Vec<f32>| Cow::Owned(v);
         let mut tensors: Vec<NamedTensor<'_>> = vec![
@@ -681,25 +560,14 @@ impl OffPolicy {
             ("alpha_adam_m", Cow::Borrowed(&self.alpha_adam.m)),
             ("alpha_adam_v", Cow::Borrowed(&self.alpha_adam.v)),
         ];
-        if self.cfg.checkpoint_buffer {
-            tensors.extend(parts.fields.iter().map(|&(n, v)| (n, Cow::Borrowed(v))));
-        }
         let st = OffPolicyState {
-            global_step: self.global_step,
-            steps: self.steps,
+            progress: self.c.progress(self.cfg.checkpoint_buffer, &mut tensors),
             updates: self.updates,
             update_debt: self.update_debt,
             log_alpha: self.log_alpha,
             actor_adam: actor_opt,
             critic_adam: critic_opt,
             alpha_adam: self.alpha_adam.clone(),
-            ep_return: self.ep_return.clone(),
-            ep_length: self.ep_length.clone(),
-            buffer_pos: parts.pos,
-            buffer_len: parts.len,
-            buffer_saved: self.cfg.checkpoint_buffer,
-            envs: self.env.snapshot(),
-            chunk: self.chunk,
         };
         (st, tensors)
     }
@@ -726,16 +594,7 @@ impl OffPolicy {
         let actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
         let critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
         let alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
-        if st.ep_return.len() != self.cfg.num_envs || st.ep_length.len() != self.cfg.num_envs {
-            return Err(LearnError::Mismatch(
-                "per-env counters do not match num_envs".into(),
-            ));
-        }
-        if st.buffer_saved {
-            self.buffer
-                .restore(st.buffer_pos, st.buffer_len, &mut get)?;
-        }
-        self.env.restore(&st.envs)?;
+        self.c.restore(st.progress, &mut get)?;
         self.actor.set_params(&actor);
         if nat > 0 {
             self.actor.set_target_params(&actor_target);
@@ -745,14 +604,9 @@ impl OffPolicy {
         self.actor.set_optimizer(actor_adam);
         self.critic.set_optimizer(critic_adam);
         self.alpha_adam = alpha_adam;
-        self.global_step = st.global_step;
-        self.steps = st.steps;
         self.updates = st.updates;
         self.update_debt = st.update_debt;
         self.log_alpha = st.log_alpha;
-        self.ep_return = st.ep_return;
-        self.ep_length = st.ep_length;
-        self.chunk = st.chunk;
         Ok(())
     }
 

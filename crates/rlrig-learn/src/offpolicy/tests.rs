@@ -32,7 +32,7 @@ fn targets_follow_online_nets_by_tau() {
         c.policy_frequency = 1;
         c.tau = 0.1;
         let mut r = OffPolicy::new(c, 1).unwrap();
-        while r.global_step < 200 {
+        while r.c.global_step < 200 {
             r.collect_step();
         }
         let (old_a, old_c) = (r.actor.target_params(), r.critic.target_params());
@@ -73,10 +73,10 @@ fn sac_actor_gradient_matches_finite_differences() {
     c.autotune = false;
     c.alpha = 0.3;
     let mut r = OffPolicy::new(c, 1).unwrap();
-    while r.global_step < 220 {
+    while r.c.global_step < 220 {
         r.collect_step();
     }
-    r.buffer
+    r.c.buffer
         .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
     let critic = r.critic.params();
     let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
@@ -112,10 +112,10 @@ fn deterministic_actor_gradient_matches_finite_differences() {
     c.hidden = vec![8];
     c.batch_size = 4;
     let mut r = OffPolicy::new(c, 1).unwrap();
-    while r.global_step < 220 {
+    while r.c.global_step < 220 {
         r.collect_step();
     }
-    r.buffer
+    r.c.buffer
         .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
     let nets = r.nets();
     let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
