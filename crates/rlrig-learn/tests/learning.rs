@@ -37,6 +37,17 @@ fn ppo_lands_lunarlander_with_its_preset() {
     assert!(mean >= 200.0, "mean evaluation return {mean}");
 }
 
+/// The LunarLanderContinuous preset (RL Zoo's) lands seed 4, on which CleanRL's
+/// continuous defaults reach 109 after the same 1M steps.
+#[test]
+fn ppo_lands_lunarlander_continuous_with_its_preset() {
+    let mean = train_and_eval(PpoConfig {
+        seed: 4,
+        ..PpoConfig::for_env("LunarLanderContinuous-v3")
+    });
+    assert!(mean >= 200.0, "mean evaluation return {mean}");
+}
+
 /// The MountainCar preset (RL Zoo's, with observation and reward normalisation)
 /// reaches the flag in about 110 steps; without it PPO never does (-200).
 #[test]
