@@ -2,6 +2,7 @@
 //! end to end: learning with a fixed seed and a small budget, determinism, resume
 //! after SIGKILL, clear errors.
 
+#[macro_use]
 mod common;
 
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
@@ -29,15 +30,12 @@ fn default_run_beats_random_and_the_depth_2_solver() {
         "{ev}"
     );
     for (op, check) in [("random", 0.95), ("solver:2", 0.0)] {
-        let o = ok(&[
-            "eval",
-            "--run",
+        let o = ok(&argv![
+            "eval --run",
             ds,
             "--opponent",
             op,
-            "--games",
-            "60",
-            "--json",
+            "--games 60 --json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["games"], 60);
@@ -46,15 +44,12 @@ fn default_run_beats_random_and_the_depth_2_solver() {
         assert!(w > l, "{op}: {v}");
     }
     // Against itself: every game is decided or drawn, and the counts add up.
-    let o = ok(&[
-        "eval",
-        "--run",
+    let o = ok(&argv![
+        "eval --run",
         ds,
         "--opponent",
         &format!("run:{ds}"),
-        "--games",
-        "4",
-        "--json",
+        "--games 4 --json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let sum =
@@ -79,16 +74,8 @@ fn default_run_beats_random_and_the_depth_2_solver() {
 fn residual_cnn_option_learns_and_evaluates() {
     let d = tmp("az-cnn");
     let ds = d.to_str().unwrap();
-    ok(&[
-        "train",
-        "alphazero",
-        "--iterations",
-        "30",
-        "--set",
-        "channels=8",
-        "--set",
-        "blocks=1",
-        "--run-dir",
+    ok(&argv![
+        "train alphazero --iterations 30 --set channels=8 --set blocks=1 --run-dir",
         ds,
         "--quiet",
     ]);
@@ -97,15 +84,10 @@ fn residual_cnn_option_learns_and_evaluates() {
     assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
     let cfg = std::fs::read_to_string(d.join("config.toml")).unwrap();
     assert!(cfg.contains("channels = 8"), "{cfg}");
-    let o = ok(&[
-        "eval",
-        "--run",
+    let o = ok(&argv![
+        "eval --run",
         ds,
-        "--opponent",
-        "random",
-        "--games",
-        "20",
-        "--json",
+        "--opponent random --games 20 --json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["win_rate"].as_f64().unwrap() >= 0.9, "{v}");
@@ -116,18 +98,10 @@ fn residual_cnn_option_learns_and_evaluates() {
 fn gumbel_alphazero_learns_with_16_simulations() {
     let d = tmp("az-gumbel");
     let ds = d.to_str().unwrap();
-    ok(&[
-        "train",
-        "alphazero",
-        "--run-dir",
+    ok(&argv![
+        "train alphazero --run-dir",
         ds,
-        "--quiet",
-        "--simulations",
-        "16",
-        "--set",
-        "gumbel=true",
-        "--set",
-        "eval_simulations=16",
+        "--quiet --simulations 16 --set gumbel=true --set eval_simulations=16",
     ]);
     let ev: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
@@ -260,16 +234,8 @@ fn alphazero_bad_input_is_a_clear_error() {
 
 #[test]
 fn bench_alphazero_reports_every_stage() {
-    let o = ok(&[
-        "bench",
-        "alphazero",
-        "--simulations",
-        "16",
-        "--games",
-        "8",
-        "--moves",
-        "2",
-        "--json",
+    let o = ok(&argv![
+        "bench alphazero --simulations 16 --games 8 --moves 2 --json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["simulations"], 16);

@@ -2,6 +2,7 @@
 //! `scripts/fetch_roms.sh`): listed, benchmarked, and clear errors for bad input.
 #![cfg(feature = "atari")]
 
+#[macro_use]
 mod common;
 
 use std::path::Path;
@@ -46,20 +47,10 @@ fn envs_lists_both_ids_of_each_game_with_their_spaces() {
 #[test]
 fn bench_env_steps_pong_with_the_standard_preprocessing() {
     for id in ["Pong-v5", "ALE/Pong-v5"] {
-        let o = ok(&[
-            "bench",
-            "env",
-            "--env",
+        let o = ok(&argv![
+            "bench env --env",
             id,
-            "--num-envs",
-            "3",
-            "--threads",
-            "2",
-            "--steps",
-            "90",
-            "--warmup",
-            "0",
-            "--json",
+            "--num-envs 3 --threads 2 --steps 90 --warmup 0 --json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["env"], id);
@@ -72,16 +63,7 @@ fn bench_env_steps_pong_with_the_standard_preprocessing() {
 fn bad_env_args_are_errors_naming_the_env_and_the_key() {
     for (arg, key) in [("frameskip=0", "frameskip"), ("mode=99", "mode")] {
         fails_with(
-            &[
-                "bench",
-                "env",
-                "--env",
-                "Pong-v5",
-                "--env-arg",
-                arg,
-                "--steps",
-                "8",
-            ],
+            &argv!["bench env --env Pong-v5 --env-arg", arg, "--steps 8"],
             None,
             &["Pong-v5", key],
         );
@@ -97,14 +79,7 @@ fn play_draws_the_screen_in_colour() {
         "Pong-v5",
         "256",
         &run,
-        &[
-            "--set",
-            "num_steps=64",
-            "--set",
-            "num_envs=2",
-            "--eval-episodes",
-            "1",
-        ],
+        &argv!["--set num_steps=64 --set num_envs=2 --eval-episodes 1"],
     );
     let gif = d.join("pong.gif");
     let out = common::play_gif(&run, &gif, &["--max-frames", "8"]);
@@ -158,15 +133,12 @@ fn the_nature_cnn_needs_image_observations() {
         ("Pong-v5", "resnet", &["cnn", "resnet"][..]),
     ] {
         fails_with(
-            &[
-                "train",
-                "ppo",
-                "--env",
+            &argv![
+                "train ppo --env",
                 env,
                 "--set",
                 &format!("cnn={value}"),
-                "--total-steps",
-                "1024",
+                "--total-steps 1024",
             ],
             None,
             needles,

@@ -2,31 +2,20 @@
 //! wgpu tests on Mesa's software Vulkan (lavapipe), which checks correctness, not speed.
 #![cfg(feature = "burn")]
 
+#[macro_use]
 mod common;
 
 use common::{final_weights, kill_after_first_checkpoint, ok, rlrig, stderr, tmp};
 
 fn ppo_args<'a>(dir: &'a str, device: &'a str, steps: &'a str) -> Vec<&'a str> {
-    vec![
-        "train",
-        "ppo",
-        "--env",
-        "CartPole-v1",
-        "--device",
+    argv![
+        "train ppo --env CartPole-v1 --device",
         device,
-        "--num-envs",
-        "8",
-        "--total-steps",
+        "--num-envs 8 --total-steps",
         steps,
-        "--set",
-        "checkpoint_every=4096",
-        "--threads",
-        "1",
-        "--run-dir",
+        "--set checkpoint_every=4096 --threads 1 --run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "10",
+        "--quiet --eval-episodes 10",
     ]
 }
 
@@ -91,12 +80,8 @@ fn a_burn_cpu_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
 fn alphazero_on_burn_cpu_beats_random_play() {
     let d = tmp("burn-az");
     let ds = d.to_str().unwrap();
-    let o = ok(&[
-        "train",
-        "alphazero",
-        "--device",
-        "burn-cpu",
-        "--run-dir",
+    let o = ok(&argv![
+        "train alphazero --device burn-cpu --run-dir",
         ds,
         "--quiet",
     ]);
@@ -128,34 +113,17 @@ fn replay_args<'a>(algo: &'a str, dir: &'a str, device: &'a str) -> Vec<&'a str>
     } else {
         "Pendulum-v1"
     };
-    vec![
+    argv![
         "train",
         algo,
         "--env",
         env,
         "--device",
         device,
-        "--total-steps",
-        "1200",
-        "--num-envs",
-        "4",
-        "--set",
-        "learning_starts=400",
-        "--set",
-        "hidden=[32, 32]",
-        "--set",
-        "batch_size=64",
-        "--set",
-        "log_every=200",
-        "--set",
-        "checkpoint_every=400",
-        "--threads",
-        "1",
-        "--run-dir",
+        "--total-steps 1200 --num-envs 4 --set learning_starts=400 --set hidden=[32,32] --set",
+        "batch_size=64 --set log_every=200 --set checkpoint_every=400 --threads 1 --run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "2",
+        "--quiet --eval-episodes 2",
     ]
 }
 

@@ -1,6 +1,7 @@
 //! The `rlrig` binary end to end: listing, replay against a golden file, bench JSON,
 //! and clear errors (non-zero exit, no panic) for bad input.
 
+#[macro_use]
 mod common;
 
 use common::{fails_with, rlrig_in as rlrig, stderr};
@@ -94,13 +95,8 @@ fn replay_reads_an_actions_file_and_stops_at_episode_end() {
     // Always push right: the pole falls long before 100 actions run out.
     std::fs::write(&file, "# push right\n".to_string() + &"1\n".repeat(100)).unwrap();
     let o = rlrig(
-        &[
-            "replay",
-            "--env",
-            "CartPole-v1",
-            "--state",
-            "[0, 0, 0, 0]",
-            "--actions",
+        &argv![
+            "replay --env CartPole-v1 --state [0,0,0,0] --actions",
             file.to_str().unwrap(),
         ],
         None,
@@ -169,15 +165,7 @@ fn bad_input_gets_clear_errors() {
         &["Pendulum-v1", "action 0", "expected 1 number"],
     );
     fails_with(
-        &[
-            "replay",
-            "--env",
-            "Pendulum-v1",
-            "--state",
-            "[0, 0]",
-            "--actions",
-            "/nonexistent/actions.txt",
-        ],
+        &argv!["replay --env Pendulum-v1 --state [0,0] --actions /nonexistent/actions.txt"],
         None,
         &["/nonexistent/actions.txt"],
     );
@@ -200,18 +188,7 @@ fn bad_input_gets_clear_errors() {
         fails_with(&["bench", "env", bad, "--steps", "10"], None, &["--warmup"]);
     }
     fails_with(
-        &[
-            "bench",
-            "env",
-            "--mode",
-            "async",
-            "--num-envs",
-            "4",
-            "--batch-size",
-            "9",
-            "--steps",
-            "10",
-        ],
+        &argv!["bench env --mode async --num-envs 4 --batch-size 9 --steps 10"],
         None,
         &["batch_size"],
     );
@@ -223,7 +200,7 @@ fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
     let o = rlrig(
         &replay_stdin(
             "CartPole-v1",
-            "[0, 0, 0, 0]",
+            "[0,0,0,0]",
             &["--env-arg", "max_episode_steps=3"],
         ),
         Some("0\n1\n0\n1\n0\n"),
@@ -274,24 +251,11 @@ fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
 fn bench_env_prints_the_documented_json() {
     for mode in ["sync", "async"] {
         let o = rlrig(
-            &[
-                "bench",
-                "env",
-                "--env",
-                "Acrobot-v1",
-                "--num-envs",
-                "16",
-                "--threads",
-                "2",
-                "--steps",
-                "2000",
-                "--warmup",
-                "0.05",
+            &argv![
+                "bench env --env Acrobot-v1 --num-envs 16 --threads 2 --steps 2000 --warmup 0.05",
                 "--mode",
                 mode,
-                "--env-arg",
-                "fast_trig=true",
-                "--json",
+                "--env-arg fast_trig=true --json",
             ],
             None,
         );

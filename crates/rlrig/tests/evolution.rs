@@ -1,6 +1,7 @@
 //! `rlrig train es|ga` end to end: identical results with 1 and 2 threads, resume
 //! after SIGKILL, eval/play on the run, clear errors.
 
+#[macro_use]
 mod common;
 
 const COLS: usize = rlrig_learn::evolution::EVO_DETERMINISTIC_COLUMNS;
@@ -8,26 +9,15 @@ const COLS: usize = rlrig_learn::evolution::EVO_DETERMINISTIC_COLUMNS;
 use common::{fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, tmp};
 
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut v = vec![
+    let mut v = argv![
         "train",
         algo,
-        "--env",
-        "Pendulum-v1",
-        "--population",
-        "16",
-        "--generations",
-        "12",
-        "--episodes-per-member",
-        "2",
-        "--set",
-        "checkpoint_every=3",
-        "--threads",
+        "--env Pendulum-v1 --population 16 --generations 12 --episodes-per-member 2 --set",
+        "checkpoint_every=3 --threads",
         threads,
         "--run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "2",
+        "--quiet --eval-episodes 2",
     ];
     if algo == "ga" {
         v.extend(["--set", "truncation=4", "--set", "elite_candidates=2"]);
@@ -57,13 +47,10 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
             "{algo} {extra:?}"
         );
         assert_eq!(final_weights(&a), final_weights(&b), "{algo} {extra:?}");
-        let o = ok(&[
-            "eval",
-            "--run",
+        let o = ok(&argv![
+            "eval --run",
             a.to_str().unwrap(),
-            "--episodes",
-            "2",
-            "--json",
+            "--episodes 2 --json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["episodes"], 2);
@@ -99,16 +86,7 @@ fn evolution_bad_input_is_a_clear_error() {
         &["population must be even"],
     );
     fails_with(
-        &[
-            "train",
-            "ga",
-            "--population",
-            "4",
-            "--set",
-            "truncation=4",
-            "--set",
-            "elite_candidates=5",
-        ],
+        &argv!["train ga --population 4 --set truncation=4 --set elite_candidates=5"],
         None,
         &["smaller than the elite"],
     );
@@ -256,15 +234,10 @@ fn the_lander_heuristic_lands_from_the_cli() {
         ("LunarLander-v3", 180.0),
         ("LunarLanderContinuous-v3", 250.0),
     ] {
-        let o = ok(&[
-            "eval",
-            "--env",
+        let o = ok(&argv![
+            "eval --env",
             env,
-            "--policy",
-            "heuristic",
-            "--episodes",
-            "40",
-            "--json",
+            "--policy heuristic --episodes 40 --json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert!(v["mean_return"].as_f64().unwrap() > floor, "{env}: {v}");
@@ -277,15 +250,8 @@ fn the_lander_heuristic_lands_from_the_cli() {
 /// 400 episodes here must land within sampling error of that (std error ~0.6).
 #[test]
 fn random_baseline_matches_the_reference_statistics() {
-    let o = ok(&[
-        "eval",
-        "--env",
-        "CartPole-v1",
-        "--policy",
-        "random",
-        "--episodes",
-        "400",
-        "--json",
+    let o = ok(&argv![
+        "eval --env CartPole-v1 --policy random --episodes 400 --json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let m = v["mean_length"].as_f64().unwrap();
@@ -334,33 +300,14 @@ fn the_pruning_ga_on_bipedal_walker_is_thread_count_independent() {
     let (a, b) = (tmp("bw-ga-1"), tmp("bw-ga-2"));
     let walker = |dir: &std::path::Path, threads: &str| {
         let d = dir.to_str().unwrap().to_string();
-        ok(&[
-            "train",
-            "ga",
-            "--env",
-            "BipedalWalker-v3",
-            "--population",
-            "8",
-            "--generations",
-            "2",
-            "--episodes-per-member",
-            "1",
-            "--prune",
-            "--set",
-            "hidden=[8,8]",
-            "--set",
-            "truncation=4",
-            "--set",
-            "elite_candidates=2",
-            "--set",
-            "elite_episodes=1",
-            "--threads",
+        ok(&argv![
+            "train ga --env BipedalWalker-v3 --population 8 --generations 2 --episodes-per-member",
+            "1 --prune --set hidden=[8,8] --set truncation=4 --set elite_candidates=2 --set",
+            "elite_episodes=1 --threads",
             threads,
             "--run-dir",
             &d,
-            "--quiet",
-            "--eval-episodes",
-            "1",
+            "--quiet --eval-episodes 1",
         ]);
     };
     walker(&a, "1");

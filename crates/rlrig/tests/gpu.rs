@@ -3,6 +3,7 @@
 //! learning, not speed.
 #![cfg(feature = "gpu")]
 
+#[macro_use]
 mod common;
 
 use common::{fails_with, ok, rlrig, tmp};
@@ -19,18 +20,8 @@ fn two_seeds_train_cartpole_on_the_device_and_pass_the_cpu_evaluation() {
     }
     let dir = tmp("gpu-two-seeds");
     let d = dir.to_str().unwrap();
-    let o = rlrig(&[
-        "train",
-        "ppo",
-        "--device",
-        "gpu",
-        "--seeds",
-        "1-2",
-        "--total-steps",
-        "20480",
-        "--eval-episodes",
-        "10",
-        "--run-dir",
+    let o = rlrig(&argv![
+        "train ppo --device gpu --seeds 1-2 --total-steps 20480 --eval-episodes 10 --run-dir",
         d,
         "--quiet",
     ]);
@@ -87,13 +78,8 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
         &["norm_obs", "not supported"],
     );
     fails_with(
-        &with(&[
-            "--env",
-            "Acrobot-v1",
-            "--set",
-            "norm_obs=false",
-            "--env-arg",
-            "fast_trig=true",
+        &with(&argv![
+            "--env Acrobot-v1 --set norm_obs=false --env-arg fast_trig=true",
         ]),
         None,
         &["fast_trig", "default parameters"],
@@ -120,17 +106,7 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
     );
     // (Without --device gpu, --seeds packs CPU runs: tests/train.rs.)
     fails_with(
-        &[
-            "train",
-            "sac",
-            "--device",
-            "gpu",
-            "--seeds",
-            "1-4",
-            "--run-dir",
-            d,
-            "--quiet",
-        ],
+        &argv!["train sac --device gpu --seeds 1-4 --run-dir", d, "--quiet"],
         None,
         &["--seeds with --device gpu", "ppo"],
     );
@@ -155,24 +131,9 @@ fn acrobot_trains_on_the_device_with_its_env_args() {
     }
     let dir = tmp("gpu-acrobot");
     let d = dir.to_str().unwrap();
-    let o = rlrig(&[
-        "train",
-        "ppo",
-        "--device",
-        "gpu",
-        "--env",
-        "Acrobot-v1",
-        "--set",
-        "norm_obs=false",
-        "--env-arg",
-        "max_episode_steps=50",
-        "--seeds",
-        "1-2",
-        "--total-steps",
-        "5120",
-        "--eval-episodes",
-        "3",
-        "--run-dir",
+    let o = rlrig(&argv![
+        "train ppo --device gpu --env Acrobot-v1 --set norm_obs=false --env-arg",
+        "max_episode_steps=50 --seeds 1-2 --total-steps 5120 --eval-episodes 3 --run-dir",
         d,
         "--quiet",
     ]);
@@ -224,20 +185,10 @@ fn bench_env_on_the_device_reports_steps_and_episodes() {
         "Pendulum-v1",
         "MinAtar/Breakout-v1",
     ] {
-        let o = rlrig(&[
-            "bench",
-            "env",
-            "--device",
-            "gpu",
-            "--env",
+        let o = rlrig(&argv![
+            "bench env --device gpu --env",
             env,
-            "--num-envs",
-            "2048",
-            "--steps",
-            "2000000",
-            "--warmup",
-            "0",
-            "--json",
+            "--num-envs 2048 --steps 2000000 --warmup 0 --json",
         ]);
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{env}: {out}{}", common::stderr(&o));
@@ -273,14 +224,7 @@ fn bench_env_on_the_device_refuses_what_does_not_apply() {
         &["--threads", "do not apply"],
     );
     fails_with(
-        &[
-            "bench",
-            "env",
-            "--device",
-            "gpu",
-            "--env-arg",
-            "max_episode_steps=10",
-        ],
+        &argv!["bench env --device gpu --env-arg max_episode_steps=10"],
         None,
         &["--env-arg", "default parameters"],
     );

@@ -2,6 +2,7 @@
 //! policy's schedule is fixed, so runs are bit-identical at any thread count and a
 //! killed run resumes exactly (the stale parameters are in the checkpoint).
 
+#[macro_use]
 mod common;
 
 const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
@@ -84,14 +85,7 @@ fn impala_and_conv_settings_are_checked() {
         &["policy_lag = 1 needs vtrace = true"],
     );
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--env",
-            "CartPole-v1",
-            "--set",
-            "conv_channels=16",
-        ],
+        &argv!["train ppo --env CartPole-v1 --set conv_channels=16"],
         None,
         &["conv_channels", "CartPole-v1", "no image observations"],
     );

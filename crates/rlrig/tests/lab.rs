@@ -1,5 +1,6 @@
 //! `rlrig probe`, `bench suite`, `compare` and `plot` end to end.
 
+#[macro_use]
 mod common;
 
 use common::{ok, rlrig, tmp};
@@ -42,15 +43,8 @@ fn compare_prints_the_golden_table_and_draws_a_png() {
 fn bench_suite_writes_results_that_compare_reads() {
     let d = tmp("suite");
     let out = d.join("r.json");
-    ok(&[
-        "bench",
-        "suite",
-        "--quick",
-        "--only",
-        "env/CartPole-v1",
-        "--threads",
-        "1",
-        "--out",
+    ok(&argv![
+        "bench suite --quick --only env/CartPole-v1 --threads 1 --out",
         out.to_str().unwrap(),
     ]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
@@ -72,22 +66,9 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
     let d = tmp("learn");
     let dir = d.join("b");
     let args = |extra: &[&str]| {
-        let mut v = vec![
-            "bench",
-            "learn",
-            "--env",
-            "CartPole-v1",
-            "--algo",
-            "ppo",
-            "--seeds",
-            "1-2",
-            "--total-steps",
-            "8192",
-            "--eval-episodes",
-            "3",
-            "--threads",
-            "2",
-            "--dir",
+        let mut v = argv![
+            "bench learn --env CartPole-v1 --algo ppo --seeds 1-2 --total-steps 8192",
+            "--eval-episodes 3 --threads 2 --dir",
             dir.to_str().unwrap(),
         ];
         v.extend_from_slice(extra);
@@ -150,14 +131,7 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
     for (bad, needle) in [
         (vec!["bench", "learn", "--algo", "nope"], "--algo nope"),
         (
-            vec![
-                "bench",
-                "learn",
-                "--env",
-                "MinAtar/Breakout-v1",
-                "--algo",
-                "ppo",
-            ],
+            argv!["bench learn --env MinAtar/Breakout-v1 --algo ppo"],
             "--threshold",
         ),
         (
@@ -184,15 +158,8 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
 fn plot_draws_learning_curves_of_runs() {
     let d = tmp("plot");
     let run = d.join("run");
-    ok(&[
-        "train",
-        "ppo",
-        "--total-steps",
-        "8192",
-        "--quiet",
-        "--eval-episodes",
-        "1",
-        "--run-dir",
+    ok(&argv![
+        "train ppo --total-steps 8192 --quiet --eval-episodes 1 --run-dir",
         run.to_str().unwrap(),
     ]);
     let png = d.join("curves.png");
@@ -251,23 +218,11 @@ fn play_renders_a_trained_agent_to_an_animated_gif() {
         "MinAtar/Seaquest-v1",
     ] {
         let run = d.join(env.replace('/', "-"));
-        let o = rlrig(&[
-            "train",
-            "ppo",
-            "--env",
+        let o = rlrig(&argv![
+            "train ppo --env",
             env,
-            "--total-steps",
-            "4096",
-            "--set",
-            "num_steps=512",
-            "--set",
-            "num_envs=4",
-            "--set",
-            "num_minibatches=4",
-            "--quiet",
-            "--eval-episodes",
-            "1",
-            "--run-dir",
+            "--total-steps 4096 --set num_steps=512 --set num_envs=4 --set num_minibatches=4",
+            "--quiet --eval-episodes 1 --run-dir",
             run.to_str().unwrap(),
         ]);
         assert!(

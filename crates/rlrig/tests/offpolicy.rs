@@ -1,6 +1,7 @@
 //! `rlrig train ddpg|td3|sac|dqn` end to end: determinism across thread counts, resume
 //! after SIGKILL (replay buffer included), eval and play on the run, clear errors.
 
+#[macro_use]
 mod common;
 
 const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
@@ -11,32 +12,16 @@ use common::{
 
 /// A small, fast run: 3000 steps on 4 envs, tiny nets.
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
-    vec![
+    argv![
         "train",
         algo,
-        "--env",
-        "Pendulum-v1",
-        "--total-steps",
-        "3000",
-        "--num-envs",
-        "4",
-        "--set",
-        "learning_starts=500",
-        "--set",
-        "hidden=[32, 32]",
-        "--set",
-        "batch_size=128",
-        "--set",
-        "log_every=500",
-        "--set",
-        "checkpoint_every=1000",
+        "--env Pendulum-v1 --total-steps 3000 --num-envs 4 --set learning_starts=500 --set",
+        "hidden=[32,32] --set batch_size=128 --set log_every=500 --set checkpoint_every=1000",
         "--threads",
         threads,
         "--run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "2",
+        "--quiet --eval-episodes 2",
     ]
 }
 
@@ -65,13 +50,10 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
         let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
         assert!(config.contains(&format!("algo = \"{algo}\"")), "{config}");
 
-        let o = ok(&[
-            "eval",
-            "--run",
+        let o = ok(&argv![
+            "eval --run",
             a.to_str().unwrap(),
-            "--episodes",
-            "2",
-            "--json",
+            "--episodes 2 --json",
         ]);
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["episodes"], 2);
@@ -199,38 +181,15 @@ fn off_policy_bad_input_is_a_clear_error() {
 /// A small DQN run: 3000 CartPole steps on 4 envs, tiny net, an update round every 4
 /// env steps after step 500.
 fn dqn_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
-    vec![
-        "train",
-        "dqn",
-        "--env",
-        "CartPole-v1",
-        "--total-steps",
-        "3000",
-        "--num-envs",
-        "4",
-        "--set",
-        "learning_starts=500",
-        "--set",
-        "hidden=[32, 32]",
-        "--set",
-        "batch_size=128",
-        "--set",
-        "train_frequency=4",
-        "--set",
-        "gradient_steps=1",
-        "--set",
-        "target_network_frequency=100",
-        "--set",
-        "log_every=500",
-        "--set",
-        "checkpoint_every=1000",
+    argv![
+        "train dqn --env CartPole-v1 --total-steps 3000 --num-envs 4 --set learning_starts=500",
+        "--set hidden=[32,32] --set batch_size=128 --set train_frequency=4 --set gradient_steps=1",
+        "--set target_network_frequency=100 --set log_every=500 --set checkpoint_every=1000",
         "--threads",
         threads,
         "--run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "2",
+        "--quiet --eval-episodes 2",
     ]
 }
 
@@ -250,13 +209,10 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     assert_eq!(ma[6].split(',').nth(4), Some("625"), "updates");
     let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
     assert!(config.contains("loss = \"huber\""), "{config}");
-    let o = ok(&[
-        "eval",
-        "--run",
+    let o = ok(&argv![
+        "eval --run",
         a.to_str().unwrap(),
-        "--episodes",
-        "3",
-        "--json",
+        "--episodes 3 --json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["episodes"], 3);

@@ -4,6 +4,7 @@
 //! anything is allocated; a write that fails (a full disk, a directory in the way)
 //! names the path and the reason and leaves the last checkpoint loadable.
 
+#[macro_use]
 mod common;
 
 use common::{
@@ -126,22 +127,9 @@ fn sigterm_stops_impala_with_a_checkpoint_that_resumes_exactly() {
 fn sigint_stops_sac_mid_chunk_and_resumes_exactly() {
     stop_and_resume(
         "sac",
-        &[
-            "train",
-            "sac",
-            "--env",
-            "Pendulum-v1",
-            "--total-steps",
-            "6000",
-            "--set",
-            "learning_starts=500",
-            "--set",
-            "log_every=400",
-            "--set",
-            "checkpoint_every=0",
-            "--quiet",
-            "--eval-episodes",
-            "1",
+        &argv![
+            "train sac --env Pendulum-v1 --total-steps 6000 --set learning_starts=500 --set",
+            "log_every=400 --set checkpoint_every=0 --quiet --eval-episodes 1",
         ],
         "INT",
         3,
@@ -153,22 +141,9 @@ fn sigint_stops_sac_mid_chunk_and_resumes_exactly() {
 fn sigterm_stops_es_and_alphazero_with_checkpoints_that_resume_exactly() {
     stop_and_resume(
         "es",
-        &[
-            "train",
-            "es",
-            "--env",
-            "Pendulum-v1",
-            "--population",
-            "32",
-            "--generations",
-            "150",
-            "--episodes-per-member",
-            "2",
-            "--set",
-            "checkpoint_every=0",
-            "--quiet",
-            "--eval-episodes",
-            "1",
+        &argv![
+            "train es --env Pendulum-v1 --population 32 --generations 150 --episodes-per-member 2",
+            "--set checkpoint_every=0 --quiet --eval-episodes 1",
         ],
         "TERM",
         3,
@@ -176,15 +151,7 @@ fn sigterm_stops_es_and_alphazero_with_checkpoints_that_resume_exactly() {
     );
     stop_and_resume(
         "alphazero",
-        &[
-            "train",
-            "alphazero",
-            "--iterations",
-            "40",
-            "--set",
-            "checkpoint_every=0",
-            "--quiet",
-        ],
+        &argv!["train alphazero --iterations 40 --set checkpoint_every=0 --quiet"],
         "INT",
         3,
         rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS,
@@ -198,20 +165,9 @@ fn sigterm_stops_es_and_alphazero_with_checkpoints_that_resume_exactly() {
 fn a_second_sigint_exits_at_once() {
     let d = tmp("twice");
     let ds = d.to_str().unwrap();
-    let child = spawn(&[
-        "train",
-        "ppo",
-        "--env",
-        "CartPole-v1",
-        "--num-envs",
-        "256",
-        "--total-steps",
-        "100000000",
-        "--set",
-        "num_steps=256",
-        "--set",
-        "hidden=[2048, 2048]",
-        "--run-dir",
+    let child = spawn(&argv![
+        "train ppo --env CartPole-v1 --num-envs 256 --total-steps 100000000 --set num_steps=256",
+        "--set hidden=[2048,2048] --run-dir",
         ds,
         "--quiet",
     ]);
@@ -250,98 +206,43 @@ fn impossible_sizes_are_refused_with_the_flag_to_lower() {
             "--num-envs",
         ),
         (
-            &[
-                "train",
-                "ppo",
-                "--num-envs",
-                "5000000000",
-                "--total-steps",
-                "1000000000000",
-                "--run-dir",
+            &argv![
+                "train ppo --num-envs 5000000000 --total-steps 1000000000000 --run-dir",
                 r,
             ],
             "--num-envs",
         ),
         (
-            &[
-                "train",
-                "sac",
-                "--set",
-                "buffer_size=1000000000000",
-                "--total-steps",
-                "1000000000000",
-                "--run-dir",
+            &argv![
+                "train sac --set buffer_size=1000000000000 --total-steps 1000000000000 --run-dir",
                 r,
             ],
             "buffer_size",
         ),
         (
-            &[
-                "train",
-                "ga",
-                "--population",
-                "100000000000",
-                "--run-dir",
-                r,
-            ],
+            &argv!["train ga --population 100000000000 --run-dir", r],
             "--population",
         ),
         (
-            &[
-                "train",
-                "es",
-                "--set",
-                "hidden=[100000000, 100000000]",
-                "--run-dir",
-                r,
-            ],
+            &argv!["train es --set hidden=[100000000,100000000] --run-dir", r],
             "hidden",
         ),
         (
-            &[
-                "train",
-                "alphazero",
-                "--games",
-                "10000000000",
-                "--run-dir",
-                r,
-            ],
+            &argv!["train alphazero --games 10000000000 --run-dir", r],
             "--games",
         ),
         (&["bench", "alphazero", "--games", "10000000000"], "--games"),
         // Evaluation episodes are stepped as one batch.
         (
-            &[
-                "train",
-                "ppo",
-                "--eval-episodes",
-                "100000000000",
-                "--run-dir",
-                r,
-            ],
+            &argv!["train ppo --eval-episodes 100000000000 --run-dir", r],
             "--eval-episodes",
         ),
         (
-            &[
-                "eval",
-                "--env",
-                "CartPole-v1",
-                "--policy",
-                "random",
-                "--episodes",
-                "100000000000",
-            ],
+            &argv!["eval --env CartPole-v1 --policy random --episodes 100000000000"],
             "--episodes",
         ),
         (
-            &[
-                "train",
-                "alphazero",
-                "--set",
-                "eval_games=100000000000",
-                "--run-dir",
-                r,
-            ],
+            &argv!["train alphazero --set eval_games=100000000000 --run-dir", r],
             "eval_games",
         ),
     ];
@@ -357,20 +258,10 @@ fn impossible_sizes_are_refused_with_the_flag_to_lower() {
 }
 
 fn ppo_args(dir: &str) -> Vec<&str> {
-    vec![
-        "train",
-        "ppo",
-        "--env",
-        "CartPole-v1",
-        "--total-steps",
-        "40960",
-        "--set",
-        "checkpoint_every=4096",
-        "--run-dir",
+    argv![
+        "train ppo --env CartPole-v1 --total-steps 40960 --set checkpoint_every=4096 --run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "2",
+        "--quiet --eval-episodes 2",
     ]
 }
 
@@ -577,20 +468,9 @@ fn a_packed_run_checkpoints_even_when_signalled_twice() {
     let d = tmp("packed-twice");
     let ds = d.to_str().unwrap();
     let child = spawn_with_env(
-        &[
-            "train",
-            "ppo",
-            "--env",
-            "CartPole-v1",
-            "--num-envs",
-            "64",
-            "--total-steps",
-            "100000000",
-            "--set",
-            "num_steps=64",
-            "--set",
-            "hidden=[1024, 1024]",
-            "--run-dir",
+        &argv![
+            "train ppo --env CartPole-v1 --num-envs 64 --total-steps 100000000 --set num_steps=64",
+            "--set hidden=[1024,1024] --run-dir",
             ds,
             "--quiet",
         ],
@@ -615,22 +495,9 @@ fn a_packed_run_checkpoints_even_when_signalled_twice() {
 fn sigint_stops_bench_learn_at_a_checkpoint_and_resume_finishes_it() {
     let d = tmp("learn-stop");
     let ds = d.to_str().unwrap();
-    let mut args = vec![
-        "bench",
-        "learn",
-        "--env",
-        "CartPole-v1",
-        "--algo",
-        "ppo,a2c",
-        "--seeds",
-        "1-2",
-        "--total-steps",
-        "300000",
-        "--eval-episodes",
-        "2",
-        "--threads",
-        "2",
-        "--dir",
+    let mut args = argv![
+        "bench learn --env CartPole-v1 --algo ppo,a2c --seeds 1-2 --total-steps 300000",
+        "--eval-episodes 2 --threads 2 --dir",
         ds,
     ];
     let child = spawn(&args);

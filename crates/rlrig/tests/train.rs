@@ -1,6 +1,7 @@
 //! `rlrig train ppo` and `rlrig eval` end to end: determinism across thread counts,
 //! resume after SIGKILL, and clear errors for bad configs and checkpoints.
 
+#[macro_use]
 mod common;
 
 const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
@@ -14,22 +15,12 @@ use common::{
 use std::time::{Duration, Instant};
 
 fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
-    vec![
-        "train",
-        "ppo",
-        "--env",
-        "CartPole-v1",
-        "--total-steps",
-        "20480",
-        "--set",
-        "checkpoint_every=4096",
-        "--threads",
+    argv![
+        "train ppo --env CartPole-v1 --total-steps 20480 --set checkpoint_every=4096 --threads",
         threads,
         "--run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "3",
+        "--quiet --eval-episodes 3",
     ]
 }
 
@@ -58,13 +49,10 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
             .starts_with("events.out.tfevents")
     }));
     // eval reads the run back.
-    let o = ok(&[
-        "eval",
-        "--run",
+    let o = ok(&argv![
+        "eval --run",
         a.to_str().unwrap(),
-        "--episodes",
-        "2",
-        "--json",
+        "--episodes 2 --json",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["episodes"], 2);
@@ -83,16 +71,8 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
 fn zero_eval_episodes_skips_the_final_evaluation() {
     let d = tmp("no-eval");
     let ds = d.to_str().unwrap();
-    let o = ok(&[
-        "train",
-        "ppo",
-        "--env",
-        "CartPole-v1",
-        "--total-steps",
-        "2048",
-        "--eval-episodes",
-        "0",
-        "--run-dir",
+    let o = ok(&argv![
+        "train ppo --env CartPole-v1 --total-steps 2048 --eval-episodes 0 --run-dir",
         ds,
         "--quiet",
     ]);
@@ -108,22 +88,12 @@ fn zero_eval_episodes_skips_the_final_evaluation() {
 fn a2c_is_identical_with_1_2_and_7_threads() {
     let dirs = [tmp("a2c1"), tmp("a2c2"), tmp("a2c7")];
     for (d, t) in dirs.iter().zip(["1", "2", "7"]) {
-        ok(&[
-            "train",
-            "a2c",
-            "--env",
-            "CartPole-v1",
-            "--num-envs",
-            "32",
-            "--total-steps",
-            "16000",
-            "--threads",
+        ok(&argv![
+            "train a2c --env CartPole-v1 --num-envs 32 --total-steps 16000 --threads",
             t,
             "--run-dir",
             d.to_str().unwrap(),
-            "--quiet",
-            "--eval-episodes",
-            "1",
+            "--quiet --eval-episodes 1",
         ]);
     }
     let w = final_weights(&dirs[0]);
@@ -144,24 +114,12 @@ fn a2c_is_identical_with_1_2_and_7_threads() {
 fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
     let d = tmp("trace");
     let trace = d.join("t.json");
-    ok(&[
-        "train",
-        "ppo",
-        "--env",
-        "CartPole-v1",
-        "--total-steps",
-        "10240",
-        "--run-dir",
+    ok(&argv![
+        "train ppo --env CartPole-v1 --total-steps 10240 --run-dir",
         d.join("run").to_str().unwrap(),
-        "--quiet",
-        "--eval-episodes",
-        "1",
-        "--trace",
+        "--quiet --eval-episodes 1 --trace",
         trace.to_str().unwrap(),
-        "--trace-iterations",
-        "3",
-        "--threads",
-        "2",
+        "--trace-iterations 3 --threads 2",
     ]);
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
     assert_eq!(v["otherData"]["rlrig_iterations"], 20);
@@ -187,14 +145,7 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
                 .unwrap()
                 .contains("14 iterations omitted")
     }));
-    let o = rlrig(&[
-        "train",
-        "ppo",
-        "--trace",
-        "x.json",
-        "--trace-iterations",
-        "0",
-    ]);
+    let o = rlrig(&argv!["train ppo --trace x.json --trace-iterations 0"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--trace-iterations"));
     std::fs::remove_dir_all(d).ok();
@@ -252,14 +203,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     assert!(stderr(&o).contains("invalid value 'tpu' for '--device"));
     // The optimiser too, from a config (a typed field, not a string checked later).
     fails_with(
-        &[
-            "train",
-            "a2c",
-            "--set",
-            "optimizer=\"sgd\"",
-            "--run-dir",
-            ds,
-        ],
+        &argv!["train a2c --set", "optimizer=\"sgd\"", "--run-dir", ds],
         None,
         &["optimizer", "sgd", "adam", "rmsprop"],
     );
@@ -274,14 +218,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
         &["num_envs"],
     );
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--set",
-            "num_minibatches=3",
-            "--run-dir",
-            ds,
-        ],
+        &argv!["train ppo --set num_minibatches=3 --run-dir", ds],
         None,
         &["num_minibatches"],
     );
@@ -289,27 +226,13 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     let cfg = d.join("bad.toml");
     std::fs::write(&cfg, "gamma = 0.99\nclip_coeff = 0.1\n").unwrap();
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--run-dir",
-            ds,
-        ],
+        &argv!["train ppo --config", cfg.to_str().unwrap(), "--run-dir", ds],
         None,
         &["bad.toml", "clip_coeff"],
     );
     std::fs::write(&cfg, "gamma = \"high\"\n").unwrap();
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--run-dir",
-            ds,
-        ],
+        &argv!["train ppo --config", cfg.to_str().unwrap(), "--run-dir", ds],
         None,
         &["bad.toml", "gamma"],
     );
@@ -323,16 +246,10 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     // A real run, then damage it.
     let run = d.join("run");
     let rs = run.to_str().unwrap();
-    ok(&[
-        "train",
-        "ppo",
-        "--total-steps",
-        "2048",
-        "--run-dir",
+    ok(&argv![
+        "train ppo --total-steps 2048 --run-dir",
         rs,
-        "--quiet",
-        "--eval-episodes",
-        "1",
+        "--quiet --eval-episodes 1",
     ]);
     fails_with(
         &["train", "ppo", "--total-steps", "2048", "--run-dir", rs],
@@ -340,15 +257,7 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
         &["already holds a run", "--resume"],
     );
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--total-steps",
-            "4096",
-            "--run-dir",
-            rs,
-            "--resume",
-        ],
+        &argv!["train ppo --total-steps 4096 --run-dir", rs, "--resume"],
         None,
         &["config differs"],
     );
@@ -544,14 +453,10 @@ fn env_args_reach_training_eval_play_and_resume() {
     let o = ok(&["train", "ppo", "--run-dir", ds, "--resume", "--quiet"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step 1024"));
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--run-dir",
+        &argv![
+            "train ppo --run-dir",
             ds,
-            "--resume",
-            "--env-arg",
-            "max_episode_steps=6",
+            "--resume --env-arg max_episode_steps=6",
         ],
         None,
         &[
@@ -560,26 +465,12 @@ fn env_args_reach_training_eval_play_and_resume() {
         ],
     );
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--env-arg",
-            "fast_trig=true",
-            "--run-dir",
-            ds,
-        ],
+        &argv!["train ppo --env-arg fast_trig=true --run-dir", ds],
         None,
         &["CartPole-v1", "fast_trig", "unknown parameter"],
     );
     fails_with(
-        &[
-            "train",
-            "ppo",
-            "--env",
-            "Acrobot-v1",
-            "--env-arg",
-            "fast_trig=yes",
-        ],
+        &argv!["train ppo --env Acrobot-v1 --env-arg fast_trig=yes"],
         None,
         &["Acrobot-v1", "fast_trig=yes", "not true or false"],
     );
@@ -592,17 +483,10 @@ fn env_args_reach_training_eval_play_and_resume() {
         "env = \"CartPole-v1\"\n[env_args]\nmax_episode_steps = 5\n",
     )
     .unwrap();
-    ok(&[
-        "train",
-        "es",
-        "--config",
+    ok(&argv![
+        "train es --config",
         cfg.to_str().unwrap(),
-        "--population",
-        "4",
-        "--generations",
-        "1",
-        "--quiet",
-        "--run-dir",
+        "--population 4 --generations 1 --quiet --run-dir",
         e.join("run").to_str().unwrap(),
     ]);
     assert_eq!(eval_mean(&e.join("run")), 5.0);
@@ -621,19 +505,9 @@ fn env_args_reach_training_eval_play_and_resume() {
         ],
     );
     let s = tmp("envargs-sac");
-    ok(&[
-        "train",
-        "sac",
-        "--env-arg",
-        "max_episode_steps=7",
-        "--total-steps",
-        "64",
-        "--set",
-        "learning_starts=32",
-        "--quiet",
-        "--eval-episodes",
-        "1",
-        "--run-dir",
+    ok(&argv![
+        "train sac --env-arg max_episode_steps=7 --total-steps 64 --set learning_starts=32 --quiet",
+        "--eval-episodes 1 --run-dir",
         s.to_str().unwrap(),
     ]);
     assert_eq!(played_steps(&s), "episode 1: 7 steps");

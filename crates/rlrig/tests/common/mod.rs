@@ -1,12 +1,37 @@
 //! Helpers shared by the binary's integration tests.
 
 // Each test file uses a different subset.
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+/// A command line as a `Vec<&str>`: each string literal is split into words, every
+/// other expression (a path, a formatted value) is one argument as it is, so a value
+/// with spaces goes in as a variable. `argv!["train ppo --run-dir", dir, "--quiet"]`.
+/// It expands to one expression, so `&format!(..)` arguments live to the statement's end.
+macro_rules! argv {
+    (@acc [$($done:expr),*];) => { [$($done),*].concat() };
+    (@acc [$($done:expr),*]; $l:literal $(, $($rest:tt)*)?) => {
+        argv!(@acc [$($done,)* crate::common::words($l)]; $($($rest)*)?)
+    };
+    (@acc [$($done:expr),*]; $e:expr $(, $($rest:tt)*)?) => {
+        argv!(@acc [$($done,)* crate::common::one($e)]; $($($rest)*)?)
+    };
+    ($($t:tt)*) => { argv!(@acc []; $($t)*) };
+}
+
+/// [`argv!`]'s literal: its words.
+pub fn words(line: &'static str) -> Vec<&'static str> {
+    line.split_whitespace().collect()
+}
+
+/// [`argv!`]'s expression: one argument.
+pub fn one(arg: &str) -> Vec<&str> {
+    vec![arg]
+}
 
 /// Runs the `rlrig` binary with `stdin` as its standard input.
 pub fn rlrig_in(args: &[&str], stdin: Option<&str>) -> Output {
