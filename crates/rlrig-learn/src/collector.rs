@@ -3,13 +3,13 @@
 //! sums of the current logging chunk, and the part of a checkpoint that holds them
 //! ([`Progress`]). The learners add their networks, optimisers and update rules.
 
-use rlrig_env::{AutoReset, Purpose, Rng, VecEnvDyn, VecSnapshot, make_sync};
+use rlrig_env::{Purpose, Rng, VecEnvDyn, VecSnapshot};
 use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
 
+use crate::LearnError;
 use crate::buffer::ReplayBuffer;
-use crate::{EnvArgs, LearnError};
 
 /// One checkpoint tensor: its name and values (borrowed where the run holds them).
 pub type NamedTensor<'a> = (&'static str, Cow<'a, [f32]>);
@@ -105,34 +105,21 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// `num_envs` envs of `env` seeded by `seed`, and a buffer of `capacity`
-    /// transitions (an action is its space's flat values: one for a discrete action).
-    pub fn new(
-        env: &str,
-        env_args: &EnvArgs,
-        num_envs: usize,
-        seed: u64,
-        threads: usize,
-        capacity: usize,
-    ) -> Result<Collector, LearnError> {
-        let env = make_sync(
-            env,
-            crate::env_config(num_envs, env_args)
-                .threads(threads)
-                .seed(seed)
-                .autoreset(AutoReset::SameStep),
-        )?;
-        let spec = env.spec();
+    /// Collects from `env` (built by [`crate::training_envs`]) into a buffer of
+    /// `capacity` transitions (an action is its space's flat values: one for a discrete
+    /// action).
+    pub fn new(env: Box<dyn VecEnvDyn>, capacity: usize) -> Collector {
+        let (spec, n) = (env.spec(), env.num_envs());
         let (obs_dim, act_dim) = (spec.obs_dim, spec.action_space.flat_dim());
-        Ok(Collector {
+        Collector {
             env,
             buffer: ReplayBuffer::new(capacity, obs_dim, act_dim),
             global_step: 0,
             steps: 0,
-            ep_return: vec![0.0; num_envs],
-            ep_length: vec![0; num_envs],
+            ep_return: vec![0.0; n],
+            ep_length: vec![0; n],
             chunk: ChunkSums::default(),
-        })
+        }
     }
 
     /// The randomness of the behaviour policy at this collection step: the stream

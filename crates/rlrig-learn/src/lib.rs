@@ -33,6 +33,23 @@ pub fn env_config(n: usize, args: &EnvArgs) -> rlrig_env::VecConfig {
 
 /// Checks `env` and its `args` by building one env: an unknown id, an unknown key or a
 /// bad value is an error naming them.
+/// The envs a learner trains on: `n` envs of `env` with `args`, seeded by `seed`, stepped
+/// on `threads` threads, each reset on the step its episode ends (the final observation
+/// kept for the learner).
+pub fn training_envs(
+    env: &str,
+    args: &EnvArgs,
+    n: usize,
+    seed: u64,
+    threads: usize,
+) -> Result<Box<dyn rlrig_env::VecEnvDyn>, LearnError> {
+    let cfg = env_config(n, args)
+        .threads(threads)
+        .seed(seed)
+        .autoreset(rlrig_env::AutoReset::SameStep);
+    Ok(rlrig_env::make_sync(env, cfg)?)
+}
+
 pub fn check_env(env: &str, args: &EnvArgs) -> Result<(), LearnError> {
     rlrig_env::make_sync(env, env_config(1, args))?;
     Ok(())

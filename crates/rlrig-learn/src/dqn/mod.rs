@@ -414,14 +414,8 @@ fn multiples_in(from: u64, to: u64, every: u64) -> u64 {
 impl Dqn {
     pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, LearnError> {
         cfg.validate()?;
-        let c = Collector::new(
-            &cfg.env,
-            &cfg.env_args,
-            cfg.num_envs,
-            cfg.seed,
-            threads,
-            cfg.capacity(),
-        )?;
+        let envs = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, cfg.seed, threads)?;
+        let c = Collector::new(envs, cfg.capacity());
         let spec = c.env.spec();
         let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
         let mut q = Native::new(

@@ -135,14 +135,8 @@ fn critic_layout(nets: &Nets) -> NetLayout {
 impl OffPolicy {
     pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, LearnError> {
         cfg.validate()?;
-        let c = Collector::new(
-            &cfg.env,
-            &cfg.env_args,
-            cfg.num_envs,
-            cfg.seed,
-            threads,
-            cfg.capacity(),
-        )?;
+        let envs = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, cfg.seed, threads)?;
+        let c = Collector::new(envs, cfg.capacity());
         let spec = c.env.spec();
         let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
         let (na, nc) = (nets.actor_params.len(), nets.critic_params.len());

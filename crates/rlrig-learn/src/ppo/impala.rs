@@ -150,22 +150,31 @@ impl Ppo {
         let (t_max, e) = (cfg.num_steps, cfg.num_envs);
         let n = t_max * e;
         let adim = self.agent.action_dim();
-        let mut out = vec![0.0; n * self.agent.policy_dim()];
+        let mut bufs = std::mem::take(&mut self.update_bufs);
+        let out = &mut bufs.rollout_out;
+        out.clear();
+        out.resize(n * self.agent.policy_dim(), 0.0);
         self.agent.forward(
             &mut *self.backend,
             &self.buf.obs,
             n,
             false,
-            &mut out,
+            out,
             &mut self.buf.values,
         );
-        let ls = self.backend.free_params().to_vec();
-        let mut logp_row = vec![0.0f32; self.agent.policy_dim()];
-        let mut log_rhos = vec![0.0f32; n];
+        let ls = &mut bufs.ls;
+        ls.clear();
+        ls.extend_from_slice(self.backend.free_params());
+        let logp_row = &mut bufs.logp_row;
+        logp_row.clear();
+        logp_row.resize(self.agent.policy_dim(), 0.0);
+        let log_rhos = &mut bufs.log_rhos;
+        log_rhos.clear();
+        log_rhos.resize(n, 0.0);
         for i in 0..n {
             let new_lp = match &self.agent.head {
                 Head::Categorical { n: k } => {
-                    log_softmax(&out[i * k..(i + 1) * k], &mut logp_row);
+                    log_softmax(&out[i * k..(i + 1) * k], logp_row);
                     logp_row[self.buf.actions[i] as usize]
                 }
                 Head::Gaussian { dim, .. } => (0..*dim)
@@ -178,7 +187,7 @@ impl Ppo {
             log_rhos[i] = new_lp - self.buf.logprobs[i];
             self.buf.logprobs[i] = new_lp;
         }
-        let discounts = self.discounts();
+        self.discounts_into(&mut bufs.discounts);
         crate::vtrace::vtrace(
             t_max,
             e,
@@ -188,13 +197,14 @@ impl Ppo {
                 rho_bar: cfg.vtrace_rho_bar as f32,
                 c_bar: cfg.vtrace_c_bar as f32,
             },
-            &log_rhos,
+            &bufs.log_rhos,
             &self.buf.rewards,
-            &discounts,
+            &bufs.discounts,
             &self.buf.values,
             next_value,
             &mut self.returns,
             &mut self.advantages,
         );
+        self.update_bufs = bufs;
     }
 }

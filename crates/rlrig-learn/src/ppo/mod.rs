@@ -18,7 +18,7 @@
 //! `impala` (asynchronous actors, V-trace), `greedy` (acting and evaluation) and `run`
 //! (checkpoints, metrics and the driver's [`crate::driver::Algorithm`]).
 
-use rlrig_env::{ActionBuf, AutoReset, Purpose, Rng, Space, VecEnvDyn, make_sync};
+use rlrig_env::{ActionBuf, Purpose, Rng, Space, VecEnvDyn};
 use serde::{Deserialize, Serialize};
 
 use crate::LearnError;
@@ -138,13 +138,7 @@ use crate::trace::SpanLog;
 impl Ppo {
     pub fn new(cfg: PpoConfig, threads: usize) -> Result<Ppo, LearnError> {
         cfg.validate()?;
-        let env = make_sync(
-            &cfg.env,
-            crate::env_config(cfg.num_envs, &cfg.env_args)
-                .threads(threads)
-                .seed(cfg.seed)
-                .autoreset(AutoReset::SameStep),
-        )?;
+        let env = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, cfg.seed, threads)?;
         Self::with_env(cfg, env, threads)
     }
 
@@ -154,13 +148,7 @@ impl Ppo {
         let seed = cfg
             .seed
             .wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(j as u64));
-        let env = make_sync(
-            &cfg.env,
-            crate::env_config(cfg.num_envs, &cfg.env_args)
-                .threads(1)
-                .seed(seed)
-                .autoreset(AutoReset::SameStep),
-        )?;
+        let env = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, seed, 1)?;
         let e = cfg.num_envs;
         Ok(ActorSide {
             env,

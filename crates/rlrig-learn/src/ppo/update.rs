@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// The minibatch update's buffers: sized by the first update, reused after.
+/// The learner's buffers (targets and minibatch update): sized by the first iteration,
+/// reused after.
 #[derive(Default)]
 pub(super) struct UpdateBufs {
     idx: Vec<usize>,
@@ -11,19 +12,25 @@ pub(super) struct UpdateBufs {
     d_out: Vec<f32>,
     d_val: Vec<f32>,
     mb_adv: Vec<f32>,
-    logp_row: Vec<f32>,
+    pub(super) logp_row: Vec<f32>,
     d_logstd: Vec<f32>,
-    ls: Vec<f32>,
+    pub(super) ls: Vec<f32>,
     out: Vec<f32>,
     newv: Vec<f32>,
     scratch: Vec<f32>,
+    /// GAE's and V-trace's per-step discounts ([`Ppo::discounts_into`]).
+    pub(super) discounts: Vec<f32>,
+    /// V-trace: the policy over the whole rollout, and its log importance ratios.
+    pub(super) rollout_out: Vec<f32>,
+    pub(super) log_rhos: Vec<f32>,
 }
 
 impl Ppo {
     /// GAE over the rollout, bootstrapped from `next_value`.
     pub(super) fn gae(&mut self, next_value: &[f32]) {
+        let mut discounts = std::mem::take(&mut self.update_bufs.discounts);
+        self.discounts_into(&mut discounts);
         let cfg = &self.cfg;
-        let discounts = self.discounts();
         loss::gae(
             cfg.num_steps,
             cfg.num_envs,
@@ -36,23 +43,23 @@ impl Ppo {
             &mut self.advantages,
             &mut self.returns,
         );
+        self.update_bufs.discounts = discounts;
     }
 
     /// Per step of the rollout, 0 where it ended its episode (the next observation
-    /// starts a new one) and 1 elsewhere.
-    pub(super) fn discounts(&self) -> Vec<f32> {
+    /// starts a new one) and 1 elsewhere, into `out`.
+    pub(super) fn discounts_into(&self, out: &mut Vec<f32>) {
         let (t_max, e) = (self.cfg.num_steps, self.cfg.num_envs);
-        (0..t_max * e)
-            .map(|i| {
-                let (t, k) = (i / e, i % e);
-                let ended = if t + 1 == t_max {
-                    self.learn_next_done[k]
-                } else {
-                    self.buf.dones[i + e] != 0.0
-                };
-                if ended { 0.0 } else { 1.0 }
-            })
-            .collect()
+        out.clear();
+        out.extend((0..t_max * e).map(|i| {
+            let (t, k) = (i / e, i % e);
+            let ended = if t + 1 == t_max {
+                self.learn_next_done[k]
+            } else {
+                self.buf.dones[i + e] != 0.0
+            };
+            if ended { 0.0 } else { 1.0 }
+        }));
     }
 
     /// `update_epochs` passes of minibatch gradient steps over the rollout.
@@ -80,6 +87,7 @@ impl Ppo {
             out,
             newv,
             scratch,
+            ..
         } = &mut bufs;
         // The shuffles start from the identity every iteration.
         idx.clear();
