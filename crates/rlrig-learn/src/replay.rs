@@ -5,9 +5,10 @@ use serde::Serialize;
 
 use crate::LearnError;
 use crate::backend::BackendMaker;
+use crate::collector::{ChunkStats, NamedTensor};
 use crate::dqn::{Dqn, DqnConfig, DqnState};
 use crate::driver::{Algorithm, Record, RunShape, Turn};
-use crate::offpolicy::{ChunkStats, NamedTensor, OffPolicy, OffPolicyConfig, OffPolicyState};
+use crate::offpolicy::{OffPolicy, OffPolicyConfig, OffPolicyState};
 use crate::run::RunDir;
 use crate::trace::StageTimes;
 
