@@ -175,21 +175,20 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
 
 #[test]
 fn alphazero_bad_input_is_a_clear_error() {
-    fails_with(
-        &["train", "alphazero", "--env", "Chess"],
-        None,
-        &["unknown game 'Chess'", "ConnectFour"],
-    );
-    fails_with(
-        &["train", "alphazero", "--simulations", "0"],
-        None,
-        &["simulations must be at least 1"],
-    );
-    fails_with(
-        &["train", "alphazero", "--set", "sims=3"],
-        None,
-        &["unknown key 'sims'"],
-    );
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "train alphazero --env Chess",
+            &["unknown game 'Chess'", "ConnectFour"],
+        ),
+        (
+            "train alphazero --simulations 0",
+            &["simulations must be at least 1"],
+        ),
+        ("train alphazero --set sims=3", &["unknown key 'sims'"]),
+    ];
+    for (args, needles) in cases {
+        fails_with(&common::words(args), None, needles);
+    }
     // A device is one of the names --help lists: a usage error (exit 2) naming them.
     let o = rlrig(&["train", "alphazero", "--device", "tpu"]);
     assert_eq!(o.status.code(), Some(2));

@@ -169,21 +169,17 @@ fn bad_input_gets_clear_errors() {
         None,
         &["/nonexistent/actions.txt"],
     );
-    fails_with(
-        &["bench", "env", "--env", "Nope-v0", "--steps", "10"],
-        None,
-        &["unknown env id 'Nope-v0'"],
-    );
-    fails_with(
-        &["bench", "env", "--num-envs", "0", "--steps", "10"],
-        None,
-        &["--num-envs"],
-    );
-    fails_with(
-        &["bench", "env", "--threads", "0", "--steps", "10"],
-        None,
-        &["--threads"],
-    );
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "bench env --env Nope-v0 --steps 10",
+            &["unknown env id 'Nope-v0'"],
+        ),
+        ("bench env --num-envs 0 --steps 10", &["--num-envs"]),
+        ("bench env --threads 0 --steps 10", &["--threads"]),
+    ];
+    for (args, needles) in cases {
+        fails_with(&common::words(args), None, needles);
+    }
     for bad in ["--warmup=-1", "--warmup=NaN", "--warmup=inf"] {
         fails_with(&["bench", "env", bad, "--steps", "10"], None, &["--warmup"]);
     }

@@ -90,22 +90,15 @@ fn evolution_bad_input_is_a_clear_error() {
         None,
         &["smaller than the elite"],
     );
-    fails_with(
-        &["train", "ga", "--generations", "0"],
-        None,
-        &["generations"],
-    );
-    fails_with(&["train", "es", "--prune"], None, &["GA option"]);
-    fails_with(
-        &["train", "es", "--env", "CartPol-v1"],
-        None,
-        &["CartPole-v1"],
-    );
-    fails_with(
-        &["train", "ga", "--set", "sigma=-1"],
-        None,
-        &["sigma must be positive"],
-    );
+    let cases: &[(&str, &[&str])] = &[
+        ("train ga --generations 0", &["generations"]),
+        ("train es --prune", &["GA option"]),
+        ("train es --env CartPol-v1", &["CartPole-v1"]),
+        ("train ga --set sigma=-1", &["sigma must be positive"]),
+    ];
+    for (args, needles) in cases {
+        fails_with(&common::words(args), None, needles);
+    }
 }
 
 /// `mpirun -n 2`: members split over two ranks give the same run as one process, and

@@ -89,26 +89,27 @@ fn impala_and_conv_settings_are_checked() {
         None,
         &["conv_channels", "CartPole-v1", "no image observations"],
     );
-    fails_with(
-        &["train", "impala", "--set", "vtrace_rho_bar=0"],
-        None,
-        &["vtrace_rho_bar must be a positive number"],
-    );
-    fails_with(
-        &["train", "impala", "--set", "actors=2"],
-        None,
-        &["actors = 2 needs policy_lag = 0"],
-    );
-    fails_with(
-        &["train", "ppo", "--set", "actors=2", "--set", "policy_lag=0"],
-        None,
-        &["actors = 2 needs vtrace = true"],
-    );
-    fails_with(
-        &["train", "impala", "--set", "inference_server=true"],
-        None,
-        &["inference_server = true needs asynchronous actors"],
-    );
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "train impala --set vtrace_rho_bar=0",
+            &["vtrace_rho_bar must be a positive number"],
+        ),
+        (
+            "train impala --set actors=2",
+            &["actors = 2 needs policy_lag = 0"],
+        ),
+        (
+            "train ppo --set actors=2 --set policy_lag=0",
+            &["actors = 2 needs vtrace = true"],
+        ),
+        (
+            "train impala --set inference_server=true",
+            &["inference_server = true needs asynchronous actors"],
+        ),
+    ];
+    for (args, needles) in cases {
+        fails_with(&common::words(args), None, needles);
+    }
     let help = rlrig(&["train", "impala", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("deterministic"), "{text}");

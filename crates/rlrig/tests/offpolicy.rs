@@ -120,31 +120,22 @@ fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
 
 #[test]
 fn off_policy_bad_input_is_a_clear_error() {
-    fails_with(
-        &["train", "sac", "--env", "CartPole-v1"],
-        None,
-        &["CartPole-v1", "discrete", "rlrig train ppo"],
-    );
-    fails_with(
-        &["train", "td3", "--set", "tau=2"],
-        None,
-        &["tau must lie in [0, 1]"],
-    );
-    fails_with(
-        &["train", "sac", "--set", "utd=2"],
-        None,
-        &["unknown key 'utd'", "utd_ratio"],
-    );
-    fails_with(
-        &["train", "sac", "--set", "algo=\"td3\""],
-        None,
-        &["algo = \"td3\"", "rlrig train sac"],
-    );
-    fails_with(
-        &["train", "ddpg", "--set", "hidden=\"big\""],
-        None,
-        &["key 'hidden'"],
-    );
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "train sac --env CartPole-v1",
+            &["CartPole-v1", "discrete", "rlrig train ppo"],
+        ),
+        ("train td3 --set tau=2", &["tau must lie in [0, 1]"]),
+        ("train sac --set utd=2", &["unknown key 'utd'", "utd_ratio"]),
+        (
+            "train sac --set algo=\"td3\"",
+            &["algo = \"td3\"", "rlrig train sac"],
+        ),
+        ("train ddpg --set hidden=\"big\"", &["key 'hidden'"]),
+    ];
+    for (args, needles) in cases {
+        fails_with(&common::words(args), None, needles);
+    }
     // A SAC run resumed as TD3 or PPO names what the checkpoint is.
     let d = tmp("sac-mismatch");
     let mut a = args("sac", d.to_str().unwrap(), "1");
@@ -231,26 +222,21 @@ fn a_killed_dqn_run_resumes_to_the_same_weights_and_buffer() {
 
 #[test]
 fn dqn_bad_input_is_a_clear_error() {
-    fails_with(
-        &["train", "dqn", "--env", "Pendulum-v1"],
-        None,
-        &["Pendulum-v1", "continuous", "rlrig train sac"],
-    );
-    fails_with(
-        &["train", "dqn", "--set", "end_e=2"],
-        None,
-        &["end_e must lie in [0, 1]"],
-    );
-    fails_with(
-        &["train", "dqn", "--set", "loss=\"l3\""],
-        None,
-        &["key 'loss'"],
-    );
-    fails_with(
-        &["train", "dqn", "--set", "gradient_steps=0"],
-        None,
-        &["gradient_steps must be at least 1"],
-    );
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "train dqn --env Pendulum-v1",
+            &["Pendulum-v1", "continuous", "rlrig train sac"],
+        ),
+        ("train dqn --set end_e=2", &["end_e must lie in [0, 1]"]),
+        ("train dqn --set loss=\"l3\"", &["key 'loss'"]),
+        (
+            "train dqn --set gradient_steps=0",
+            &["gradient_steps must be at least 1"],
+        ),
+    ];
+    for (args, needles) in cases {
+        fails_with(&common::words(args), None, needles);
+    }
     let d = tmp("dqn-mismatch");
     let mut a = dqn_args(d.to_str().unwrap(), "1");
     a[5] = "600";
