@@ -8,8 +8,7 @@ mod common;
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, rlrig_in,
-    stderr, tmp,
+    fails_with, final_weights, learning_columns, ok, resumes_like, rlrig, rlrig_in, stderr, tmp,
 };
 
 /// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
@@ -161,13 +160,7 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
 
     let k = tmp("az-killed");
     let ks = k.to_str().unwrap().to_string();
-    kill_after_first_checkpoint(&small(&ks), &k);
-    ok(&small(&ks)
-        .into_iter()
-        .chain(["--resume"])
-        .collect::<Vec<_>>());
-    assert_eq!(final_weights(&a), final_weights(&k));
-    assert_eq!(learning_columns(&a, COLS), learning_columns(&k, COLS));
+    resumes_like(&a, &k, COLS, &small(&ks), &small(&ks));
     for d in [a, b, k] {
         std::fs::remove_dir_all(d).ok();
     }

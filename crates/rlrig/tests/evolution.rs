@@ -6,7 +6,7 @@ mod common;
 
 const COLS: usize = rlrig_learn::evolution::EVO_DETERMINISTIC_COLUMNS;
 
-use common::{fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, tmp};
+use common::{fails_with, final_weights, learning_columns, ok, resumes_like, tmp};
 
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = argv![
@@ -66,13 +66,8 @@ fn a_killed_es_run_resumes_to_the_same_centre() {
     let (full, killed) = (tmp("es-full"), tmp("es-killed"));
     ok(&args("es", full.to_str().unwrap(), "2", &[]));
     let ks = killed.to_str().unwrap().to_string();
-    kill_after_first_checkpoint(&args("es", &ks, "2", &[]), &killed);
-    ok(&args("es", &ks, "1", &["--resume"]));
-    assert_eq!(final_weights(&full), final_weights(&killed));
-    assert_eq!(
-        learning_columns(&full, COLS),
-        learning_columns(&killed, COLS)
-    );
+    let (run, resume) = (args("es", &ks, "2", &[]), args("es", &ks, "1", &[]));
+    resumes_like(&full, &killed, COLS, &run, &resume);
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
     }

@@ -8,7 +8,8 @@ mod common;
 const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, tmp,
+    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, resumes_like,
+    rlrig, tmp,
 };
 
 fn args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -59,16 +60,8 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
         assert!(config.contains(key), "{key} not in config.toml:\n{config}");
     }
 
-    kill_after_first_checkpoint(&args(killed.to_str().unwrap(), "2"), &killed);
-    let mut resume = args(killed.to_str().unwrap(), "1");
-    resume.push("--resume");
-    let o = ok(&resume);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
-    assert!(
-        final_weights(&a) == final_weights(&killed),
-        "the resumed run ended with other weights"
-    );
-    assert_eq!(cols, learning_columns(&killed, COLS));
+    let ks = killed.to_str().unwrap();
+    resumes_like(&a, &killed, COLS, &args(ks, "2"), &args(ks, "1"));
 
     let gif = a.join("breakout.gif");
     common::play_gif(&a, &gif, &["--max-frames", "20"]);

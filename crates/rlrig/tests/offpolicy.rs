@@ -6,9 +6,7 @@ mod common;
 
 const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
-use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, tmp,
-};
+use common::{fails_with, final_weights, learning_columns, ok, resumes_like, rlrig, tmp};
 
 /// A small, fast run: 3000 steps on 4 envs, tiny nets.
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -86,20 +84,8 @@ fn a_killed_run_resumes_exactly(name: &str, args: impl Fn(&str, &str) -> Vec<Str
         "{name}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
-    kill_after_first_checkpoint(&strs(&with(&killed, "2", &[])), &killed);
-    let o = rlrig(&strs(&with(&killed, "1", &["--resume"])));
-    assert!(
-        o.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
-    assert_eq!(final_weights(&full), final_weights(&killed), "{name}");
-    assert_eq!(
-        learning_columns(&full, COLS),
-        learning_columns(&killed, COLS),
-        "{name}"
-    );
+    let (run, resume) = (with(&killed, "2", &[]), with(&killed, "1", &[]));
+    resumes_like(&full, &killed, COLS, &strs(&run), &strs(&resume));
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
     }

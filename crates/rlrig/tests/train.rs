@@ -8,10 +8,7 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use std::process::{Command, Stdio};
 
-use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, rlrig, stderr,
-    tmp,
-};
+use common::{fails_with, final_weights, learning_columns, ok, resumes_like, rlrig, stderr, tmp};
 use std::time::{Duration, Instant};
 
 fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -156,27 +153,13 @@ fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
     let (full, killed) = (tmp("full"), tmp("killed"));
     ok(&train_args(full.to_str().unwrap(), "2"));
 
-    kill_after_first_checkpoint(&train_args(killed.to_str().unwrap(), "2"), &killed);
-    let ckpt = std::fs::read_to_string(killed.join("checkpoints/latest")).unwrap();
-    // Resuming needs no settings but the run directory (--total-steps etc. must match).
-    let o = ok(&train_args(killed.to_str().unwrap(), "1")
-        .into_iter()
-        .chain(["--resume"])
-        .collect::<Vec<_>>());
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        out.contains("resumed from step"),
-        "{out} (checkpoint {ckpt})"
-    );
-    assert_eq!(
-        final_weights(&full),
-        final_weights(&killed),
-        "resumed run ended elsewhere"
-    );
-    assert_eq!(
-        learning_columns(&full, COLS),
-        learning_columns(&killed, COLS),
-        "metrics.csv of the resumed run differs"
+    let ks = killed.to_str().unwrap();
+    resumes_like(
+        &full,
+        &killed,
+        COLS,
+        &train_args(ks, "2"),
+        &train_args(ks, "1"),
     );
     for d in [full, killed] {
         std::fs::remove_dir_all(d).ok();
@@ -380,17 +363,8 @@ fn a_killed_box2d_run_resumes_to_the_same_weights() {
         let a = args(&full);
         ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
         let k = args(&killed);
-        kill_after_first_checkpoint(&k.iter().map(String::as_str).collect::<Vec<_>>(), &killed);
-        let resume: Vec<&str> = k.iter().map(String::as_str).chain(["--resume"]).collect();
-        let o = ok(&resume);
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert!(out.contains("resumed from step"), "{env}: {out}");
-        assert_eq!(final_weights(&full), final_weights(&killed), "{env}");
-        assert_eq!(
-            learning_columns(&full, COLS),
-            learning_columns(&killed, COLS),
-            "{env}"
-        );
+        let k: Vec<&str> = k.iter().map(String::as_str).collect();
+        resumes_like(&full, &killed, COLS, &k, &k);
         for d in [full, killed] {
             std::fs::remove_dir_all(d).ok();
         }

@@ -144,6 +144,29 @@ pub fn kill_after_first_checkpoint(args: &[&str], run_dir: &Path) {
     assert!(latest.exists(), "no checkpoint was written before the kill");
 }
 
+/// The kill-and-resume check: `run` (a run writing into `dir`) is SIGKILLed after its
+/// first checkpoint, then `resume` is run with `--resume`; it must say where it resumed
+/// ("resumed from step N", or iteration N) and end as the uninterrupted run in `full`
+/// did: the same final weights and the same first `cols` columns of metrics.csv.
+/// Returns the resumed run's output.
+pub fn resumes_like(full: &Path, dir: &Path, cols: usize, run: &[&str], resume: &[&str]) -> Output {
+    kill_after_first_checkpoint(run, dir);
+    let o = ok(&[resume, &["--resume"]].concat());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("resumed from "), "{resume:?}: {out}");
+    // assert! rather than assert_eq!: a failure should not print megabytes of weights.
+    assert!(
+        final_weights(full) == final_weights(dir),
+        "{resume:?}: the resumed run ended with other weights"
+    );
+    assert_eq!(
+        learning_columns(full, cols),
+        learning_columns(dir, cols),
+        "{resume:?}: metrics.csv of the resumed run differs"
+    );
+    o
+}
+
 /// Starts `rlrig args` with its output piped.
 pub fn spawn(args: &[&str]) -> Child {
     spawn_with_env(args, &[])
