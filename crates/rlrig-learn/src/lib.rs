@@ -31,8 +31,6 @@ pub fn env_config(n: usize, args: &EnvArgs) -> rlrig_env::VecConfig {
         .env_args(args.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
 }
 
-/// Checks `env` and its `args` by building one env: an unknown id, an unknown key or a
-/// bad value is an error naming them.
 /// The envs a learner trains on: `n` envs of `env` with `args`, seeded by `seed`, stepped
 /// on `threads` threads, each reset on the step its episode ends (the final observation
 /// kept for the learner).
@@ -50,6 +48,8 @@ pub fn training_envs(
     Ok(rlrig_env::make_sync(env, cfg)?)
 }
 
+/// Checks `env` and its `args` by building one env: an unknown id, an unknown key or a
+/// bad value is an error naming them.
 pub fn check_env(env: &str, args: &EnvArgs) -> Result<(), LearnError> {
     rlrig_env::make_sync(env, env_config(1, args))?;
     Ok(())
