@@ -55,11 +55,48 @@ fn last_error() -> String {
         .into_owned()
 }
 
-fn check(rc: c_int, what: &str) -> Result<(), String> {
+/// What went wrong in the emulator or in finding its ROM.
+#[derive(Debug, thiserror::Error)]
+pub enum AleError {
+    /// A call into ALE threw a C++ exception: the call and ALE's message.
+    #[error("ALE {call}: {message}")]
+    Call { call: &'static str, message: String },
+    /// ALE could not load the ROM (unreadable, unsupported, a mode the game lacks).
+    #[error("ALE could not load {}: {message}", path.display())]
+    Load { path: PathBuf, message: String },
+    #[error("ROM path {} contains a NUL byte", .0.display())]
+    NulInPath(PathBuf),
+    /// A state given to [`Ale::restore_state`] is not one [`Ale::clone_state`] made.
+    #[error("ALE restoreState: {0}")]
+    BadState(String),
+    /// No `<rom>.bin` in any of the places looked.
+    #[error(
+        "ROM '{file}' not found (looked in: {}). ROMs are not part of rlrig: `bash scripts/fetch_roms.sh` \
+         copies the ones in ale-py's wheel from PyPI into {}, or point --env-arg rom_dir=DIR \
+         (or RLRIG_ROM_DIR) at a directory holding {file}",
+        joined(looked),
+        cache.display()
+    )]
+    RomNotFound {
+        file: String,
+        looked: Vec<PathBuf>,
+        cache: PathBuf,
+    },
+}
+
+fn joined(dirs: &[PathBuf]) -> String {
+    let v: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    v.join(", ")
+}
+
+fn check(rc: c_int, call: &'static str) -> Result<(), AleError> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(format!("ALE {what}: {}", last_error()))
+        Err(AleError::Call {
+            call,
+            message: last_error(),
+        })
     }
 }
 
@@ -111,9 +148,9 @@ impl std::fmt::Debug for Ale {
 impl Ale {
     /// Loads `rom` with `settings`. Errors (an unreadable or unsupported ROM, a mode
     /// the game does not have) carry ALE's message.
-    pub fn new(rom: &Path, settings: &Settings) -> Result<Ale, String> {
+    pub fn new(rom: &Path, settings: &Settings) -> Result<Ale, AleError> {
         let path = CString::new(rom.as_os_str().as_bytes())
-            .map_err(|_| format!("ROM path {} contains a NUL byte", rom.display()))?;
+            .map_err(|_| AleError::NulInPath(rom.to_path_buf()))?;
         // SAFETY: `path` is a valid NUL-terminated string for the call's duration; the
         // shim returns null (and sets the error) or an owned object.
         let raw = unsafe {
@@ -127,11 +164,10 @@ impl Ale {
             )
         };
         if raw.is_null() {
-            return Err(format!(
-                "ALE could not load {}: {}",
-                rom.display(),
-                last_error()
-            ));
+            return Err(AleError::Load {
+                path: rom.to_path_buf(),
+                message: last_error(),
+            });
         }
         let (mut h, mut w) = (0, 0);
         // SAFETY: `raw` is a live ALEInterface with a ROM loaded.
@@ -144,7 +180,7 @@ impl Ale {
     }
 
     /// Emulates one frame with the ALE action id `action`; returns the frame's reward.
-    pub fn act(&mut self, action: i32, strength: f32) -> Result<i32, String> {
+    pub fn act(&mut self, action: i32, strength: f32) -> Result<i32, AleError> {
         let mut r = 0;
         // SAFETY: live object; `r` outlives the call.
         check(
@@ -154,7 +190,7 @@ impl Ale {
         Ok(r)
     }
 
-    pub fn reset_game(&mut self) -> Result<(), String> {
+    pub fn reset_game(&mut self) -> Result<(), AleError> {
         // SAFETY: live object.
         check(unsafe { rlrig_ale_reset(self.raw) }, "reset_game")
     }
@@ -201,7 +237,7 @@ impl Ale {
 
     /// The emulator's whole state, its random generator included, and the actions a
     /// sticky action would repeat (which ALE's own state leaves out): 16 bytes more.
-    pub fn clone_state(&mut self) -> Result<Vec<u8>, String> {
+    pub fn clone_state(&mut self) -> Result<Vec<u8>, AleError> {
         let mut v = self.clone_ale_state()?;
         let mut sticky = [0f32; 4];
         // SAFETY: the shim writes four floats.
@@ -211,9 +247,11 @@ impl Ale {
     }
 
     /// Restores a state from [`Ale::clone_state`] of the same ROM.
-    pub fn restore_state(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub fn restore_state(&mut self, bytes: &[u8]) -> Result<(), AleError> {
         let Some(split) = bytes.len().checked_sub(16) else {
-            return Err("ALE restoreState: the state is shorter than 16 bytes".into());
+            return Err(AleError::BadState(
+                "the state is shorter than 16 bytes".into(),
+            ));
         };
         let (state, tail) = bytes.split_at(split);
         self.restore_ale_state(state)?;
@@ -222,16 +260,16 @@ impl Ale {
             *x = f32::from_le_bytes(c.try_into().unwrap());
         }
         if !(0.0..18.0).contains(&sticky[0]) || !(18.0..36.0).contains(&sticky[1]) {
-            return Err(format!(
-                "ALE restoreState: sticky actions {sticky:?} out of range"
-            ));
+            return Err(AleError::BadState(format!(
+                "sticky actions {sticky:?} out of range"
+            )));
         }
         // SAFETY: the shim reads four floats.
         unsafe { rlrig_ale_set_sticky(self.raw, sticky.as_ptr()) };
         Ok(())
     }
 
-    fn clone_ale_state(&mut self) -> Result<Vec<u8>, String> {
+    fn clone_ale_state(&mut self) -> Result<Vec<u8>, AleError> {
         let mut p = std::ptr::null_mut();
         let mut n = 0usize;
         // SAFETY: on success the shim hands over a `new[]` buffer of `n` bytes, copied and
@@ -245,7 +283,7 @@ impl Ale {
         Ok(v)
     }
 
-    fn restore_ale_state(&mut self, bytes: &[u8]) -> Result<(), String> {
+    fn restore_ale_state(&mut self, bytes: &[u8]) -> Result<(), AleError> {
         // SAFETY: the shim copies `bytes` before returning.
         check(
             unsafe { rlrig_ale_restore_state(self.raw, bytes.as_ptr(), bytes.len()) },
@@ -287,21 +325,15 @@ include!("cache.rs");
 
 /// The ROM file of `rom` (ale-py's name, e.g. `pong`), or an error naming the file,
 /// every place looked and how to get it.
-pub fn find_rom(rom: &str, dir: Option<&Path>) -> Result<PathBuf, String> {
+pub fn find_rom(rom: &str, dir: Option<&Path>) -> Result<PathBuf, AleError> {
     let file = format!("{rom}.bin");
     let dirs = rom_dirs(dir);
-    for d in &dirs {
-        let p = d.join(&file);
-        if p.is_file() {
-            return Ok(p);
-        }
+    if let Some(p) = dirs.iter().map(|d| d.join(&file)).find(|p| p.is_file()) {
+        return Ok(p);
     }
-    let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-    Err(format!(
-        "ROM '{file}' not found (looked in: {}). ROMs are not part of rlrig: `bash scripts/fetch_roms.sh` \
-         copies the ones in ale-py's wheel from PyPI into {}, or point --env-arg rom_dir=DIR \
-         (or RLRIG_ROM_DIR) at a directory holding {file}",
-        looked.join(", "),
-        cache_dir().join("roms").display()
-    ))
+    Err(AleError::RomNotFound {
+        file,
+        looked: dirs,
+        cache: cache_dir().join("roms"),
+    })
 }

@@ -162,6 +162,11 @@ fn bad_params_and_missing_roms_are_errors_that_say_what_and_where() {
     let dir = std::env::temp_dir().join("rlrig-no-roms-here");
     let e = rlrig_env::envs::atari::find_rom("no_such_game", Some(&dir)).unwrap_err();
     assert!(
+        matches!(&e, rlrig_env::envs::atari::AleError::RomNotFound { looked, .. } if looked[0] == dir),
+        "{e:?}"
+    );
+    let e = e.to_string();
+    assert!(
         e.contains("no_such_game.bin")
             && e.contains(&dir.display().to_string())
             && e.contains("scripts/fetch_roms.sh"),

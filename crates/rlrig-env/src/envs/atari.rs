@@ -18,8 +18,8 @@ use crate::env::{Env, Transition};
 use crate::registry::EnvVisitor;
 use crate::rng::Rng;
 use crate::space::{Dtype, Space};
-pub use rlrig_ale::find_rom;
 use rlrig_ale::{Ale, Settings};
+pub use rlrig_ale::{AleError, find_rom};
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -302,7 +302,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
     /// A new game with ALE's `random_seed` = `seed` and `noops` no-op steps (preprocessed
     /// ids), as `reset` makes it from its draws. Errors name a missing ROM and where it
     /// was looked for.
-    pub fn start(p: &AtariParams<PRE>, seed: i32, noops: u32) -> Result<AtariState, String> {
+    pub fn start(p: &AtariParams<PRE>, seed: i32, noops: u32) -> Result<AtariState, AleError> {
         let rom = rlrig_ale::find_rom(G::ROM, p.rom_dir.as_deref())?;
         let settings = Settings {
             seed,
@@ -320,12 +320,15 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
             G::MINIMAL_ACTIONS
         };
         if actions.len() != want as usize {
-            return Err(format!(
-                "{} has {} actions in this ALE, rlrig expects {want}: is {} the right ROM?",
-                Self::ID,
-                actions.len(),
-                rom.display()
-            ));
+            return Err(AleError::Load {
+                message: format!(
+                    "{} has {} actions in this ALE, rlrig expects {want}: is {} the right ROM?",
+                    Self::ID,
+                    actions.len(),
+                    rom.display()
+                ),
+                path: rom,
+            });
         }
         ale.reset_game()?;
         let mut s = AtariState {
@@ -355,7 +358,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         s: &mut AtariState,
         noops: u32,
         reset_first: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), AleError> {
         if reset_first {
             s.ale().reset_game()?;
         }
@@ -426,7 +429,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
     }
 
     /// One agent step of the preprocessed ids (Gymnasium's `AtariPreprocessing.step`).
-    fn skip(p: &AtariParams<PRE>, s: &mut AtariState, a: i32) -> Result<Transition, String> {
+    fn skip(p: &AtariParams<PRE>, s: &mut AtariState, a: i32) -> Result<Transition, AleError> {
         let id = s.setup.as_ref().unwrap().actions[a as usize];
         let fs = p.frameskip as usize;
         let mut reward = 0i64;
@@ -470,7 +473,7 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         (seed, noops)
     }
 
-    fn fail(e: String) -> ! {
+    fn fail(e: AleError) -> ! {
         // The executors' reset has no error path; a missing ROM is caught earlier by
         // `check`, so this is an emulator failure on a ROM that loaded before.
         panic!("{}: {e}", Self::ID)
@@ -561,7 +564,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
     fn check(p: &Self::Params) -> Result<(), String> {
         // Load the ROM once: a missing ROM, an unknown mode or difficulty is an error
         // here, before any executor is built.
-        Self::start(p, 0, 0).map(|_| ())
+        Self::start(p, 0, 0).map(|_| ()).map_err(|e| e.to_string())
     }
 
     fn reset(p: &Self::Params, rng: &mut Rng) -> AtariState {
@@ -686,8 +689,8 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
         let bytes = take(n_state)?;
         let frames = take(n_frames)?;
         let pool = take(n_pool)?;
-        let mut s = Self::start(p, 0, 0)?;
-        s.ale().restore_state(&bytes)?;
+        let mut s = Self::start(p, 0, 0).map_err(|e| e.to_string())?;
+        s.ale().restore_state(&bytes).map_err(|e| e.to_string())?;
         s.frames = frames;
         s.pool = pool;
         s.lives = v[2] as i32;
