@@ -66,10 +66,17 @@ fi
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
 cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked
 
+# Atari's ROMs, from ale-py's wheel (scripts/fetch_roms.sh), for the Python package's
+# and the binary's Atari tests below.
+if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
+  bash scripts/fetch_roms.sh
+fi
+
 if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   # The Python package, installed as a user installs it (maturin builds the extension
-  # in the test build's profile, reusing the workspace's target directory), then its tests
-  # against Gymnasium's own envs.
+  # in the test build's profile, reusing the workspace's target directory; with Atari,
+  # as `MATURIN_PEP517_ARGS="--features atari"` builds it), then its tests against
+  # Gymnasium's own envs.
   PYV=target/pyvenv
   if ! "$PYV/bin/python" -c 'import sys' 2>/dev/null; then
     rm -rf "$PYV"
@@ -85,7 +92,9 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   PIP=("$PYV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
   "${PIP[@]}" "gymnasium>=1.4,<1.5" numpy pytest hypothesis mypy
   # Users get the release profile (pyproject.toml); the tests the `ci` build above.
-  MATURIN_PEP517_ARGS="--profile ci" "${PIP[@]}" --force-reinstall --no-deps ./python
+  PY_ARGS="--profile ci"
+  [ "${RLRIG_SKIP_ATARI:-0}" = 1 ] || PY_ARGS+=" --features atari"
+  MATURIN_PEP517_ARGS="$PY_ARGS" "${PIP[@]}" --force-reinstall --no-deps ./python
   "$PYV/bin/python" -m pytest -q -p no:cacheprovider python/tests
   # The type stubs agree with the native module, and the package type-checks.
   "$PYV/bin/python" -m mypy.stubtest rlrig._rlrig
@@ -105,7 +114,6 @@ if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
   TESTS+=(--test evolution)
 fi
 if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
-  bash scripts/fetch_roms.sh
   FEATURES+=(rlrig/atari)
   TESTS+=(--test atari --test atari_golden --test executors)
 fi

@@ -8,6 +8,9 @@ from typing import Any, final
 import numpy as np
 import numpy.typing as npt
 
+# Observations come in the env's dtype: uint8 for Atari's screens, float32 otherwise.
+_Obs = npt.NDArray[np.float32] | npt.NDArray[np.uint8]
+
 __all__ = ["VecEnv", "AsyncVecEnv", "Policy", "env_ids", "spec", "train_cli", "__version__"]
 __version__: str
 
@@ -42,26 +45,26 @@ class VecEnv:
         seed: int | None = None,
         seeds: list[int | None] | None = None,
         mask: npt.NDArray[np.bool_] | None = None,
-    ) -> npt.NDArray[np.float32]: ...
+    ) -> _Obs: ...
     def step(
         self, actions: npt.NDArray[Any]
     ) -> tuple[
-        npt.NDArray[np.float32],
+        _Obs,
         npt.NDArray[np.float64],
         npt.NDArray[np.bool_],
         npt.NDArray[np.bool_],
-        npt.NDArray[np.float32] | None,
+        _Obs | None,
     ]: ...
     def step_into(
         self,
         actions: npt.NDArray[Any],
-        obs: npt.NDArray[np.float32],
+        obs: _Obs,
         rewards: npt.NDArray[np.float64],
         terminated: npt.NDArray[np.bool_],
         truncated: npt.NDArray[np.bool_],
     ) -> None: ...
     def get_state(self, i: int) -> list[float]: ...
-    def set_state(self, i: int, state: list[float]) -> npt.NDArray[np.float32]: ...
+    def set_state(self, i: int, state: list[float]) -> _Obs: ...
     def render(self, i: int) -> npt.NDArray[np.uint8]: ...
     def close(self) -> None: ...
 
@@ -89,12 +92,12 @@ class AsyncVecEnv:
     def recv(
         self,
     ) -> tuple[
-        npt.NDArray[np.float32],
+        _Obs,
         npt.NDArray[np.float64],
         npt.NDArray[np.bool_],
         npt.NDArray[np.bool_],
         npt.NDArray[np.int32],
-        npt.NDArray[np.float32] | None,
+        _Obs | None,
     ]: ...
     def close(self) -> None: ...
 

@@ -205,8 +205,9 @@ class RlrigVectorEnv(VectorEnv):
         terminated: np.ndarray,
         truncated: np.ndarray,
     ) -> None:
-        """`step` writing into caller-owned, C-contiguous arrays (obs float32,
-        rewards float64, flags bool, shaped as `step` returns them); no infos. In
+        """`step` writing into caller-owned, C-contiguous arrays (obs in the
+        observation space's dtype: uint8 for Atari, else float32; rewards float64,
+        flags bool; shaped as `step` returns them); no infos. In
         same-step mode the final observations are not kept: use `step` for those."""
         a = as_actions(actions, self._discrete, self.env_id)
         self._native.step_into(a, obs, rewards, terminated, truncated)

@@ -14,7 +14,8 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rlrig_env::{
-    ActionBuf, AsyncVecEnvDyn, EnvError, EnvSpec, Purpose, Rng, Space, VecConfig, VecEnvDyn,
+    ActionBuf, AsyncVecEnvDyn, Dtype, EnvError, EnvSpec, Obs, Purpose, Rng, Space, VecConfig,
+    VecEnvDyn,
 };
 use rlrig_learn::LearnError;
 use std::sync::Mutex;
@@ -242,6 +243,20 @@ fn batch_array<'py, T: numpy::Element + Copy>(
     PyArray1::from_slice(py, data).reshape(IxDyn(&dims))
 }
 
+/// A fresh numpy array of observations, `[rows, *row_shape]`, in the env's dtype
+/// (uint8 for Atari's screens, float32 otherwise).
+fn obs_array<'py>(
+    py: Python<'py>,
+    obs: Obs<'_>,
+    rows: usize,
+    row_shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match obs {
+        Obs::F32(v) => batch_array(py, v, rows, row_shape)?.into_any(),
+        Obs::U8(v) => batch_array(py, v, rows, row_shape)?.into_any(),
+    })
+}
+
 fn env_args(args: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, String)>> {
     let mut out = Vec::new();
     if let Some(d) = args {
@@ -322,6 +337,23 @@ fn out_array<'py, T: numpy::Element>(
         .map_err(|e| PyValueError::new_err(format!("{name} is not writable: {e}")))
 }
 
+/// The caller's observation array for `step_into`, in the env's dtype.
+enum ObsOut<'py> {
+    F32(numpy::PyReadwriteArrayDyn<'py, f32>),
+    U8(numpy::PyReadwriteArrayDyn<'py, u8>),
+}
+
+/// Copies `src` into the caller's array `dst` (checked by [`out_array`]).
+fn fill<T: numpy::Element + Copy>(
+    name: &str,
+    dst: &mut numpy::PyReadwriteArrayDyn<'_, T>,
+    src: &[T],
+) -> PyResult<()> {
+    dst.as_slice_mut()
+        .map(|d| d.copy_from_slice(src))
+        .map_err(|_| PyValueError::new_err(format!("{name} must be C-contiguous")))
+}
+
 /// Envs stepped together, every env on every call (rlrig-env's synchronous executor).
 #[pyclass(module = "rlrig._rlrig", name = "VecEnv")]
 struct PyVecEnv {
@@ -346,10 +378,10 @@ impl PyVecEnv {
         open(&mut self.env, id)
     }
 
-    fn obs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    fn obs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let n = self.n;
         let shape = self.obs_shape.clone();
-        batch_array(py, self.env()?.obs(), n, &shape)
+        obs_array(py, self.env()?.obs(), n, &shape)
     }
 
     /// Checks and loads `actions`, steps every env with the GIL released, and
@@ -444,7 +476,7 @@ impl PyVecEnv {
         seed: Option<u64>,
         seeds: Option<Vec<Option<u64>>>,
         mask: Option<PyReadonlyArrayDyn<'py, bool>>,
-    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         let n = self.n;
         if let Some(s) = &seeds
             && s.len() != n
@@ -504,21 +536,21 @@ impl PyVecEnv {
         py: Python<'py>,
         actions: &Bound<'py, PyAny>,
     ) -> PyResult<(
-        Bound<'py, PyArrayDyn<f32>>,
+        Bound<'py, PyAny>,
         Bound<'py, PyArray1<f64>>,
         Bound<'py, PyArray1<bool>>,
         Bound<'py, PyArray1<bool>>,
-        Option<Bound<'py, PyArrayDyn<f32>>>,
+        Option<Bound<'py, PyAny>>,
     )> {
         let shape = std::mem::take(&mut self.obs_shape);
         let out = self.stepped(py, actions).and_then(|env| {
             let n = env.num_envs();
             let final_obs = match env.final_obs() {
-                Some(f) => Some(batch_array(py, f, n, &shape)?),
+                Some(f) => Some(obs_array(py, f, n, &shape)?),
                 None => None,
             };
             Ok((
-                batch_array(py, env.obs(), n, &shape)?,
+                obs_array(py, env.obs(), n, &shape)?,
                 PyArray1::from_slice(py, env.rewards()),
                 PyArray1::from_slice(py, env.terminated()),
                 PyArray1::from_slice(py, env.truncated()),
@@ -529,8 +561,9 @@ impl PyVecEnv {
         out
     }
 
-    /// `step` writing into the caller's C-contiguous arrays (obs float32, rewards
-    /// float64, flags bool, shaped as `step` returns them), which rlrig does not keep.
+    /// `step` writing into the caller's C-contiguous arrays (obs in the env's dtype,
+    /// uint8 or float32; rewards float64, flags bool; shaped as `step` returns them),
+    /// which rlrig does not keep.
     fn step_into<'py>(
         &mut self,
         py: Python<'py>,
@@ -541,26 +574,23 @@ impl PyVecEnv {
         truncated: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
         // Every output is checked before the envs move: on error nothing has stepped.
-        let n = self.n;
-        let mut o = out_array::<f32>("obs", obs, n * self.spec.obs_dim, "float32")?;
+        let (n, len) = (self.n, self.n * self.spec.obs_dim);
+        let mut o = match self.env()?.obs().dtype() {
+            Dtype::UInt8 => ObsOut::U8(out_array("obs", obs, len, "uint8")?),
+            _ => ObsOut::F32(out_array("obs", obs, len, "float32")?),
+        };
         let mut r = out_array::<f64>("rewards", rewards, n, "float64")?;
         let mut t = out_array::<bool>("terminated", terminated, n, "bool")?;
         let mut u = out_array::<bool>("truncated", truncated, n, "bool")?;
         let env = self.stepped(py, actions)?;
-        let copy = |name: &str, res: Result<&mut [f32], _>, src: &[f32]| -> PyResult<()> {
-            res.map(|d| d.copy_from_slice(src))
-                .map_err(|_| PyValueError::new_err(format!("{name} must be C-contiguous")))
-        };
-        copy("obs", o.as_slice_mut(), env.obs())?;
-        r.as_slice_mut()
-            .map(|d| d.copy_from_slice(env.rewards()))
-            .map_err(|_| PyValueError::new_err("rewards must be C-contiguous"))?;
-        t.as_slice_mut()
-            .map(|d| d.copy_from_slice(env.terminated()))
-            .map_err(|_| PyValueError::new_err("terminated must be C-contiguous"))?;
-        u.as_slice_mut()
-            .map(|d| d.copy_from_slice(env.truncated()))
-            .map_err(|_| PyValueError::new_err("truncated must be C-contiguous"))
+        match (&mut o, env.obs()) {
+            (ObsOut::F32(a), Obs::F32(v)) => fill("obs", a, v)?,
+            (ObsOut::U8(a), Obs::U8(v)) => fill("obs", a, v)?,
+            _ => return Err(PyRuntimeError::new_err("obs: the env changed its dtype")),
+        }
+        fill("rewards", &mut r, env.rewards())?;
+        fill("terminated", &mut t, env.terminated())?;
+        fill("truncated", &mut u, env.truncated())
     }
 
     /// Env `i`'s state as Gymnasium's `env.unwrapped.state`.
@@ -576,13 +606,13 @@ impl PyVecEnv {
         py: Python<'py>,
         i: usize,
         state: Vec<f64>,
-    ) -> PyResult<Bound<'py, PyArrayDyn<f32>>> {
+    ) -> PyResult<Bound<'py, PyAny>> {
         self.index(i)?;
         let d = self.spec.obs_dim;
         let shape = self.obs_shape.clone();
         let env = self.env()?;
         env.set_state_vec(i, &state).map_err(env_error)?;
-        batch_array(py, &env.obs()[i * d..(i + 1) * d], 1, &shape)
+        obs_array(py, env.obs().slice(i * d, d), 1, &shape)
     }
 
     /// Env `i` drawn as Gymnasium's `render_mode="rgb_array"` draws it: a uint8
@@ -733,11 +763,11 @@ impl PyAsyncVecEnv {
         let rows = b.env_ids.len();
         let ids: Vec<i32> = b.env_ids.iter().map(|&i| i as i32).collect();
         let final_obs = match b.final_obs {
-            Some(f) => Some(batch_array(py, f, rows, &self.obs_shape)?),
+            Some(f) => Some(obs_array(py, f, rows, &self.obs_shape)?),
             None => None,
         };
         let t = (
-            batch_array(py, b.obs, rows, &self.obs_shape)?,
+            obs_array(py, b.obs, rows, &self.obs_shape)?,
             PyArray1::from_slice(py, b.rewards),
             PyArray1::from_slice(py, b.terminated),
             PyArray1::from_slice(py, b.truncated),

@@ -5,7 +5,7 @@
 use std::fmt::Debug;
 
 use crate::rng::Rng;
-use crate::space::Space;
+use crate::space::{Dtype, Space};
 
 /// What one step produced besides the new state.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -14,6 +14,118 @@ pub struct Transition {
     pub reward: f64,
     /// The episode reached a terminal state of the MDP.
     pub terminated: bool,
+}
+
+/// The element type of an env's observation buffers: `f32` for most envs, `u8` where
+/// the reference's observations are bytes (Atari's screens), so batches of images
+/// travel at a quarter of the size and keep Gymnasium's `uint8` dtype.
+pub trait ObsElem: Copy + Default + PartialEq + Send + Sync + Debug + 'static {
+    /// The dtype the observation space reports.
+    const DTYPE: Dtype;
+    /// A buffer of this type as a type-erased view.
+    fn view(buf: &[Self]) -> Obs<'_>;
+}
+
+impl ObsElem for f32 {
+    const DTYPE: Dtype = Dtype::Float32;
+    fn view(buf: &[f32]) -> Obs<'_> {
+        Obs::F32(buf)
+    }
+}
+
+impl ObsElem for u8 {
+    const DTYPE: Dtype = Dtype::UInt8;
+    fn view(buf: &[u8]) -> Obs<'_> {
+        Obs::U8(buf)
+    }
+}
+
+/// A type-erased batch (or row) of observations, for callers that pick the env at run
+/// time. Networks read float32: [`Obs::copy_into`] converts (exactly: every `u8` is
+/// an `f32`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Obs<'a> {
+    F32(&'a [f32]),
+    U8(&'a [u8]),
+}
+
+impl<'a> Obs<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Obs::F32(v) => v.len(),
+            Obs::U8(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn dtype(&self) -> Dtype {
+        match self {
+            Obs::F32(_) => Dtype::Float32,
+            Obs::U8(_) => Dtype::UInt8,
+        }
+    }
+
+    /// The float32 buffer itself, when that is what the env writes.
+    pub fn as_f32(&self) -> Option<&'a [f32]> {
+        match self {
+            Obs::F32(v) => Some(v),
+            Obs::U8(_) => None,
+        }
+    }
+
+    /// Elements `start..start + len`.
+    pub fn slice(&self, start: usize, len: usize) -> Obs<'a> {
+        match self {
+            Obs::F32(v) => Obs::F32(&v[start..start + len]),
+            Obs::U8(v) => Obs::U8(&v[start..start + len]),
+        }
+    }
+
+    /// Writes the observations into `out` (as long as `self`) as float32.
+    pub fn copy_into(&self, out: &mut [f32]) {
+        assert_eq!(out.len(), self.len(), "Obs::copy_into: lengths differ");
+        match self {
+            Obs::F32(v) => out.copy_from_slice(v),
+            Obs::U8(v) => {
+                for (o, &b) in out.iter_mut().zip(v.iter()) {
+                    *o = f32::from(b);
+                }
+            }
+        }
+    }
+
+    /// Appends the observations to `out` as float32.
+    pub fn extend_into(&self, out: &mut Vec<f32>) {
+        let at = out.len();
+        out.resize(at + self.len(), 0.0);
+        self.copy_into(&mut out[at..]);
+    }
+
+    /// The observations as float32: the buffer itself when the env writes float32,
+    /// else converted into `scratch` (reused: no allocation once it is large enough).
+    pub fn f32_in<'s>(&self, scratch: &'s mut Vec<f32>) -> &'s [f32]
+    where
+        'a: 's,
+    {
+        match self {
+            Obs::F32(v) => v,
+            Obs::U8(_) => {
+                scratch.clear();
+                self.extend_into(scratch);
+                scratch
+            }
+        }
+    }
+
+    /// The observations as a new float32 vector.
+    pub fn to_vec(&self) -> Vec<f32> {
+        let mut v = Vec::with_capacity(self.len());
+        self.extend_into(&mut v);
+        v
+    }
 }
 
 /// Why a single action is not acceptable; the executors add env id and index.
@@ -177,10 +289,12 @@ pub trait Env: Send + Sync + 'static {
     type State: Clone + Default + Send + Sync + Debug + 'static;
     /// One action.
     type Action: Action;
+    /// One observation element (`f32`, or `u8` for byte images).
+    type Obs: ObsElem;
 
     /// The Gymnasium id, e.g. `CartPole-v1`.
     const ID: &'static str;
-    /// Length of the flat float32 observation.
+    /// Length of the flat observation.
     const OBS_DIM: usize;
     /// Rough cost of one step in nanoseconds on a current x86 core. The synchronous
     /// executor only splits a batch across threads when each thread gets enough work
@@ -220,7 +334,7 @@ pub trait Env: Send + Sync + 'static {
     /// Advances `s` by one step. `a` has been checked with [`Action::check`].
     fn step(p: &Self::Params, s: &mut Self::State, a: &Self::Action, rng: &mut Rng) -> Transition;
     /// Writes the observation of `s` into `out` (`OBS_DIM` long).
-    fn observe(p: &Self::Params, s: &Self::State, out: &mut [f32]);
+    fn observe(p: &Self::Params, s: &Self::State, out: &mut [Self::Obs]);
 
     /// Steps many envs at once. Envs with `active[i] == false` must be left untouched.
     /// The default loops over [`Env::step`]; envs override it with a vectorised kernel
@@ -330,5 +444,43 @@ pub fn step_each<E: Env + ?Sized>(p: &E::Params, b: Batch<'_, E>) {
             b.rewards[i] = t.reward;
             b.terminated[i] = t.terminated;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_observations_convert_to_float32_exactly() {
+        let bytes: Vec<u8> = (0..=255).collect();
+        let obs = u8::view(&bytes);
+        assert_eq!((obs.len(), obs.dtype()), (256, Dtype::UInt8));
+        assert_eq!(obs.as_f32(), None);
+        let want: Vec<f32> = (0..=255).map(|b| b as f32).collect();
+        assert_eq!(obs.to_vec(), want);
+        let mut scratch = vec![7.0; 3];
+        assert_eq!(
+            obs.slice(10, 4).f32_in(&mut scratch),
+            &[10.0, 11.0, 12.0, 13.0]
+        );
+        let mut out = vec![0.0; 2];
+        obs.slice(254, 2).copy_into(&mut out);
+        assert_eq!(out, [254.0, 255.0]);
+        let mut grow = vec![1.0];
+        obs.slice(3, 2).extend_into(&mut grow);
+        assert_eq!(grow, [1.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn float_observations_are_read_in_place() {
+        let v = [0.5f32, -1.0, 2.0];
+        let obs = f32::view(&v);
+        assert_eq!(obs.dtype(), Dtype::Float32);
+        let mut scratch = Vec::new();
+        let got = obs.f32_in(&mut scratch);
+        assert!(std::ptr::eq(got, &v[..]), "no copy for float32");
+        assert!(scratch.is_empty());
+        assert_eq!(obs.slice(1, 2).as_f32(), Some(&v[1..]));
     }
 }

@@ -86,7 +86,7 @@ impl EnvSpec {
                 + E::STATE_HEAP_BYTES
                 + std::mem::size_of::<crate::Rng>()
                 + std::mem::size_of::<E::Action>()
-                + 2 * E::OBS_DIM * std::mem::size_of::<f32>()
+                + 2 * E::OBS_DIM * std::mem::size_of::<E::Obs>()
                 + std::mem::size_of::<f64>()
                 + std::mem::size_of::<u32>()
                 + 4,

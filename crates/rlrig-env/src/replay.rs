@@ -8,7 +8,8 @@ use crate::error::EnvError;
 use crate::registry::{EnvVisitor, visit};
 use crate::vector::{SyncVecEnv, VecConfig};
 
-/// One step of a replay, as Gymnasium's `step` returns it.
+/// One step of a replay, as Gymnasium's `step` returns it (observations as float32
+/// whatever the env's dtype).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayStep {
     pub obs: Vec<f32>,
@@ -97,7 +98,7 @@ pub fn replay_env<E: Env>(
         };
         result.map_err(|e| bad(e.to_string()))?;
         let step = ReplayStep {
-            obs: env.obs().to_vec(),
+            obs: crate::env::ObsElem::view(env.obs()).to_vec(),
             reward: env.rewards()[0],
             terminated: env.terminated()[0],
             truncated: env.truncated()[0],

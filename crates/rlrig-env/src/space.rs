@@ -7,6 +7,8 @@ use std::fmt;
 pub enum Dtype {
     Float32,
     Float64,
+    /// Bytes (Atari's screens), bounds 0..=255.
+    UInt8,
 }
 
 impl Dtype {
@@ -14,6 +16,7 @@ impl Dtype {
         match self {
             Dtype::Float32 => "float32",
             Dtype::Float64 => "float64",
+            Dtype::UInt8 => "uint8",
         }
     }
 }
@@ -73,8 +76,13 @@ impl Space {
     }
 }
 
-fn fmt_bounds(f: &mut fmt::Formatter<'_>, v: &[f32]) -> fmt::Result {
-    // Gymnasium prints a scalar when all bounds agree, else the array.
+fn fmt_bounds(f: &mut fmt::Formatter<'_>, v: &[f32], dtype: Dtype) -> fmt::Result {
+    // Gymnasium prints a scalar when all bounds agree, else the array; integer boxes
+    // as integers.
+    let fmt_f32 = |x: f32| match dtype {
+        Dtype::UInt8 => format!("{}", x as u8),
+        Dtype::Float32 | Dtype::Float64 => fmt_f32(x),
+    };
     if v.iter().all(|x| x.to_bits() == v[0].to_bits()) {
         return write!(f, "{}", fmt_f32(v[0]));
     }
@@ -107,9 +115,9 @@ impl fmt::Display for Space {
                 dtype,
             } => {
                 write!(f, "Box(")?;
-                fmt_bounds(f, low)?;
+                fmt_bounds(f, low, *dtype)?;
                 write!(f, ", ")?;
-                fmt_bounds(f, high)?;
+                fmt_bounds(f, high, *dtype)?;
                 let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
                 let tuple = if dims.len() == 1 {
                     format!("({},)", dims[0])
@@ -133,6 +141,13 @@ mod tests {
         assert_eq!(b.to_string(), "Box(-2.0, 2.0, (1,), float32)");
         let b = Space::box1(vec![-1.0, f32::NEG_INFINITY], vec![1.0, f32::INFINITY]);
         assert_eq!(b.to_string(), "Box([-1.0 -inf], [1.0 inf], (2,), float32)");
+        let img = Space::Box {
+            low: vec![0.0; 12],
+            high: vec![255.0; 12],
+            shape: vec![2, 2, 3],
+            dtype: Dtype::UInt8,
+        };
+        assert_eq!(img.to_string(), "Box(0, 255, (2, 2, 3), uint8)");
     }
 
     #[test]

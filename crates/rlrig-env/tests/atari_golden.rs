@@ -27,10 +27,10 @@ fn fnv1a(bytes: impl IntoIterator<Item = u8>) -> String {
     format!("{h:016x}")
 }
 
-fn frame<E: Env<State = AtariState>>(p: &E::Params, s: &AtariState) -> Vec<u8> {
-    let mut obs = vec![0f32; E::OBS_DIM];
+fn frame<E: Env<State = AtariState, Obs = u8>>(p: &E::Params, s: &AtariState) -> Vec<u8> {
+    let mut obs = vec![0u8; E::OBS_DIM];
     E::observe(p, s, &mut obs);
-    obs.iter().map(|&x| x as u8).collect()
+    obs
 }
 
 /// Asserts that `got` is the kept stack `b64` of the golden file, naming the largest

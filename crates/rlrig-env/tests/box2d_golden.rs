@@ -223,7 +223,7 @@ fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 4] {
                 let a: Vec<i32> = (0..n)
                     .map(|k| {
                         if heuristic {
-                            heuristic_discrete(&venv.obs()[k * d..(k + 1) * d])
+                            heuristic_discrete(&venv.obs().as_f32().unwrap()[k * d..(k + 1) * d])
                         } else {
                             rngs[k].below(4) as i32
                         }
@@ -235,7 +235,9 @@ fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 4] {
                 let mut a = Vec::with_capacity(2 * n);
                 for (k, rng) in rngs.iter_mut().enumerate() {
                     if heuristic {
-                        a.extend(heuristic_continuous(&venv.obs()[k * d..(k + 1) * d]));
+                        a.extend(heuristic_continuous(
+                            &venv.obs().as_f32().unwrap()[k * d..(k + 1) * d],
+                        ));
                     } else {
                         a.push(rng.uniform(-1.0, 1.0) as f32);
                         a.push(rng.uniform(-1.0, 1.0) as f32);
@@ -389,7 +391,9 @@ fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
         for (k, rng) in rngs.iter_mut().enumerate() {
             match policy {
                 "gait" => a.extend(gait(t)),
-                "heuristic" => a.extend(heuristics[k].act(&venv.obs()[k * 24..(k + 1) * 24])),
+                "heuristic" => {
+                    a.extend(heuristics[k].act(&venv.obs().as_f32().unwrap()[k * 24..(k + 1) * 24]))
+                }
                 _ => a.extend((0..4).map(|_| rng.uniform(-1.0, 1.0) as f32)),
             }
         }

@@ -5,8 +5,8 @@
 
 use rlrig_env::envs::{CartPole, Pendulum};
 use rlrig_env::{
-    ATARI_IDS, ActionBuf, AutoReset, ENV_IDS, EnvError, Purpose, Rng, Space, SyncVecEnv, VecConfig,
-    VecEnvDyn, make_async, make_sync, spec,
+    ATARI_IDS, ActionBuf, AutoReset, Dtype, ENV_IDS, EnvError, Obs, Purpose, Rng, Space,
+    SyncVecEnv, VecConfig, VecEnvDyn, make_async, make_sync, spec,
 };
 
 /// Env `k`'s `j`-th action comes from its own stream, so every executor and thread
@@ -50,10 +50,15 @@ impl Actor {
 
 /// One observation row as a number (FNV-1a of its bits): the traces below compare
 /// them, and an Atari frame is 100,800 numbers.
-fn row_hash(row: &[f32]) -> u64 {
-    row.iter().fold(0xcbf2_9ce4_8422_2325, |h, x| {
+fn row_hash(row: Obs<'_>) -> u64 {
+    row.to_vec().iter().fold(0xcbf2_9ce4_8422_2325, |h, x| {
         (h ^ u64::from(x.to_bits())).wrapping_mul(0x0000_0100_0000_01b3)
     })
+}
+
+/// The hash of each of `obs`'s rows of `d` values.
+fn row_hashes(obs: Obs<'_>, d: usize) -> impl Iterator<Item = u64> + '_ {
+    (0..obs.len() / d).map(move |k| row_hash(obs.slice(k * d, d)))
 }
 
 /// `(envs, steps)` for `id`: the Atari games (~0.1 s to load a ROM, ~0.1 ms a frame)
@@ -80,7 +85,7 @@ fn drive(env: &mut dyn VecEnvDyn, actor: &mut Actor, steps: usize) -> Vec<u64> {
         }
         env.step(actor.buf(&di, &dc)).unwrap();
         let d = env.obs().len() / n;
-        trace.extend(env.obs().chunks(d).map(row_hash));
+        trace.extend(row_hashes(env.obs(), d));
         trace.extend(env.rewards().iter().map(|x| x.to_bits()));
         trace.extend(
             env.terminated()
@@ -89,14 +94,12 @@ fn drive(env: &mut dyn VecEnvDyn, actor: &mut Actor, steps: usize) -> Vec<u64> {
                 .map(|&b| b as u64),
         );
         if let Some(f) = env.final_obs() {
-            trace.extend(f.chunks(d).map(row_hash));
+            trace.extend(row_hashes(f, d));
         }
     }
     trace
 }
 
-/// Every env with its default parameters, and the opt-in modes that change the
-/// kernels (Acrobot's fast sin/cos): they must be as deterministic.
 /// Every id, but of the Atari games (with the `atari` feature) only Pong's two ids: the
 /// games share one implementation, and each emulator takes ~0.1 s to load its ROM.
 fn ids() -> Vec<&'static str> {
@@ -107,6 +110,27 @@ fn ids() -> Vec<&'static str> {
         .collect()
 }
 
+#[test]
+fn observations_come_in_the_dtype_their_space_names() {
+    for id in ids() {
+        let env = make_sync(id, VecConfig::new(2)).unwrap();
+        let Space::Box { dtype, shape, .. } = spec(id).unwrap().observation_space else {
+            panic!("{id}: observation space is not a Box");
+        };
+        assert_eq!(env.obs().dtype(), dtype, "{id}");
+        assert_eq!(env.obs().len(), 2 * shape.iter().product::<usize>(), "{id}");
+        // Atari's screens are bytes (Gymnasium's uint8); every other env is float32.
+        let want = if ATARI_IDS.contains(&id) {
+            Dtype::UInt8
+        } else {
+            Dtype::Float32
+        };
+        assert_eq!(dtype, want, "{id}");
+    }
+}
+
+/// Every env with its default parameters, and the opt-in modes that change the
+/// kernels (Acrobot's fast sin/cos): they must be as deterministic.
 fn cases() -> Vec<(&'static str, Vec<(String, String)>)> {
     let mut cases: Vec<_> = ids().into_iter().map(|id| (id, Vec::new())).collect();
     cases.push(("Acrobot-v1", vec![("fast_trig".into(), "true".into())]));
@@ -128,11 +152,7 @@ fn sync_trace(
         .min_thread_work_ns(0)
         .env_args(args.clone());
     let mut env = make_sync(id, cfg).unwrap();
-    let mut trace: Vec<u64> = env
-        .obs()
-        .chunks(env.obs().len() / n)
-        .map(row_hash)
-        .collect();
+    let mut trace: Vec<u64> = row_hashes(env.obs(), env.obs().len() / n).collect();
     trace.extend(drive(env.as_mut(), &mut Actor::new(id, n), steps));
     trace
 }
@@ -189,7 +209,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
         let mut sync = make_sync(id, cfg.env_args(args.clone())).unwrap();
         let mut actor = Actor::new(id, n);
         let mut want: PerEnv = (0..n)
-            .map(|k| vec![(row_hash(&sync.obs()[k * d..(k + 1) * d]), 0, false, false)])
+            .map(|k| vec![(row_hash(sync.obs().slice(k * d, d)), 0, false, false)])
             .collect();
         let (mut di, mut dc) = (Vec::new(), Vec::new());
         for _ in 0..steps {
@@ -201,7 +221,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
             sync.step(actor.buf(&di, &dc)).unwrap();
             for (k, w) in want.iter_mut().enumerate() {
                 w.push((
-                    row_hash(&sync.obs()[k * d..(k + 1) * d]),
+                    row_hash(sync.obs().slice(k * d, d)),
                     sync.rewards()[k].to_bits(),
                     sync.terminated()[k],
                     sync.truncated()[k],
@@ -219,7 +239,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
             let ids = b.env_ids.to_vec();
             for (j, &k) in ids.iter().enumerate() {
                 got[k].push((
-                    row_hash(&b.obs[j * d..(j + 1) * d]),
+                    row_hash(b.obs.slice(j * d, d)),
                     b.rewards[j].to_bits(),
                     b.terminated[j],
                     b.truncated[j],
@@ -341,7 +361,7 @@ fn bad_actions_are_errors_naming_env_index_and_value_and_change_nothing() {
     assert!(e.to_string().contains("discrete"), "{e}");
     assert_eq!(
         env.obs(),
-        &before[..],
+        Obs::F32(&before),
         "a rejected step must not move any env"
     );
 

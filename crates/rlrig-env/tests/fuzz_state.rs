@@ -264,8 +264,8 @@ proptest! {
         if edits.is_empty() {
             b.restore(&snap).unwrap();
             prop_assert_eq!(
-                a.obs().iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
-                b.obs().iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                a.obs().to_vec().iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                b.obs().to_vec().iter().map(|x| x.to_bits()).collect::<Vec<_>>()
             );
         }
         for e in &edits {

@@ -126,7 +126,7 @@ fn pendulum_matches_gymnasium() {
 /// The same golden episodes through a batch kernel: `n` copies of each episode side by
 /// side (the kernel's SIMD lanes or blocks and its scalar tail) must each match
 /// Gymnasium like the replay does.
-fn check_every_lane<E: rlrig_env::Env>(
+fn check_every_lane<E: rlrig_env::Env<Obs = f32>>(
     id: &str,
     n: usize,
     elem: impl Fn(f64) -> <E::Action as rlrig_env::Action>::Elem,
@@ -134,7 +134,7 @@ fn check_every_lane<E: rlrig_env::Env>(
     check_every_lane_with::<E>(id, &Default::default(), n, elem);
 }
 
-fn check_every_lane_with<E: rlrig_env::Env>(
+fn check_every_lane_with<E: rlrig_env::Env<Obs = f32>>(
     id: &str,
     params: &E::Params,
     n: usize,
@@ -308,7 +308,7 @@ fn fnv(ones: &[usize]) -> String {
 /// Replays a MinAtar golden file of a game that draws as it plays: the package's draws
 /// go in, frames (every channel), rewards and termination must come out exactly.
 /// Returns the total reward, for the callers' coverage checks.
-fn check_minatar_game<E: rlrig_env::Env<Action = i32>>(
+fn check_minatar_game<E: rlrig_env::Env<Action = i32, Obs = f32>>(
     file: &str,
     reset: impl Fn(&mut Recorded<'_>) -> E::State,
     step: impl Fn(&mut E::State, u8, &mut Recorded<'_>) -> rlrig_env::env::Transition,

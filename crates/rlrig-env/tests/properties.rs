@@ -20,6 +20,7 @@ impl Env for Counter {
     type Params = ();
     type State = CounterState;
     type Action = i32;
+    type Obs = f32;
     const ID: &'static str = "Counter-v0";
     const OBS_DIM: usize = 2;
     fn observation_space(_: &()) -> Space {
@@ -84,14 +85,15 @@ proptest! {
         for _ in 0..rounds {
             let b = env.recv().unwrap();
             let ids = b.env_ids.to_vec();
+            let obs = b.obs.as_f32().expect("Counter's observations are float32");
             let mut seen = ids.clone();
             seen.sort_unstable();
             seen.dedup();
             prop_assert_eq!(seen.len(), ids.len(), "an env came back twice in one batch");
             for (j, &k) in ids.iter().enumerate() {
-                prop_assert_eq!(b.obs[2 * j], sent[k] as f32, "env {} stepped a wrong number of times", k);
+                prop_assert_eq!(obs[2 * j], sent[k] as f32, "env {} stepped a wrong number of times", k);
                 if sent[k] > 0 {
-                    prop_assert_eq!(b.obs[2 * j + 1], k as f32, "env {} got another env's action", k);
+                    prop_assert_eq!(obs[2 * j + 1], k as f32, "env {} got another env's action", k);
                 }
             }
             let actions: Vec<i32> = ids.iter().map(|&k| k as i32).collect();

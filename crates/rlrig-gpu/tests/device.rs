@@ -53,7 +53,7 @@ struct ProbeCase {
 
 /// 4,096 random states of `E` stepped on the device and by rlrig-env (f64): next state,
 /// observation and reward within f32 tolerance, terminated flags equal.
-fn steps_as_rlrig_env<E: Env>(gpu: &Gpu, case: ProbeCase)
+fn steps_as_rlrig_env<E: Env<Obs = f32>>(gpu: &Gpu, case: ProbeCase)
 where
     E::Action: FromProbe,
 {

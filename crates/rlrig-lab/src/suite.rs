@@ -81,12 +81,13 @@ fn env_workload(
         vec![0.0f32; num_envs * agent.action_dim()],
     );
     let ppo_cfg = PpoConfig::default();
+    let mut obs = Vec::new();
     let with_inference = rate(secs, num_envs, || {
         let buf = greedy_actions(
             &agent,
             None,
             &ppo_cfg,
-            env.obs(),
+            env.obs().f32_in(&mut obs),
             num_envs,
             &mut bufs,
             &mut ai,

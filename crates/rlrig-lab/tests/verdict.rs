@@ -20,6 +20,7 @@ impl Env for Slow {
     type Params = ();
     type State = u32;
     type Action = i32;
+    type Obs = f32;
     const ID: &'static str = "Slow-v0";
     const OBS_DIM: usize = 4;
     fn observation_space(_: &()) -> Space {

@@ -102,6 +102,8 @@ pub struct Collector {
     ep_length: Vec<u64>,
     /// The current logging chunk's sums (the learner adds its losses).
     pub chunk: ChunkSums,
+    /// One next observation as float32, for envs whose observations are bytes.
+    next_row: Vec<f32>,
 }
 
 impl Collector {
@@ -119,6 +121,7 @@ impl Collector {
             ep_return: vec![0.0; n],
             ep_length: vec![0; n],
             chunk: ChunkSums::default(),
+            next_row: Vec::new(),
         }
     }
 
@@ -146,7 +149,7 @@ impl Collector {
                 &obs[k * d..(k + 1) * d],
                 action(k).as_ref(),
                 rewards[k] as f32,
-                &next[k * d..(k + 1) * d],
+                next.slice(k * d, d).f32_in(&mut self.next_row),
                 term[k],
             );
             self.ep_return[k] += rewards[k];

@@ -68,8 +68,9 @@ pub fn run_episodes(
         lengths: vec![0; episodes],
     };
     let mut finished = vec![false; episodes];
+    let mut scratch = Vec::new();
     while !finished.iter().all(|&f| f) {
-        let buf = policy.act(env.obs(), episodes);
+        let buf = policy.act(env.obs().f32_in(&mut scratch), episodes);
         env.step(buf).expect("the policy only emits valid actions");
         for k in 0..episodes {
             if !finished[k] {

@@ -180,8 +180,10 @@ pub fn record_episodes(
                     states: vec![E::render_state(env.state(0))],
                     returns: vec![0.0],
                 };
+                let mut scratch = Vec::new();
                 loop {
-                    let buf = self.policy.act(env.obs(), 1);
+                    let obs = rlrig_env::VecEnvDyn::obs(&env);
+                    let buf = self.policy.act(obs.f32_in(&mut scratch), 1);
                     rlrig_env::VecEnvDyn::step(&mut env, buf)
                         .expect("the policy only emits valid actions");
                     let ret = rec.returns.last().copied().unwrap_or(0.0) + env.rewards()[0];

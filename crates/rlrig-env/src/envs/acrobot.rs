@@ -284,6 +284,7 @@ impl Env for Acrobot {
     type Params = AcrobotParams;
     type State = AcrobotState;
     type Action = i32;
+    type Obs = f32;
     const ID: &'static str = "Acrobot-v1";
     const PARAMS: &'static [&'static str] = &["max_episode_steps", "fast_trig"];
     const OBS_DIM: usize = 6;

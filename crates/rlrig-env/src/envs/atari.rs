@@ -484,6 +484,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
     type Params = AtariParams<PRE>;
     type State = AtariState;
     type Action = i32;
+    type Obs = u8;
     const ID: &'static str = if PRE { G::PRE_ID } else { G::RAW_ID };
     const OBS_DIM: usize = if PRE {
         STACK * SIZE * SIZE
@@ -509,7 +510,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
             low: vec![0.0; Self::OBS_DIM],
             high: vec![255.0; Self::OBS_DIM],
             shape,
-            dtype: Dtype::Float32,
+            dtype: Dtype::UInt8,
         }
     }
 
@@ -609,10 +610,10 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
         r.unwrap_or_else(|e| Self::fail(e))
     }
 
-    fn observe(_: &Self::Params, s: &AtariState, out: &mut [f32]) {
-        for (o, &b) in out.iter_mut().zip(&s.frames) {
-            *o = f32::from(b);
-        }
+    fn observe(_: &Self::Params, s: &AtariState, out: &mut [u8]) {
+        // A state not yet reset holds no frames (its observation stays zero).
+        let n = out.len().min(s.frames.len());
+        out[..n].copy_from_slice(&s.frames[..n]);
     }
 
     /// The screen in colour for `rlrig play`: height, width, then the RGB bytes packed

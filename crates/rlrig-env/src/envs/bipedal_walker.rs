@@ -720,6 +720,7 @@ macro_rules! walker_env {
             type Params = $params;
             type State = WalkerState;
             type Action = [f32; 4];
+            type Obs = f32;
             const ID: &'static str = $id;
             const OBS_DIM: usize = 24;
             // Box2D 2.3 at 180/60 iterations: 16 k steps/s on one EPYC core.

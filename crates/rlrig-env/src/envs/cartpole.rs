@@ -160,6 +160,7 @@ impl Env for CartPole {
     type Params = CartPoleParams;
     type State = CartPoleState;
     type Action = i32;
+    type Obs = f32;
     const ID: &'static str = "CartPole-v1";
     const PARAMS: &'static [&'static str] = &["max_episode_steps"];
     const OBS_DIM: usize = 4;

@@ -548,6 +548,7 @@ macro_rules! lander_env {
             type Params = LunarLanderParams;
             type State = LanderState;
             type Action = $action;
+            type Obs = f32;
             const ID: &'static str = $id;
             const OBS_DIM: usize = 8;
             // Box2D 2.3 at 180/60 iterations: 45-60 k steps/s on one EPYC core.

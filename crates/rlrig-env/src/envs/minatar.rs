@@ -242,7 +242,7 @@ pub(crate) fn put_grid(out: &mut [f32], channels: usize, mut g: u128, c: usize) 
 /// What `render_state` returns for the MinAtar games: the channel count, then the
 /// frame (`10 x 10 x channels`, channels last), which a renderer colours per channel
 /// as the package's `display_state` does.
-pub(crate) fn render_frame<E: crate::Env>(s: &E::State) -> Vec<f64> {
+pub(crate) fn render_frame<E: crate::Env<Obs = f32>>(s: &E::State) -> Vec<f64> {
     let mut frame = vec![0.0; E::OBS_DIM];
     E::observe(&E::Params::default(), s, &mut frame);
     let mut v = Vec::with_capacity(frame.len() + 1);
@@ -291,6 +291,7 @@ macro_rules! minatar_env {
         type Params = $params;
         type State = $state;
         type Action = i32;
+        type Obs = f32;
         const OBS_DIM: usize = 100 * $channels;
         const PARAMS: &'static [&'static str] = super::minatar::PARAMS;
 

@@ -48,6 +48,7 @@ impl Env for MountainCar {
     type Params = MountainCarParams;
     type State = MountainCarState;
     type Action = i32;
+    type Obs = f32;
     const ID: &'static str = "MountainCar-v0";
     const PARAMS: &'static [&'static str] = &["max_episode_steps", "goal_velocity"];
     const OBS_DIM: usize = 2;

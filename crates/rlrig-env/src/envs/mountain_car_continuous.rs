@@ -57,6 +57,7 @@ impl Env for MountainCarContinuous {
     type Params = MountainCarContinuousParams;
     type State = MountainCarContinuousState;
     type Action = [f32; 1];
+    type Obs = f32;
     const ID: &'static str = "MountainCarContinuous-v0";
     const PARAMS: &'static [&'static str] = &["max_episode_steps", "goal_velocity"];
     const OBS_DIM: usize = 2;

@@ -137,6 +137,7 @@ impl Env for Pendulum {
     type Params = PendulumParams;
     type State = PendulumState;
     type Action = [f32; 1];
+    type Obs = f32;
     const ID: &'static str = "Pendulum-v1";
     const PARAMS: &'static [&'static str] = &["max_episode_steps", "g"];
     const OBS_DIM: usize = 3;

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::env::{Action, ActionBuf, Env};
+use crate::env::{Action, ActionBuf, Env, Obs, ObsElem};
 use crate::error::EnvError;
 use crate::rng::Rng;
 use crate::space::Space;
@@ -22,8 +22,8 @@ struct Slot<E: Env> {
     rng: Rng,
     elapsed: u32,
     needs_reset: bool,
-    obs: Vec<f32>,
-    final_obs: Vec<f32>,
+    obs: Vec<E::Obs>,
+    final_obs: Vec<E::Obs>,
     reward: f64,
     terminated: bool,
     truncated: bool,
@@ -121,12 +121,12 @@ struct Done {
 #[derive(Debug)]
 pub struct AsyncBatch<'a> {
     pub env_ids: &'a [usize],
-    pub obs: &'a [f32],
+    pub obs: Obs<'a>,
     pub rewards: &'a [f64],
     pub terminated: &'a [bool],
     pub truncated: &'a [bool],
     /// SameStep mode only: the observation each ended episode finished in.
-    pub final_obs: Option<&'a [f32]>,
+    pub final_obs: Option<Obs<'a>>,
 }
 
 pub struct AsyncVecEnv<E: Env> {
@@ -142,8 +142,8 @@ pub struct AsyncVecEnv<E: Env> {
     in_flight: Vec<bool>,
     n_in_flight: usize,
     env_ids: Vec<usize>,
-    obs: Vec<f32>,
-    final_obs: Vec<f32>,
+    obs: Vec<E::Obs>,
+    final_obs: Vec<E::Obs>,
     rewards: Vec<f64>,
     terminated: Vec<bool>,
     truncated: Vec<bool>,
@@ -177,8 +177,8 @@ impl<E: Env> AsyncVecEnv<E> {
                     rng,
                     elapsed: 0,
                     needs_reset: false,
-                    obs: vec![0.0; d],
-                    final_obs: vec![0.0; d],
+                    obs: vec![E::Obs::default(); d],
+                    final_obs: vec![E::Obs::default(); d],
                     reward: 0.0,
                     terminated: false,
                     truncated: false,
@@ -220,8 +220,8 @@ impl<E: Env> AsyncVecEnv<E> {
             in_flight: vec![false; n],
             n_in_flight: 0,
             env_ids: vec![0; batch_size],
-            obs: vec![0.0; batch_size * d],
-            final_obs: vec![0.0; batch_size * d],
+            obs: vec![E::Obs::default(); batch_size * d],
+            final_obs: vec![E::Obs::default(); batch_size * d],
             rewards: vec![0.0; batch_size],
             terminated: vec![false; batch_size],
             truncated: vec![false; batch_size],
@@ -349,11 +349,12 @@ impl<E: Env> AsyncVecEnv<E> {
         self.n_in_flight -= self.batch_size;
         Ok(AsyncBatch {
             env_ids: &self.env_ids,
-            obs: &self.obs,
+            obs: E::Obs::view(&self.obs),
             rewards: &self.rewards,
             terminated: &self.terminated,
             truncated: &self.truncated,
-            final_obs: (self.cfg.autoreset == AutoReset::SameStep).then_some(&self.final_obs[..]),
+            final_obs: (self.cfg.autoreset == AutoReset::SameStep)
+                .then(|| E::Obs::view(&self.final_obs)),
         })
     }
 

@@ -240,8 +240,8 @@ pub(crate) fn finish_env<E: Env>(
     reward: &mut f64,
     terminated: &mut bool,
     truncated: &mut bool,
-    obs: &mut [f32],
-    final_obs: &mut [f32],
+    obs: &mut [E::Obs],
+    final_obs: &mut [E::Obs],
 ) {
     if *needs_reset {
         // NextStep mode: this step is the reset.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::env::{Action, ActionBuf, Batch, Env};
+use crate::env::{Action, ActionBuf, Batch, Env, Obs, ObsElem};
 use crate::error::EnvError;
 use crate::pool::Pool;
 use crate::rng::Rng;
@@ -21,8 +21,8 @@ pub struct SyncVecEnv<E: Env> {
     elapsed: Vec<u32>,
     needs_reset: Vec<bool>,
     active: Vec<bool>,
-    obs: Vec<f32>,
-    final_obs: Vec<f32>,
+    obs: Vec<E::Obs>,
+    final_obs: Vec<E::Obs>,
     rewards: Vec<f64>,
     terminated: Vec<bool>,
     truncated: Vec<bool>,
@@ -39,8 +39,8 @@ struct Part<'a, E: Env> {
     elapsed: &'a mut [u32],
     needs_reset: &'a mut [bool],
     active: &'a mut [bool],
-    obs: &'a mut [f32],
-    final_obs: &'a mut [f32],
+    obs: &'a mut [E::Obs],
+    final_obs: &'a mut [E::Obs],
     rewards: &'a mut [f64],
     terminated: &'a mut [bool],
     truncated: &'a mut [bool],
@@ -178,8 +178,8 @@ impl<E: Env> SyncVecEnv<E> {
             elapsed: vec![0; n],
             needs_reset: vec![false; n],
             active: vec![false; n],
-            obs: vec![0.0; n * d],
-            final_obs: vec![0.0; n * d],
+            obs: vec![E::Obs::default(); n * d],
+            final_obs: vec![E::Obs::default(); n * d],
             rewards: vec![0.0; n],
             terminated: vec![false; n],
             truncated: vec![false; n],
@@ -375,7 +375,7 @@ impl<E: Env> SyncVecEnv<E> {
     }
 
     /// Observations, `num_envs x OBS_DIM`, row-major.
-    pub fn obs(&self) -> &[f32] {
+    pub fn obs(&self) -> &[E::Obs] {
         &self.obs
     }
 
@@ -393,7 +393,7 @@ impl<E: Env> SyncVecEnv<E> {
 
     /// In [`AutoReset::SameStep`] mode, the observation each env's episode ended in
     /// (rows of envs whose flags are both false are stale). `None` in NextStep mode.
-    pub fn final_obs(&self) -> Option<&[f32]> {
+    pub fn final_obs(&self) -> Option<&[E::Obs]> {
         (self.cfg.autoreset == AutoReset::SameStep).then_some(&self.final_obs[..])
     }
 
@@ -415,11 +415,14 @@ pub trait VecEnvDyn: Send {
     fn reset(&mut self);
     fn reseed(&mut self, seed: u64);
     fn step(&mut self, actions: ActionBuf<'_>) -> Result<(), EnvError>;
-    fn obs(&self) -> &[f32];
+    /// Observations, `num_envs x obs_dim`, row-major, in the env's element type.
+    fn obs(&self) -> Obs<'_>;
     fn rewards(&self) -> &[f64];
     fn terminated(&self) -> &[bool];
     fn truncated(&self) -> &[bool];
-    fn final_obs(&self) -> Option<&[f32]>;
+    /// In [`crate::AutoReset::SameStep`] mode, the observation each env's episode
+    /// ended in (see [`SyncVecEnv::final_obs`]).
+    fn final_obs(&self) -> Option<Obs<'_>>;
     fn snapshot(&self) -> VecSnapshot;
     fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError>;
     fn threads_used(&self) -> usize;
@@ -464,8 +467,8 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
             }),
         }
     }
-    fn obs(&self) -> &[f32] {
-        &self.obs
+    fn obs(&self) -> Obs<'_> {
+        E::Obs::view(&self.obs)
     }
     fn rewards(&self) -> &[f64] {
         &self.rewards
@@ -476,8 +479,8 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     fn truncated(&self) -> &[bool] {
         &self.truncated
     }
-    fn final_obs(&self) -> Option<&[f32]> {
-        SyncVecEnv::final_obs(self)
+    fn final_obs(&self) -> Option<Obs<'_>> {
+        SyncVecEnv::final_obs(self).map(E::Obs::view)
     }
     fn snapshot(&self) -> VecSnapshot {
         SyncVecEnv::snapshot(self)

@@ -472,7 +472,7 @@ impl Dqn {
         let eps = self.cfg.epsilon(self.c.global_step);
         let mut rng = self.c.policy_rng(self.cfg.seed);
         self.s.obs.clear();
-        self.s.obs.extend_from_slice(self.c.env.obs());
+        self.c.env.obs().extend_into(&mut self.s.obs);
         if eps < 1.0 {
             let q = self.q.forward(0, &self.s.obs, n);
             crate::eval::argmax_rows(q, n, k, &mut self.s.greedy);

@@ -224,7 +224,7 @@ impl OffPolicy {
         let t0 = std::time::Instant::now();
         let mut rng = self.c.policy_rng(self.cfg.seed);
         self.s.obs.clear();
-        self.s.obs.extend_from_slice(self.c.env.obs());
+        self.c.env.obs().extend_into(&mut self.s.obs);
         self.s.actions.resize(n * a, 0.0);
         if self.c.global_step < self.cfg.learning_starts {
             for (k, x) in self.s.actions.iter_mut().enumerate() {

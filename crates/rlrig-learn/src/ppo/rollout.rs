@@ -19,7 +19,7 @@ pub(super) struct ActorSide {
 impl ActorSide {
     /// Writes the current observations, normalised as the policy sees them, into `out`.
     pub(super) fn current_obs(&self, cfg: &PpoConfig, out: &mut [f32]) {
-        out.copy_from_slice(self.env.obs());
+        self.env.obs().copy_into(out);
         if let Some(rms) = &self.obs_rms {
             rms.normalize(out, cfg.clip_obs);
         }
@@ -252,10 +252,12 @@ pub(super) fn collect(
 
     for t in 0..t_max {
         let t0 = std::time::Instant::now();
+        let obs_t = &mut buf.obs[t * e * d..(t + 1) * e * d];
+        act.env.obs().copy_into(obs_t);
         if let Some(rms) = &mut act.obs_rms {
-            rms.update(act.env.obs(), e);
+            rms.update(obs_t, e);
+            rms.normalize(obs_t, cfg.clip_obs);
         }
-        act.current_obs(cfg, &mut buf.obs[t * e * d..(t + 1) * e * d]);
         let obs_t = &buf.obs[t * e * d..(t + 1) * e * d];
         for k in 0..e {
             buf.dones[t * e + k] = f32::from(u8::from(act.next_done[k]));
@@ -391,7 +393,7 @@ pub(super) fn collect(
                 .expect("SameStep mode keeps final observations");
             final_obs.clear();
             for &k in &trunc_envs {
-                final_obs.extend_from_slice(&fo[k * d..(k + 1) * d]);
+                fo.slice(k * d, d).extend_into(&mut final_obs);
             }
             if let Some(rms) = &act.obs_rms {
                 rms.normalize(&mut final_obs, cfg.clip_obs);
