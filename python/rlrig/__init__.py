@@ -88,8 +88,9 @@ class Policy:
         """The acting network's tensors, named as PyTorch names an `nn.Sequential` of
         `Linear` and activation modules (`actor.0.weight` is `[out, in]`), with the
         observation statistics and action bounds the policy uses. `metadata` says how
-        they combine: `metadata["action"]`, `metadata["obs_norm"]` and
-        `metadata["actor.layers"]` (or `q.layers`, `policy.layers`)."""
+        they combine: `metadata["action"]`, `metadata["value"]` (PPO family),
+        `metadata["obs_norm"]` and `metadata["actor.layers"]` (or `q.layers`,
+        `policy.layers`, `net.layers` for a trunk shared by policy and value)."""
         return dict(self._native.tensors()[0])
 
     @property

@@ -11,6 +11,8 @@ import pytest
 import rlrig
 from rlrig._spaces import gym_id
 
+from test_export import numpy_actions
+
 pytestmark = pytest.mark.skipif(
     "Pong-v5" not in rlrig.env_ids(), reason="the package was built without Atari"
 )
@@ -94,3 +96,24 @@ def test_a_missing_rom_names_the_file_and_where_rlrig_looked(tmp_path, monkeypat
         rlrig.make_vec("Pong-v5", 1, rom_dir=str(tmp_path))
     msg = str(e.value)
     assert "pong.bin" in msg and str(tmp_path) in msg and "fetch_roms.sh" in msg, msg
+
+
+def test_an_atari_agent_trains_loads_acts_on_uint8_and_exports(tmp_path):
+    # A few A2C updates of the Nature CNN on Breakout from Python, then the policy acts on
+    # the env's uint8 stacks; the export (PyTorch's Conv2d layout, one trunk whose column 0
+    # is the value) reproduces its actions in NumPy.
+    run = rlrig.train("a2c", "Breakout-v5", total_steps=800, run_dir=tmp_path / "run",
+                      quiet=True, eval_episodes=0)
+    policy = rlrig.load(run["run_dir"])
+    t, meta = policy.state_dict(), policy.metadata
+    assert meta["action"] == "argmax(net(obs)[:, 1:], -1)" and meta["value"] == "net(obs)[:, 0]"
+    assert t["net.0.weight"].shape == (32, 4, 8, 8)
+    envs = rlrig.make_vec("Breakout-v5", 3, seed=2)
+    obs, _ = envs.reset(seed=2)
+    for _ in range(5):
+        obs, *_ = envs.step(policy.act(obs))
+    assert obs.dtype == np.uint8
+    want = policy.act(obs)
+    assert want.shape == (3,) and ((0 <= want) & (want < 4)).all()
+    np.testing.assert_array_equal(policy.act(obs.astype(np.float32)), want)
+    np.testing.assert_array_equal(numpy_actions(t, meta, obs.astype(np.float64)), want)

@@ -59,6 +59,9 @@ def numpy_actions(t, meta, obs):
         obs = np.clip((obs - t["obs_rms.mean"]) / np.sqrt(t["obs_rms.var"] + 1e-8), -10, 10)
     if action == "argmax(actor(obs), -1)":
         return np.argmax(sequential(t, "actor", meta["actor.layers"], obs), -1)
+    if action == "argmax(net(obs)[:, 1:], -1)":
+        # One trunk under both heads (the Nature CNN): column 0 is the value.
+        return np.argmax(sequential(t, "net", meta["net.layers"], obs)[:, 1:], -1)
     if action == "argmax(q(obs), -1)":
         return np.argmax(sequential(t, "q", meta["q.layers"], obs), -1)
     if action == "clip(actor(obs), action_low, action_high)":

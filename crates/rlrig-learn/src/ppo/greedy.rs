@@ -92,9 +92,17 @@ impl crate::eval::Greedy for PpoGreedy {
 
     fn export(&self) -> Result<crate::export::PolicyExport, LearnError> {
         let agent = &self.agent;
+        // Separate networks: `actor` computes the policy outputs. One shared trunk (the
+        // Nature CNN's): `net` computes the value in column 0, the policy outputs after it.
+        let shared = matches!(agent.named_nets()[..], [("net", _)]);
+        let actor = if shared {
+            "net(obs)[:, 1:]"
+        } else {
+            "actor(obs)"
+        };
         let mut e = match &agent.head {
             Head::Categorical { .. } => {
-                crate::export::PolicyExport::new("ppo", "argmax(actor(obs), -1)")
+                crate::export::PolicyExport::new("ppo", &format!("argmax({actor}, -1)"))
             }
             Head::Gaussian {
                 dim,
@@ -104,7 +112,7 @@ impl crate::eval::Greedy for PpoGreedy {
             } => {
                 let mut e = crate::export::PolicyExport::new(
                     "ppo",
-                    "clip(actor(obs), action_low, action_high)",
+                    &format!("clip({actor}, action_low, action_high)"),
                 );
                 e.vector("action_low", low.clone());
                 e.vector("action_high", high.clone());
@@ -125,6 +133,14 @@ impl crate::eval::Greedy for PpoGreedy {
                     .map_err(|why| LearnError::Unsupported(format!("{}: {why}", self.cfg.env)))?,
             }
         }
+        e.note(
+            "value",
+            if shared {
+                "net(obs)[:, 0]"
+            } else {
+                "critic(obs)[:, 0]"
+            },
+        );
         if let Some(rms) = &self.obs_rms {
             e.obs_norm(&rms.mean, &rms.var, self.cfg.clip_obs);
         }
