@@ -14,7 +14,7 @@ use pyo3::exceptions::{
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use rlrig_env::{
-    ActionBuf, AsyncVecEnvDyn, Dtype, EnvError, EnvSpec, Obs, Purpose, Rng, Space, VecConfig,
+    ActionBuf, AsyncVecEnvDyn, Dtype, EnvError, EnvSpec, ObsBuf, Purpose, Rng, Space, VecConfig,
     VecEnvDyn,
 };
 use rlrig_learn::LearnError;
@@ -247,13 +247,13 @@ fn batch_array<'py, T: numpy::Element + Copy>(
 /// (uint8 for Atari's screens, float32 otherwise).
 fn obs_array<'py>(
     py: Python<'py>,
-    obs: Obs<'_>,
+    obs: ObsBuf<'_>,
     rows: usize,
     row_shape: &[usize],
 ) -> PyResult<Bound<'py, PyAny>> {
     Ok(match obs {
-        Obs::F32(v) => batch_array(py, v, rows, row_shape)?.into_any(),
-        Obs::U8(v) => batch_array(py, v, rows, row_shape)?.into_any(),
+        ObsBuf::F32(v) => batch_array(py, v, rows, row_shape)?.into_any(),
+        ObsBuf::U8(v) => batch_array(py, v, rows, row_shape)?.into_any(),
     })
 }
 
@@ -584,8 +584,8 @@ impl PyVecEnv {
         let mut u = out_array::<bool>("truncated", truncated, n, "bool")?;
         let env = self.stepped(py, actions)?;
         match (&mut o, env.obs()) {
-            (ObsOut::F32(a), Obs::F32(v)) => fill("obs", a, v)?,
-            (ObsOut::U8(a), Obs::U8(v)) => fill("obs", a, v)?,
+            (ObsOut::F32(a), ObsBuf::F32(v)) => fill("obs", a, v)?,
+            (ObsOut::U8(a), ObsBuf::U8(v)) => fill("obs", a, v)?,
             _ => return Err(PyRuntimeError::new_err("obs: the env changed its dtype")),
         }
         fill("rewards", &mut r, env.rewards())?;

@@ -20,40 +20,36 @@ pub struct Transition {
 /// the reference's observations are bytes (Atari's screens), so batches of images
 /// travel at a quarter of the size and keep Gymnasium's `uint8` dtype.
 pub trait ObsElem: Copy + Default + PartialEq + Send + Sync + Debug + 'static {
-    /// The dtype the observation space reports.
-    const DTYPE: Dtype;
     /// A buffer of this type as a type-erased view.
-    fn view(buf: &[Self]) -> Obs<'_>;
+    fn view(buf: &[Self]) -> ObsBuf<'_>;
 }
 
 impl ObsElem for f32 {
-    const DTYPE: Dtype = Dtype::Float32;
-    fn view(buf: &[f32]) -> Obs<'_> {
-        Obs::F32(buf)
+    fn view(buf: &[f32]) -> ObsBuf<'_> {
+        ObsBuf::F32(buf)
     }
 }
 
 impl ObsElem for u8 {
-    const DTYPE: Dtype = Dtype::UInt8;
-    fn view(buf: &[u8]) -> Obs<'_> {
-        Obs::U8(buf)
+    fn view(buf: &[u8]) -> ObsBuf<'_> {
+        ObsBuf::U8(buf)
     }
 }
 
 /// A type-erased batch (or row) of observations, for callers that pick the env at run
-/// time. Networks read float32: [`Obs::copy_into`] converts (exactly: every `u8` is
+/// time. Networks read float32: [`ObsBuf::copy_into`] converts (exactly: every `u8` is
 /// an `f32`).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Obs<'a> {
+pub enum ObsBuf<'a> {
     F32(&'a [f32]),
     U8(&'a [u8]),
 }
 
-impl<'a> Obs<'a> {
+impl<'a> ObsBuf<'a> {
     pub fn len(&self) -> usize {
         match self {
-            Obs::F32(v) => v.len(),
-            Obs::U8(v) => v.len(),
+            ObsBuf::F32(v) => v.len(),
+            ObsBuf::U8(v) => v.len(),
         }
     }
 
@@ -63,33 +59,33 @@ impl<'a> Obs<'a> {
 
     pub fn dtype(&self) -> Dtype {
         match self {
-            Obs::F32(_) => Dtype::Float32,
-            Obs::U8(_) => Dtype::UInt8,
+            ObsBuf::F32(_) => Dtype::Float32,
+            ObsBuf::U8(_) => Dtype::UInt8,
         }
     }
 
     /// The float32 buffer itself, when that is what the env writes.
     pub fn as_f32(&self) -> Option<&'a [f32]> {
         match self {
-            Obs::F32(v) => Some(v),
-            Obs::U8(_) => None,
+            ObsBuf::F32(v) => Some(v),
+            ObsBuf::U8(_) => None,
         }
     }
 
     /// Elements `start..start + len`.
-    pub fn slice(&self, start: usize, len: usize) -> Obs<'a> {
+    pub fn slice(&self, start: usize, len: usize) -> ObsBuf<'a> {
         match self {
-            Obs::F32(v) => Obs::F32(&v[start..start + len]),
-            Obs::U8(v) => Obs::U8(&v[start..start + len]),
+            ObsBuf::F32(v) => ObsBuf::F32(&v[start..start + len]),
+            ObsBuf::U8(v) => ObsBuf::U8(&v[start..start + len]),
         }
     }
 
     /// Writes the observations into `out` (as long as `self`) as float32.
     pub fn copy_into(&self, out: &mut [f32]) {
-        assert_eq!(out.len(), self.len(), "Obs::copy_into: lengths differ");
+        assert_eq!(out.len(), self.len(), "ObsBuf::copy_into: lengths differ");
         match self {
-            Obs::F32(v) => out.copy_from_slice(v),
-            Obs::U8(v) => {
+            ObsBuf::F32(v) => out.copy_from_slice(v),
+            ObsBuf::U8(v) => {
                 for (o, &b) in out.iter_mut().zip(v.iter()) {
                     *o = f32::from(b);
                 }
@@ -111,8 +107,8 @@ impl<'a> Obs<'a> {
         'a: 's,
     {
         match self {
-            Obs::F32(v) => v,
-            Obs::U8(_) => {
+            ObsBuf::F32(v) => v,
+            ObsBuf::U8(_) => {
                 scratch.clear();
                 self.extend_into(scratch);
                 scratch

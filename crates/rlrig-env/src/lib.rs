@@ -28,7 +28,7 @@ pub mod space;
 pub mod trig;
 pub mod vector;
 
-pub use env::{Action, ActionBuf, ActionFault, Env, Obs, ObsElem, Transition};
+pub use env::{Action, ActionBuf, ActionFault, Env, ObsBuf, ObsElem, Transition};
 pub use error::EnvError;
 pub use registry::{ATARI_IDS, ENV_IDS, EnvSpec, EnvVisitor, make_async, make_sync, spec, visit};
 pub use rng::{Purpose, Rng};

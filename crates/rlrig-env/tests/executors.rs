@@ -5,7 +5,7 @@
 
 use rlrig_env::envs::{CartPole, Pendulum};
 use rlrig_env::{
-    ATARI_IDS, ActionBuf, AutoReset, Dtype, ENV_IDS, EnvError, Obs, Purpose, Rng, Space,
+    ATARI_IDS, ActionBuf, AutoReset, Dtype, ENV_IDS, EnvError, ObsBuf, Purpose, Rng, Space,
     SyncVecEnv, VecConfig, VecEnvDyn, make_async, make_sync, spec,
 };
 
@@ -50,14 +50,14 @@ impl Actor {
 
 /// One observation row as a number (FNV-1a of its bits): the traces below compare
 /// them, and an Atari frame is 100,800 numbers.
-fn row_hash(row: Obs<'_>) -> u64 {
+fn row_hash(row: ObsBuf<'_>) -> u64 {
     row.to_vec().iter().fold(0xcbf2_9ce4_8422_2325, |h, x| {
         (h ^ u64::from(x.to_bits())).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 
 /// The hash of each of `obs`'s rows of `d` values.
-fn row_hashes(obs: Obs<'_>, d: usize) -> impl Iterator<Item = u64> + '_ {
+fn row_hashes(obs: ObsBuf<'_>, d: usize) -> impl Iterator<Item = u64> + '_ {
     (0..obs.len() / d).map(move |k| row_hash(obs.slice(k * d, d)))
 }
 
@@ -361,7 +361,7 @@ fn bad_actions_are_errors_naming_env_index_and_value_and_change_nothing() {
     assert!(e.to_string().contains("discrete"), "{e}");
     assert_eq!(
         env.obs(),
-        Obs::F32(&before),
+        ObsBuf::F32(&before),
         "a rejected step must not move any env"
     );
 

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::env::{Action, ActionBuf, Env, Obs, ObsElem};
+use crate::env::{Action, ActionBuf, Env, ObsBuf, ObsElem};
 use crate::error::EnvError;
 use crate::rng::Rng;
 use crate::space::Space;
@@ -121,12 +121,12 @@ struct Done {
 #[derive(Debug)]
 pub struct AsyncBatch<'a> {
     pub env_ids: &'a [usize],
-    pub obs: Obs<'a>,
+    pub obs: ObsBuf<'a>,
     pub rewards: &'a [f64],
     pub terminated: &'a [bool],
     pub truncated: &'a [bool],
     /// SameStep mode only: the observation each ended episode finished in.
-    pub final_obs: Option<Obs<'a>>,
+    pub final_obs: Option<ObsBuf<'a>>,
 }
 
 pub struct AsyncVecEnv<E: Env> {

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use crate::env::{Action, ActionBuf, Batch, Env, Obs, ObsElem};
+use crate::env::{Action, ActionBuf, Batch, Env, ObsBuf, ObsElem};
 use crate::error::EnvError;
 use crate::pool::Pool;
 use crate::rng::Rng;
@@ -416,13 +416,13 @@ pub trait VecEnvDyn: Send {
     fn reseed(&mut self, seed: u64);
     fn step(&mut self, actions: ActionBuf<'_>) -> Result<(), EnvError>;
     /// Observations, `num_envs x obs_dim`, row-major, in the env's element type.
-    fn obs(&self) -> Obs<'_>;
+    fn obs(&self) -> ObsBuf<'_>;
     fn rewards(&self) -> &[f64];
     fn terminated(&self) -> &[bool];
     fn truncated(&self) -> &[bool];
     /// In [`crate::AutoReset::SameStep`] mode, the observation each env's episode
     /// ended in (see [`SyncVecEnv::final_obs`]).
-    fn final_obs(&self) -> Option<Obs<'_>>;
+    fn final_obs(&self) -> Option<ObsBuf<'_>>;
     fn snapshot(&self) -> VecSnapshot;
     fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError>;
     fn threads_used(&self) -> usize;
@@ -467,7 +467,7 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
             }),
         }
     }
-    fn obs(&self) -> Obs<'_> {
+    fn obs(&self) -> ObsBuf<'_> {
         E::Obs::view(&self.obs)
     }
     fn rewards(&self) -> &[f64] {
@@ -479,7 +479,7 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     fn truncated(&self) -> &[bool] {
         &self.truncated
     }
-    fn final_obs(&self) -> Option<Obs<'_>> {
+    fn final_obs(&self) -> Option<ObsBuf<'_>> {
         SyncVecEnv::final_obs(self).map(E::Obs::view)
     }
     fn snapshot(&self) -> VecSnapshot {
