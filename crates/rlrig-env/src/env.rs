@@ -93,11 +93,12 @@ impl<'a> ObsBuf<'a> {
         }
     }
 
-    /// Appends the observations to `out` as float32.
+    /// Appends the observations to `out` as float32 (one pass: no zero-fill first).
     pub fn extend_into(&self, out: &mut Vec<f32>) {
-        let at = out.len();
-        out.resize(at + self.len(), 0.0);
-        self.copy_into(&mut out[at..]);
+        match self {
+            ObsBuf::F32(v) => out.extend_from_slice(v),
+            ObsBuf::U8(v) => out.extend(v.iter().map(|&b| f32::from(b))),
+        }
     }
 
     /// The observations as float32: the buffer itself when the env writes float32,

@@ -371,8 +371,13 @@ impl Ppo {
     }
 
     /// Writes the current observations, normalised as the policy sees them, into `out`.
-    fn current_obs(&self, out: &mut [f32]) {
-        self.act().current_obs(&self.cfg, out);
+    fn current_obs(&mut self, out: &mut [f32]) {
+        let cfg = &self.cfg;
+        let act = self
+            .actor
+            .as_mut()
+            .expect("the actor side is home between calls");
+        act.current_obs(cfg, out, false);
     }
 
     /// Runs one rollout and one update; returns the iteration's metrics.

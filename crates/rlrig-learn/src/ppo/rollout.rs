@@ -17,10 +17,15 @@ pub(super) struct ActorSide {
 }
 
 impl ActorSide {
-    /// Writes the current observations, normalised as the policy sees them, into `out`.
-    pub(super) fn current_obs(&self, cfg: &PpoConfig, out: &mut [f32]) {
+    /// Writes the current observations, normalised as the policy sees them, into `out`;
+    /// with `update`, the running statistics take them in first (once per collection
+    /// step, not for a bootstrap read of the same observations).
+    pub(super) fn current_obs(&mut self, cfg: &PpoConfig, out: &mut [f32], update: bool) {
         self.env.obs().copy_into(out);
-        if let Some(rms) = &self.obs_rms {
+        if let Some(rms) = &mut self.obs_rms {
+            if update {
+                rms.update(out, self.env.num_envs());
+            }
             rms.normalize(out, cfg.clip_obs);
         }
     }
@@ -208,7 +213,7 @@ pub(super) fn run_actor(
         );
         rounds += 1;
         let mut next_obs = vec![0.0; e * d];
-        act.current_obs(&cfg, &mut next_obs);
+        act.current_obs(&cfg, &mut next_obs, false);
         let r = AsyncRollout {
             buf,
             stats,
@@ -252,12 +257,7 @@ pub(super) fn collect(
 
     for t in 0..t_max {
         let t0 = std::time::Instant::now();
-        let obs_t = &mut buf.obs[t * e * d..(t + 1) * e * d];
-        act.env.obs().copy_into(obs_t);
-        if let Some(rms) = &mut act.obs_rms {
-            rms.update(obs_t, e);
-            rms.normalize(obs_t, cfg.clip_obs);
-        }
+        act.current_obs(cfg, &mut buf.obs[t * e * d..(t + 1) * e * d], true);
         let obs_t = &buf.obs[t * e * d..(t + 1) * e * d];
         for k in 0..e {
             buf.dones[t * e + k] = f32::from(u8::from(act.next_done[k]));
