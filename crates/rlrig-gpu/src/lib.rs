@@ -636,6 +636,7 @@ fn constants(cfg: &PpoConfig, shape: &Shape, rows: usize, re: usize, ts: usize) 
         ("RE", re.to_string() + "u"),
         ("TS", ts.to_string() + "u"),
         ("ITERS", iters.to_string() + "u"),
+        ("ANNEAL_ITERS", cfg.anneal_iterations().to_string() + "u"),
         ("P_CRITIC", per_critic.to_string() + "u"),
         ("P", num_params.to_string() + "u"),
         ("GAMMA", wgsl_f32(cfg.gamma)),

@@ -339,7 +339,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
     // Update: EPOCHS passes of NMB minibatches of MB rows.
     var lr = LR;
     if ANNEAL_LR {
-        lr = LR * (1.0 - f32(cx.it) / f32(ITERS));
+        lr = LR * (1.0 - f32(cx.it) / f32(ANNEAL_ITERS));
     }
     let inv = 1.0 / f32(MB);
     let u = runs[cx.run].update;

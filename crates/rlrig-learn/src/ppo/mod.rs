@@ -521,11 +521,7 @@ impl Ppo {
         self.iteration += 1;
         let it = self.iteration;
         let cfg = &self.cfg;
-        let lr = if cfg.anneal_lr {
-            cfg.learning_rate * (1.0 - (it - 1) as f64 / cfg.num_iterations() as f64)
-        } else {
-            cfg.learning_rate
-        };
+        let lr = cfg.learning_rate_at(it);
         let stats = IterationStats {
             iteration: it,
             learning_rate: lr,
@@ -719,5 +715,33 @@ mod tests {
             signed.value_loss,
             raw.value_loss
         );
+    }
+
+    /// The annealed learning rate falls to 0 over `anneal_steps`, or the run's
+    /// `total_steps` where that is longer (0: always); a run shorter than the horizon
+    /// stops the schedule part-way.
+    #[test]
+    fn the_learning_rate_anneals_over_its_horizon() {
+        let mut cfg = PpoConfig::for_env("CartPole-v1");
+        cfg.total_steps = 4 * cfg.batch_size() as u64;
+        let rates = |cfg: &PpoConfig| {
+            let mut ppo = Ppo::new(cfg.clone(), 1).unwrap();
+            (0..4)
+                .map(|_| ppo.iterate().learning_rate)
+                .collect::<Vec<_>>()
+        };
+        let lr = cfg.learning_rate;
+        assert_eq!(rates(&cfg), [lr, 0.75 * lr, 0.5 * lr, 0.25 * lr]);
+        cfg.anneal_steps = 4 * cfg.total_steps;
+        let long = rates(&cfg);
+        assert_eq!(long[0], lr);
+        assert!((long[3] - 0.8125 * lr).abs() < 1e-12, "{long:?}");
+        cfg.anneal_steps = cfg.total_steps - 1;
+        assert_eq!(rates(&cfg), [lr, 0.75 * lr, 0.5 * lr, 0.25 * lr]);
+        // The Atari preset runs a quarter of CleanRL's schedule (in a build with ALE).
+        if rlrig_env::spec("Pong-v5").is_ok() {
+            let atari = PpoConfig::for_env("Pong-v5");
+            assert_eq!(atari.anneal_steps, 4 * atari.total_steps);
+        }
     }
 }
