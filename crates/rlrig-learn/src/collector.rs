@@ -232,3 +232,60 @@ impl Collector {
         Ok(())
     }
 }
+
+/// The checkpoint part of a network trained against a target copy (DQN's Q-network,
+/// DDPG/TD3/SAC's actor and critics): its parameters, the target's and Adam's two
+/// moments, as the tensors `names` (`[params, target, adam_m, adam_v]`). Adam's other
+/// fields travel in the learner's state.
+pub(crate) struct NetTensors {
+    params: Vec<f32>,
+    target: Vec<f32>,
+    adam: crate::optim::Adam,
+}
+
+impl NetTensors {
+    /// Appends `net`'s tensors under `names`; returns its optimiser state.
+    pub(crate) fn push(
+        net: &dyn crate::backend::NetBackend,
+        names: [&'static str; 4],
+        tensors: &mut Vec<NamedTensor<'_>>,
+    ) -> crate::optim::Adam {
+        let adam = net.optimizer();
+        tensors.extend([
+            (names[0], Cow::Owned(net.params())),
+            (names[1], Cow::Owned(net.target_params())),
+            (names[2], Cow::Owned(adam.m.clone())),
+            (names[3], Cow::Owned(adam.v.clone())),
+        ]);
+        adam
+    }
+
+    /// Reads `net`'s tensors back (sized as `net`'s, a mismatch named) into `adam`,
+    /// changing nothing yet.
+    pub(crate) fn take(
+        net: &dyn crate::backend::NetBackend,
+        names: [&'static str; 4],
+        mut adam: crate::optim::Adam,
+        get: &mut impl FnMut(&str) -> Option<Vec<f32>>,
+    ) -> Result<NetTensors, LearnError> {
+        let (n, nt) = (net.params().len(), net.target_params().len());
+        let params = crate::run::take_tensor(get, names[0], n)?;
+        let target = crate::run::take_tensor(get, names[1], nt)?;
+        adam.m = crate::run::take_tensor(get, names[2], n)?;
+        adam.v = crate::run::take_tensor(get, names[3], n)?;
+        Ok(NetTensors {
+            params,
+            target,
+            adam,
+        })
+    }
+
+    /// Puts the tensors into `net` (a network without a target keeps none).
+    pub(crate) fn apply(self, net: &mut dyn crate::backend::NetBackend) {
+        net.set_params(&self.params);
+        if !self.target.is_empty() {
+            net.set_target_params(&self.target);
+        }
+        net.set_optimizer(self.adam);
+    }
+}

@@ -17,12 +17,10 @@
 use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
-use std::borrow::Cow;
-
 use crate::LearnError;
 use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
 use crate::buffer::Batch;
-use crate::collector::{ChunkStats, Collector, NamedTensor, Progress};
+use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache};
 use crate::optim::Adam;
 use crate::trace::StageTimes;
@@ -371,6 +369,9 @@ impl crate::eval::Greedy for QGreedy {
     }
 }
 
+/// The Q-network's checkpoint tensors.
+const Q_TENSORS: [&str; 4] = ["q", "q_target", "q_adam_m", "q_adam_v"];
+
 /// Everything besides the tensors that a checkpoint must hold.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct DqnState {
@@ -602,13 +603,8 @@ impl Dqn {
 
     /// The checkpoint state and its tensors (the buffer's rows borrowed).
     pub fn state(&self) -> (DqnState, Vec<NamedTensor<'_>>) {
-        let adam = self.q.optimizer();
-        let mut tensors: Vec<NamedTensor<'_>> = vec![
-            ("q", Cow::Owned(self.q.params())),
-            ("q_target", Cow::Owned(self.q.target_params())),
-            ("q_adam_m", Cow::Owned(adam.m.clone())),
-            ("q_adam_v", Cow::Owned(adam.v.clone())),
-        ];
+        let mut tensors = Vec::new();
+        let adam = NetTensors::push(&*self.q, Q_TENSORS, &mut tensors);
         let st = DqnState {
             progress: self.c.progress(self.cfg.checkpoint_buffer, &mut tensors),
             updates: self.updates,
@@ -624,17 +620,9 @@ impl Dqn {
         st: DqnState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), LearnError> {
-        let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
-        let n = self.q.params().len();
-        let params = take("q", n)?;
-        let target = take("q_target", n)?;
-        let mut adam = st.adam;
-        adam.m = take("q_adam_m", n)?;
-        adam.v = take("q_adam_v", n)?;
+        let q = NetTensors::take(&*self.q, Q_TENSORS, st.adam, &mut get)?;
         self.c.restore(st.progress, &mut get)?;
-        self.q.set_params(&params);
-        self.q.set_target_params(&target);
-        self.q.set_optimizer(adam);
+        q.apply(&mut *self.q);
         self.updates = st.updates;
         Ok(())
     }

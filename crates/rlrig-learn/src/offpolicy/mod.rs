@@ -27,7 +27,7 @@ use std::borrow::Cow;
 use crate::LearnError;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
 use crate::buffer::Batch;
-use crate::collector::{ChunkStats, Collector, NamedTensor, Progress};
+use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
 use crate::optim::Adam;
 use crate::trace::StageTimes;
@@ -38,6 +38,11 @@ mod nets;
 mod tests;
 pub use config::*;
 pub use nets::*;
+
+/// The actor's and the critics' checkpoint tensors (an actor without a target, SAC's,
+/// stores an empty `actor_target`).
+const ACTOR_TENSORS: [&str; 4] = ["actor", "actor_target", "actor_adam_m", "actor_adam_v"];
+const CRITIC_TENSORS: [&str; 4] = ["critic", "critic_target", "critic_adam_m", "critic_adam_v"];
 
 /// Everything besides the tensors that a checkpoint must hold.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -539,27 +544,20 @@ impl OffPolicy {
     /// The checkpoint state and its tensors (name, values). The replay buffer's rows
     /// are borrowed; the networks' are copied from their backend.
     pub fn state(&self) -> (OffPolicyState, Vec<NamedTensor<'_>>) {
-        let (actor_opt, critic_opt) = (self.actor.optimizer(), self.critic.optimizer());
-        let owned = |v: Vec<f32>| Cow::Owned(v);
-        let mut tensors: Vec<NamedTensor<'_>> = vec![
-            ("actor", owned(self.actor.params())),
-            ("actor_target", owned(self.actor.target_params())),
-            ("critic", owned(self.critic.params())),
-            ("critic_target", owned(self.critic.target_params())),
-            ("actor_adam_m", owned(actor_opt.m.clone())),
-            ("actor_adam_v", owned(actor_opt.v.clone())),
-            ("critic_adam_m", owned(critic_opt.m.clone())),
-            ("critic_adam_v", owned(critic_opt.v.clone())),
-            ("alpha_adam_m", Cow::Borrowed(&self.alpha_adam.m)),
-            ("alpha_adam_v", Cow::Borrowed(&self.alpha_adam.v)),
-        ];
+        let mut tensors = Vec::new();
+        let actor_adam = NetTensors::push(&*self.actor, ACTOR_TENSORS, &mut tensors);
+        let critic_adam = NetTensors::push(&*self.critic, CRITIC_TENSORS, &mut tensors);
+        tensors.extend([
+            ("alpha_adam_m", Cow::Borrowed(&self.alpha_adam.m[..])),
+            ("alpha_adam_v", Cow::Borrowed(&self.alpha_adam.v[..])),
+        ]);
         let st = OffPolicyState {
             progress: self.c.progress(self.cfg.checkpoint_buffer, &mut tensors),
             updates: self.updates,
             update_debt: self.update_debt,
             log_alpha: self.log_alpha,
-            actor_adam: actor_opt,
-            critic_adam: critic_opt,
+            actor_adam,
+            critic_adam,
             alpha_adam: self.alpha_adam.clone(),
         };
         (st, tensors)
@@ -572,30 +570,14 @@ impl OffPolicy {
         st: OffPolicyState,
         mut get: impl FnMut(&str) -> Option<Vec<f32>>,
     ) -> Result<(), LearnError> {
-        let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
-        let (na, nc) = (self.actor.params().len(), self.critic.params().len());
-        let nat = self.actor.target_params().len();
-        let actor = take("actor", na)?;
-        let actor_target = take("actor_target", nat)?;
-        let critic = take("critic", nc)?;
-        let critic_target = take("critic_target", nc)?;
-        let mut adam = |mut a: Adam, m: &str, v: &str, n: usize| -> Result<Adam, LearnError> {
-            a.m = take(m, n)?;
-            a.v = take(v, n)?;
-            Ok(a)
-        };
-        let actor_adam = adam(st.actor_adam, "actor_adam_m", "actor_adam_v", na)?;
-        let critic_adam = adam(st.critic_adam, "critic_adam_m", "critic_adam_v", nc)?;
-        let alpha_adam = adam(st.alpha_adam, "alpha_adam_m", "alpha_adam_v", 1)?;
+        let actor = NetTensors::take(&*self.actor, ACTOR_TENSORS, st.actor_adam, &mut get)?;
+        let critic = NetTensors::take(&*self.critic, CRITIC_TENSORS, st.critic_adam, &mut get)?;
+        let mut alpha_adam = st.alpha_adam;
+        alpha_adam.m = crate::run::take_tensor(&mut get, "alpha_adam_m", 1)?;
+        alpha_adam.v = crate::run::take_tensor(&mut get, "alpha_adam_v", 1)?;
         self.c.restore(st.progress, &mut get)?;
-        self.actor.set_params(&actor);
-        if nat > 0 {
-            self.actor.set_target_params(&actor_target);
-        }
-        self.critic.set_params(&critic);
-        self.critic.set_target_params(&critic_target);
-        self.actor.set_optimizer(actor_adam);
-        self.critic.set_optimizer(critic_adam);
+        actor.apply(&mut *self.actor);
+        critic.apply(&mut *self.critic);
         self.alpha_adam = alpha_adam;
         self.updates = st.updates;
         self.update_debt = st.update_debt;

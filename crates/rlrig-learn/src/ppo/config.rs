@@ -373,7 +373,8 @@ impl PpoConfig {
         };
         if a2c.cnn == "nature" {
             // OpenAI Baselines' A2C on Atari, the seed's run: 16 envs x 5 steps, RMSprop
-            // (alpha 0.99, eps 1e-5) at 7e-4 decayed linearly, entropy 0.01, value 0.5.
+            // (alpha 0.99, eps 1e-5) at 7e-4 decayed linearly over Baselines' 10 M steps (the
+            // Atari `anneal_steps`, cut at this run's budget), entropy 0.01, value 0.5.
             return PpoConfig {
                 num_envs: 16,
                 ent_coef: 0.01,
