@@ -421,24 +421,37 @@ impl Ppo {
                     .actor
                     .as_mut()
                     .expect("the actor side is home between calls");
-                let (policy, params) = if lag > 0 {
+                if lag > 0 {
                     // A lagged policy runs natively from a host copy, as IMPALA's actors.
                     let params = self.behaviour.front().unwrap_or(&self.agent.params);
-                    let cache = &mut self.behaviour_cache;
-                    (Policy::Host { params, cache }, params)
+                    let mut host = HostPolicy {
+                        params,
+                        cache: &mut self.behaviour_cache,
+                    };
+                    collect(
+                        &cfg,
+                        &self.agent,
+                        act,
+                        &mut self.buf,
+                        &mut host,
+                        params,
+                        it,
+                        origin,
+                    )
                 } else {
-                    (Policy::Backend(self.backend.as_mut()), &self.agent.params)
-                };
-                collect(
-                    &cfg,
-                    &self.agent,
-                    act,
-                    &mut self.buf,
-                    policy,
-                    params,
-                    it,
-                    origin,
-                )
+                    let mut on = BackendPolicy(self.backend.as_mut());
+                    let params = &self.agent.params;
+                    collect(
+                        &cfg,
+                        &self.agent,
+                        act,
+                        &mut self.buf,
+                        &mut on,
+                        params,
+                        it,
+                        origin,
+                    )
+                }
             }
         };
         self.absorb(&rollout);
@@ -485,7 +498,7 @@ impl Ppo {
             let agent = self.agent.shapes();
             let origin = self.trace.as_ref().map(SpanLog::origin);
             let worker = std::thread::spawn(move || {
-                let policy = Policy::Host {
+                let mut policy = HostPolicy {
                     params: &params,
                     cache: &mut cache,
                 };
@@ -494,7 +507,7 @@ impl Ppo {
                     &agent,
                     &mut act,
                     &mut spare,
-                    policy,
+                    &mut policy,
                     &params,
                     it + 1,
                     origin,

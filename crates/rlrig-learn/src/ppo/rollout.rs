@@ -55,23 +55,77 @@ impl RolloutBuf {
     }
 }
 
-/// Where a rollout's policy runs: the learner's backend (on-policy), or a host copy of
-/// earlier parameters (IMPALA's lagged actor), which another thread can own.
-pub(super) enum Policy<'a> {
-    Backend(&'a mut dyn NetBackend),
-    Host {
-        params: &'a [f32],
-        cache: &'a mut NetCache,
-    },
-    /// The policy's outputs from a batching inference server; `params` (a host copy of
-    /// the same parameters) serves the Gaussian log-std and truncation bootstraps.
-    Server {
-        client: &'a mut crate::serve::Client,
-        params: &'a [f32],
-        cache: &'a mut NetCache,
-        logits: &'a mut Vec<f32>,
-        values: &'a mut Vec<f32>,
-    },
+/// Where a rollout's policy runs, as [`collect`] asks it: the policy's outputs for a
+/// step's observations, and the values that bootstrap truncated episodes. Three run it:
+/// the learner's backend ([`BackendPolicy`], on-policy), a host copy of earlier
+/// parameters ([`HostPolicy`], IMPALA's lagged actor, which another thread can own) and
+/// a batching inference server ([`ServerPolicy`]).
+pub(super) trait RolloutPolicy {
+    /// The policy's outputs (`n x policy_dim`) for `n` rows of `obs` into `out`, and,
+    /// where this policy computes them, the rows' values into `values` (V-trace
+    /// recomputes them with the learner's parameters otherwise).
+    fn act(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>, values: &mut [f32]);
+    /// The values of `n` rows of `obs` into `out`.
+    fn values(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>);
+}
+
+/// The learner's own backend: policy and values in one pass.
+pub(super) struct BackendPolicy<'a>(pub(super) &'a mut dyn NetBackend);
+
+impl RolloutPolicy for BackendPolicy<'_> {
+    fn act(
+        &mut self,
+        agent: &Agent,
+        obs: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+        values: &mut [f32],
+    ) {
+        out.resize(n * agent.policy_dim(), 0.0);
+        agent.forward(&mut *self.0, obs, n, false, out, values);
+    }
+
+    fn values(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>) {
+        agent.head_on(Part::Value, &mut *self.0, obs, n, out);
+    }
+}
+
+/// A host copy of parameters run natively; the policy only (no values).
+pub(super) struct HostPolicy<'a> {
+    pub(super) params: &'a [f32],
+    pub(super) cache: &'a mut NetCache,
+}
+
+impl RolloutPolicy for HostPolicy<'_> {
+    fn act(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>, _: &mut [f32]) {
+        agent.head_on_host(Part::Policy, self.params, obs, n, self.cache, out);
+    }
+
+    fn values(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>) {
+        agent.head_on_host(Part::Value, self.params, obs, n, self.cache, out);
+    }
+}
+
+/// The policy's outputs from a batching inference server; `host` (a host copy of the
+/// same parameters) serves the truncation bootstraps.
+pub(super) struct ServerPolicy<'a> {
+    pub(super) client: &'a mut crate::serve::Client,
+    pub(super) host: HostPolicy<'a>,
+    /// The server's values, which V-trace does not read.
+    pub(super) values: &'a mut Vec<f32>,
+}
+
+impl RolloutPolicy for ServerPolicy<'_> {
+    fn act(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>, _: &mut [f32]) {
+        use crate::backend::Evaluator;
+        out.resize(n * agent.policy_dim(), 0.0);
+        self.values.resize(n, 0.0);
+        self.client.evaluate(obs, n, out, self.values);
+    }
+
+    fn values(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>) {
+        self.host.values(agent, obs, n, out);
+    }
 }
 
 /// What a rollout adds to the run: steps, finished episodes, stage times and spans.
@@ -183,7 +237,7 @@ pub(super) fn run_actor(
         agent.action_dim(),
     );
     let mut cache = NetCache::default();
-    let (mut logits, mut values) = (Vec::new(), Vec::new());
+    let mut server_values = Vec::new();
     let mut rounds = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let (version, params) = {
@@ -194,23 +248,36 @@ pub(super) fn run_actor(
         };
         let mut buf = RolloutBuf::new(t, e, d, a);
         let it = base + rounds * cfg.collection().actor_threads() as u64 + j as u64 + 1;
-        let policy = match &mut client {
-            // The server answers with whatever parameters are newest when it runs.
-            Some(client) => Policy::Server {
-                client,
-                params: &params,
-                cache: &mut cache,
-                logits: &mut logits,
-                values: &mut values,
-            },
-            None => Policy::Host {
-                params: &params,
-                cache: &mut cache,
-            },
+        let host = HostPolicy {
+            params: &params,
+            cache: &mut cache,
         };
-        let stats = collect(
-            &cfg, &agent, &mut act, &mut buf, policy, &params, it, origin,
-        );
+        let stats = match &mut client {
+            // The server answers with whatever parameters are newest when it runs.
+            Some(client) => {
+                let mut server = ServerPolicy {
+                    client,
+                    host,
+                    values: &mut server_values,
+                };
+                collect(
+                    &cfg,
+                    &agent,
+                    &mut act,
+                    &mut buf,
+                    &mut server,
+                    &params,
+                    it,
+                    origin,
+                )
+            }
+            None => {
+                let mut host = host;
+                collect(
+                    &cfg, &agent, &mut act, &mut buf, &mut host, &params, it, origin,
+                )
+            }
+        };
         rounds += 1;
         let mut next_obs = vec![0.0; e * d];
         act.current_obs(&cfg, &mut next_obs, false);
@@ -236,7 +303,7 @@ pub(super) fn collect(
     agent: &Agent,
     act: &mut ActorSide,
     buf: &mut RolloutBuf,
-    mut policy: Policy<'_>,
+    policy: &mut dyn RolloutPolicy,
     policy_params: &[f32],
     it: u64,
     origin: Option<std::time::Instant>,
@@ -250,7 +317,7 @@ pub(super) fn collect(
     let mut act_f32 = vec![0.0f32; e * adim];
     let mut act_i32 = vec![0i32; e];
     let mut logp_row = vec![0.0f32; agent.policy_dim()];
-    let mut pol = vec![0.0f32; e * agent.policy_dim()];
+    let mut pol = Vec::new();
     let mut final_values = Vec::new();
     let mut final_obs = Vec::new();
     let mut trunc_envs = Vec::new();
@@ -262,31 +329,14 @@ pub(super) fn collect(
         for k in 0..e {
             buf.dones[t * e + k] = f32::from(u8::from(act.next_done[k]));
         }
-        let out: &[f32] = match &mut policy {
-            Policy::Backend(backend) => {
-                let values = &mut buf.values[t * e..(t + 1) * e];
-                agent.forward(&mut **backend, obs_t, e, false, &mut pol, values);
-                &pol
-            }
-            // V-trace recomputes the values with the learner's parameters: the
-            // actor only needs its policy.
-            Policy::Host { params, cache } => {
-                agent.head_on_host(Part::Policy, params, obs_t, e, cache, &mut pol);
-                &pol
-            }
-            Policy::Server {
-                client,
-                logits,
-                values,
-                ..
-            } => {
-                use crate::backend::Evaluator;
-                logits.resize(e * agent.policy_dim(), 0.0);
-                values.resize(e, 0.0);
-                client.evaluate(obs_t, e, logits, values);
-                &logits[..]
-            }
-        };
+        policy.act(
+            agent,
+            obs_t,
+            e,
+            &mut pol,
+            &mut buf.values[t * e..(t + 1) * e],
+        );
+        let out = &pol[..];
         match &agent.head {
             Head::Categorical { n } => {
                 for k in 0..e {
@@ -399,18 +449,7 @@ pub(super) fn collect(
                 rms.normalize(&mut final_obs, cfg.clip_obs);
             }
             let n = trunc_envs.len();
-            match &mut policy {
-                Policy::Backend(backend) => agent.head_on(
-                    Part::Value,
-                    &mut **backend,
-                    &final_obs,
-                    n,
-                    &mut final_values,
-                ),
-                Policy::Host { params, cache } | Policy::Server { params, cache, .. } => {
-                    agent.head_on_host(Part::Value, params, &final_obs, n, cache, &mut final_values)
-                }
-            };
+            policy.values(agent, &final_obs, n, &mut final_values);
             for (j, &k) in trunc_envs.iter().enumerate() {
                 buf.rewards[t * e + k] += (cfg.gamma as f32) * final_values[j];
             }
