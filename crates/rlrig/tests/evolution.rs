@@ -47,13 +47,7 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
             "{algo} {extra:?}"
         );
         assert_eq!(final_weights(&a), final_weights(&b), "{algo} {extra:?}");
-        let o = ok(&argv![
-            "eval --run",
-            a.to_str().unwrap(),
-            "--episodes 2 --json",
-        ]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["episodes"], 2);
+        common::eval_episodes(&a, 2);
         common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "5"]);
         for d in [a, b] {
             std::fs::remove_dir_all(d).ok();

@@ -48,13 +48,7 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
         let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
         assert!(config.contains(&format!("algo = \"{algo}\"")), "{config}");
 
-        let o = ok(&argv![
-            "eval --run",
-            a.to_str().unwrap(),
-            "--episodes 2 --json",
-        ]);
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        assert_eq!(v["episodes"], 2);
+        let v = common::eval_episodes(&a, 2);
         let m = v["mean_return"].as_f64().unwrap();
         assert!(
             m < 0.0 && m > -2000.0,
@@ -186,13 +180,7 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     assert_eq!(ma[6].split(',').nth(4), Some("625"), "updates");
     let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
     assert!(config.contains("loss = \"huber\""), "{config}");
-    let o = ok(&argv![
-        "eval --run",
-        a.to_str().unwrap(),
-        "--episodes 3 --json",
-    ]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["episodes"], 3);
+    let v = common::eval_episodes(&a, 3);
     let m = v["mean_return"].as_f64().unwrap();
     assert!((1.0..=500.0).contains(&m), "CartPole returns: {m}");
     common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "10"]);

@@ -46,13 +46,7 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
             .starts_with("events.out.tfevents")
     }));
     // eval reads the run back.
-    let o = ok(&argv![
-        "eval --run",
-        a.to_str().unwrap(),
-        "--episodes 2 --json",
-    ]);
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["episodes"], 2);
+    let v = common::eval_episodes(&a, 2);
     assert!(v["mean_return"].as_f64().unwrap() > 0.0);
     // CartPole pays 1 per step: the mean length is the mean return.
     assert_eq!(v["mean_length"], v["mean_return"]);

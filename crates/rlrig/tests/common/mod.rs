@@ -115,6 +115,22 @@ pub fn learning_columns(dir: &Path, n: usize) -> Vec<String> {
         .collect()
 }
 
+/// `rlrig eval --run RUN --episodes N --json`: its report, which must count `n` episodes.
+pub fn eval_episodes(run: &Path, n: usize) -> serde_json::Value {
+    let episodes = n.to_string();
+    let o = ok(&[
+        "eval",
+        "--run",
+        run.to_str().unwrap(),
+        "--episodes",
+        &episodes,
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["episodes"], n, "{v}");
+    v
+}
+
 /// The bytes of the newest checkpoint's weights file.
 pub fn final_weights(dir: &Path) -> Vec<u8> {
     let ck = dir.join("checkpoints");
