@@ -111,16 +111,20 @@ impl RolloutPolicy for HostPolicy<'_> {
 pub(super) struct ServerPolicy<'a> {
     pub(super) client: &'a mut crate::serve::Client,
     pub(super) host: HostPolicy<'a>,
-    /// The server's values, which V-trace does not read.
-    pub(super) values: &'a mut Vec<f32>,
 }
 
 impl RolloutPolicy for ServerPolicy<'_> {
-    fn act(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>, _: &mut [f32]) {
+    fn act(
+        &mut self,
+        agent: &Agent,
+        obs: &[f32],
+        n: usize,
+        out: &mut Vec<f32>,
+        values: &mut [f32],
+    ) {
         use crate::backend::Evaluator;
         out.resize(n * agent.policy_dim(), 0.0);
-        self.values.resize(n, 0.0);
-        self.client.evaluate(obs, n, out, self.values);
+        self.client.evaluate(obs, n, out, values);
     }
 
     fn values(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>) {
@@ -237,7 +241,6 @@ pub(super) fn run_actor(
         agent.action_dim(),
     );
     let mut cache = NetCache::default();
-    let mut server_values = Vec::new();
     let mut rounds = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let (version, params) = {
@@ -255,11 +258,7 @@ pub(super) fn run_actor(
         let stats = match &mut client {
             // The server answers with whatever parameters are newest when it runs.
             Some(client) => {
-                let mut server = ServerPolicy {
-                    client,
-                    host,
-                    values: &mut server_values,
-                };
+                let mut server = ServerPolicy { client, host };
                 collect(
                     &cfg,
                     &agent,
