@@ -15,6 +15,27 @@ use crate::LabError;
 /// Batches of random actions drawn once and cycled through while timing.
 pub const ACTION_BATCHES: usize = 8;
 
+/// How long `bench env` times when no step count is given: long enough that a VM's
+/// scheduling noise is a small part of it, short enough for an Atari env (~3 k steps/s
+/// per thread) and for CartPole (~40 M) alike.
+pub const DEFAULT_TIMED_SECONDS: f64 = 3.0;
+
+/// Calls of `per_call` env steps to time: `steps` rounded up to whole calls, or, when
+/// `None`, the calls that fill [`DEFAULT_TIMED_SECONDS`] at the warm-up's rate (`warm_calls`
+/// in `warm_seconds`); at least one.
+pub fn timed_calls(steps: Option<u64>, per_call: usize, warm_calls: u64, warm_seconds: f64) -> u64 {
+    let calls = match steps {
+        Some(s) => s.div_ceil(per_call as u64),
+        None => {
+            let rate = warm_calls as f64 / warm_seconds.max(1e-9);
+            (rate * DEFAULT_TIMED_SECONDS)
+                .ceil()
+                .min(u64::MAX as f64 / 2.0) as u64
+        }
+    };
+    calls.max(1)
+}
+
 /// How `bench env` steps the envs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stepping {
@@ -31,8 +52,9 @@ pub struct EnvBench {
     pub env_args: Vec<(String, String)>,
     pub num_envs: usize,
     pub threads: usize,
-    /// Env steps to time, all envs together (rounded up to whole batches).
-    pub steps: u64,
+    /// Env steps to time, all envs together (rounded up to whole batches); `None`: as
+    /// many as fill [`DEFAULT_TIMED_SECONDS`] at the rate the warm-up measured.
+    pub steps: Option<u64>,
     pub stepping: Stepping,
     pub seed: u64,
     /// Untimed stepping first (at least 10 batches).
@@ -84,13 +106,13 @@ pub fn env_throughput(b: &EnvBench) -> Result<EnvThroughput, LabError> {
         Stepping::Sync => {
             let mut env = make_sync(&b.env, cfg)?;
             let n = b.num_envs;
-            let iters = b.steps.div_ceil(n as u64).max(1);
             let t = Instant::now();
             let mut k = 0usize;
             while k < 10 || t.elapsed() < b.warmup {
                 env.step(action(k, n))?;
                 k += 1;
             }
+            let iters = timed_calls(b.steps, n, k as u64, t.elapsed().as_secs_f64());
             let t = Instant::now();
             for k in 0..iters as usize {
                 env.step(action(k, n))?;
@@ -105,7 +127,6 @@ pub fn env_throughput(b: &EnvBench) -> Result<EnvThroughput, LabError> {
         Stepping::Async { batch_size: bs } => {
             let mut env = make_async(&b.env, cfg, bs)?;
             env.async_reset()?;
-            let iters = b.steps.div_ceil(bs as u64).max(1);
             let mut ids = vec![0usize; bs];
             let mut run = |iters: u64, env: &mut Box<dyn AsyncVecEnvDyn>| {
                 for k in 0..iters as usize {
@@ -115,12 +136,15 @@ pub fn env_throughput(b: &EnvBench) -> Result<EnvThroughput, LabError> {
                 Ok::<(), rlrig_env::EnvError>(())
             };
             let t = Instant::now();
+            let mut warm_calls = 0u64;
             loop {
                 run(10, &mut env)?;
+                warm_calls += 10;
                 if t.elapsed() >= b.warmup {
                     break;
                 }
             }
+            let iters = timed_calls(b.steps, bs, warm_calls, t.elapsed().as_secs_f64());
             let t = Instant::now();
             run(iters, &mut env)?;
             Ok(EnvThroughput {
@@ -278,4 +302,31 @@ fn actor_selfplay(b: &AzBench) -> (f64, f64) {
     run(b.moves);
     let sps = (b.games * b.moves) as f64 / t.elapsed().as_secs_f64();
     (sps, server.shutdown().mean_batch())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A given step count is rounded up to whole calls; without one the timed calls
+        /// fill the default seconds at the warm-up's rate; never zero calls.
+        #[test]
+        fn timed_calls_cover_the_steps_or_the_default_time(
+            steps in 0u64..1_000_000_000,
+            per_call in 1usize..70_000,
+            warm_calls in 10u64..100_000,
+            warm_ms in 1u64..5_000,
+        ) {
+            let warm = warm_ms as f64 / 1e3;
+            let given = timed_calls(Some(steps), per_call, warm_calls, warm);
+            prop_assert!(given >= 1);
+            prop_assert!(given * per_call as u64 >= steps);
+            prop_assert!(given == 1 || (given - 1) * (per_call as u64) < steps);
+            let timed = timed_calls(None, per_call, warm_calls, warm);
+            let expected = warm_calls as f64 / warm * DEFAULT_TIMED_SECONDS;
+            prop_assert!(timed as f64 >= expected && (timed as f64) < expected + 1.0);
+        }
+    }
 }

@@ -207,7 +207,7 @@ impl BenchOnDevice {
         }
         Ok(BenchOnDevice {
             num_envs: a.num_envs,
-            steps: a.steps,
+            steps: a.steps.unwrap_or(50_000_000),
             seed: a.seed,
             warmup: a.warmup,
             json: a.json,
@@ -228,8 +228,10 @@ pub struct EnvBenchArgs {
     #[arg(long)]
     threads: Option<usize>,
     /// Total environment steps to time, all envs together (rounded up to whole batches).
-    #[arg(long, default_value_t = 50_000_000)]
-    steps: u64,
+    /// Default: as many as take about 3 s at the rate the warm-up measured (CartPole's
+    /// tens of millions and Atari's thousands alike); `--device gpu`: 50,000,000.
+    #[arg(long)]
+    steps: Option<u64>,
     #[arg(long, value_enum, default_value_t = Mode::Sync)]
     mode: Mode,
     /// Async mode: envs returned per recv() (default: half of --num-envs).
@@ -330,7 +332,7 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
         outln!("{v}");
     } else {
         outln!(
-            "{} {mode}: {} envs, {threads} thread(s){}{}: {:.2} M steps/s total, {:.2} M steps/s per thread ({env_steps} steps in {seconds:.3} s)",
+            "{} {mode}: {} envs, {threads} thread(s){}{}: {} total, {} per thread ({env_steps} steps in {seconds:.3} s)",
             s.id,
             a.num_envs,
             if used != threads {
@@ -343,9 +345,32 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             } else {
                 String::new()
             },
-            sps / 1e6,
-            sps / 1e6 / threads as f64,
+            steps_per_sec(sps),
+            steps_per_sec(sps / threads as f64),
         );
     }
     Ok(())
+}
+
+/// A rate in the unit that keeps three significant digits: `M steps/s` from 0.1 M up,
+/// `k steps/s` below (an Atari env's 2.4 k per thread would print as `0.00 M`).
+fn steps_per_sec(sps: f64) -> String {
+    if sps >= 1e5 {
+        format!("{:.2} M steps/s", sps / 1e6)
+    } else {
+        format!("{:.2} k steps/s", sps / 1e3)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::steps_per_sec;
+
+    #[test]
+    fn rates_keep_their_digits_from_atari_to_cartpole() {
+        assert_eq!(steps_per_sec(2_427.0), "2.43 k steps/s");
+        assert_eq!(steps_per_sec(99_000.0), "99.00 k steps/s");
+        assert_eq!(steps_per_sec(100_000.0), "0.10 M steps/s");
+        assert_eq!(steps_per_sec(41_300_000.0), "41.30 M steps/s");
+    }
 }

@@ -243,6 +243,28 @@ fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
     assert!(stderr(&o).contains("expected KEY=VALUE"), "{}", stderr(&o));
 }
 
+/// Without `--steps`, `bench env` times about 3 s of stepping whatever the env's speed,
+/// and prints the rate in a unit that shows it (a slow env's thousands, not `0.00 M`).
+#[test]
+fn bench_env_without_steps_times_a_few_seconds_in_a_readable_unit() {
+    let o = rlrig(
+        &argv!["bench env --env Acrobot-v1 --num-envs 4 --threads 1 --warmup 0.05"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.contains("steps/s total")).unwrap();
+    assert!(!line.contains(" 0.00 "), "{line}");
+    let steps: u64 = line
+        .rsplit('(')
+        .next()
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no step count in {line}"));
+    // More than the 10 warm-up batches' worth: the count came from the rate.
+    assert!(steps > 40, "{line}");
+}
+
 #[test]
 fn bench_env_prints_the_documented_json() {
     for mode in ["sync", "async"] {
