@@ -159,7 +159,8 @@ def train(
     """Trains `algo` (ppo, a2c, impala, dqn, ddpg, td3, sac, es, ga, alphazero) as
     `rlrig train ALGO ...` does: the same presets, driver, progress bar, run directory
     and checkpoints; `**hyperparameters` are `--set KEY=VALUE` (e.g.
-    `learning_rate=3e-4`). Ctrl-C finishes the iteration in progress, writes a
+    `learning_rate=3e-4`). `quiet=True`: no progress bar and no report on stdout
+    (errors still raise). Ctrl-C finishes the iteration in progress, writes a
     checkpoint and raises KeyboardInterrupt (continue with `resume=True`).
 
     Returns `{"run_dir": ..., "eval": <eval.json or None>, "metrics": <last row of
@@ -180,7 +181,7 @@ def train(
         args.append(f"--env-arg={k}={_flag_value(v)}")
     for k, v in hyperparameters.items():
         args.append(f"--set={k}={_flag_value(v)}")
-    out = _rlrig.train_cli(args)
+    out = _rlrig.train_cli(args, quiet)
     result: dict[str, Any] = {"run_dir": out, "eval": None, "metrics": None}
     if out is not None:
         import csv

@@ -917,16 +917,19 @@ impl PyPolicy {
 /// progress bar and run directory) on a thread of its own, while the calling thread
 /// waits with the GIL released and checks for Ctrl-C every 100 ms: a
 /// KeyboardInterrupt asks the run to stop, which finishes its iteration, writes a
-/// checkpoint, and then the KeyboardInterrupt is raised. Returns the run directory.
+/// checkpoint, and then the KeyboardInterrupt is raised. `quiet`: no report on stdout
+/// (the summary lines; pass `--quiet` in `args` for no progress bar). Returns the run
+/// directory.
 #[pyfunction]
-fn train_cli(py: Python<'_>, args: Vec<String>) -> PyResult<Option<String>> {
+#[pyo3(signature = (args, quiet = false))]
+fn train_cli(py: Python<'_>, args: Vec<String>, quiet: bool) -> PyResult<Option<String>> {
     let stop = rlrig_learn::stop::StopFlag::new();
     let (tx, rx) = crossbeam_channel::bounded(1);
     let run_stop = stop.clone();
     let worker = std::thread::Builder::new()
         .name("rlrig-train".into())
         .spawn(move || {
-            let _ = tx.send(rlrig::embed::train(&args, run_stop));
+            let _ = tx.send(rlrig::embed::train(&args, run_stop, quiet));
         })
         .map_err(|e| PyRuntimeError::new_err(format!("cannot start the training thread: {e}")))?;
     let mut interrupt: Option<PyErr> = None;

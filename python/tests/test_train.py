@@ -71,6 +71,17 @@ def test_bad_configs_and_observations_raise(tmp_path):
         policy.act(np.zeros((1, 4), np.float32), deterministic=False)
 
 
+def test_quiet_runs_print_nothing_and_loud_ones_their_report(tmp_path, capfd):
+    # capfd reads file descriptor 1, where the Rust side writes.
+    rlrig.train("ppo", "CartPole-v1", total_steps=1024, run_dir=tmp_path / "q", quiet=True,
+                eval_episodes=1)
+    out = capfd.readouterr().out
+    assert out == "", out
+    rlrig.train("ppo", "CartPole-v1", total_steps=1024, run_dir=tmp_path / "l", eval_episodes=1)
+    out = capfd.readouterr().out
+    assert "run directory: " + str(tmp_path / "l") in out, out
+
+
 def test_one_embedded_run_at_a_time(tmp_path):
     first = tmp_path / "first"
     done = {}

@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::Result;
 use rlrig_learn::stop::{Stop, StopFlag};
@@ -13,6 +14,16 @@ use rlrig_learn::stop::{Stop, StopFlag};
 static STOP: Mutex<Option<StopFlag>> = Mutex::new(None);
 /// The run directory the last run resolved (`--run-dir` or the default).
 static RUN_DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+
+/// Whether the embedded run in progress prints its report (set for the run's
+/// duration; one embedded run at a time, so one flag).
+static SILENT: AtomicBool = AtomicBool::new(false);
+
+/// True while an embedded run asked for no report on stdout; always false in the
+/// binary.
+pub(crate) fn silent() -> bool {
+    SILENT.load(Ordering::Relaxed)
+}
 
 /// The embedding caller's stop flag, when a run is embedded.
 pub(crate) fn stop_flag() -> Option<StopFlag> {
@@ -34,9 +45,11 @@ pub struct Trained {
 }
 
 /// Runs `rlrig train ARGS...` (`args` without the program name and `train`) with
-/// `stop` as its stop request. `--seeds` is refused: it packs runs as child processes
-/// of the `rlrig` binary, which an embedding program is not.
-pub fn train(args: &[String], stop: StopFlag) -> Result<Trained> {
+/// `stop` as its stop request; `silent`: no report on stdout either (pass `--quiet`
+/// in `args` for no progress bar; errors still come back as the result). `--seeds`
+/// is refused: it packs runs as child processes of the `rlrig` binary, which an
+/// embedding program is not.
+pub fn train(args: &[String], stop: StopFlag, silent: bool) -> Result<Trained> {
     let argv: Vec<std::ffi::OsString> = std::iter::once("train".into())
         .chain(args.iter().map(Into::into))
         .collect();
@@ -59,7 +72,9 @@ pub fn train(args: &[String], stop: StopFlag) -> Result<Trained> {
         *slot = Some(stop);
     }
     *RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    SILENT.store(silent, Ordering::Relaxed);
     let result = crate::train::train(cmd, &argv);
+    SILENT.store(false, Ordering::Relaxed);
     *STOP.lock().unwrap_or_else(|e| e.into_inner()) = None;
     let run_dir = RUN_DIR.lock().unwrap_or_else(|e| e.into_inner()).take();
     Ok(Trained {

@@ -4,10 +4,14 @@
 
 /// `println!` that returns an error instead of panicking when stdout is gone
 /// (e.g. `rlrig ... | head -1`); `main` treats a broken pipe as a normal exit.
+/// A line of the command's report on stdout (nothing while an embedding caller asked
+/// for silence: `rlrig.train(quiet=True)`).
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        writeln!(std::io::stdout(), $($arg)*)?
+        if !$crate::embed::silent() {
+            writeln!(std::io::stdout(), $($arg)*)?
+        }
     }};
 }
 
