@@ -293,3 +293,18 @@ pub fn human(v: f64) -> String {
         format!("{v:.1}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    /// The one number format of the lab's tables, axes and `bench env`: an Atari env's
+    /// thousands of steps/s keep their digits (not `0.00 M`), CartPole's millions too.
+    #[test]
+    fn numbers_keep_their_digits_from_atari_to_cartpole() {
+        assert_eq!(human(2_427.0), "2.4 k");
+        assert_eq!(human(99_000.0), "99.0 k");
+        assert_eq!(human(41_300_000.0), "41.30 M");
+        assert_eq!(human(7.84), "7.8");
+    }
+}

@@ -271,6 +271,12 @@ pub fn run(cmd: BenchCommand) -> Result<Option<rlrig_learn::stop::Stop>> {
     }
 }
 
+/// `2.4 k steps/s`, `41.30 M steps/s`: the lab's number format, which keeps a slow
+/// env's thousands readable.
+fn rate(sps: f64) -> String {
+    format!("{} steps/s", rlrig_lab::plot::human(sps))
+}
+
 fn bench_env(a: EnvBenchArgs) -> Result<()> {
     let s = spec(&a.env)?;
     match a.device.as_str() {
@@ -345,32 +351,9 @@ fn bench_env(a: EnvBenchArgs) -> Result<()> {
             } else {
                 String::new()
             },
-            steps_per_sec(sps),
-            steps_per_sec(sps / threads as f64),
+            rate(sps),
+            rate(sps / threads as f64),
         );
     }
     Ok(())
-}
-
-/// A rate in the unit that keeps three significant digits: `M steps/s` from 0.1 M up,
-/// `k steps/s` below (an Atari env's 2.4 k per thread would print as `0.00 M`).
-fn steps_per_sec(sps: f64) -> String {
-    if sps >= 1e5 {
-        format!("{:.2} M steps/s", sps / 1e6)
-    } else {
-        format!("{:.2} k steps/s", sps / 1e3)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::steps_per_sec;
-
-    #[test]
-    fn rates_keep_their_digits_from_atari_to_cartpole() {
-        assert_eq!(steps_per_sec(2_427.0), "2.43 k steps/s");
-        assert_eq!(steps_per_sec(99_000.0), "99.00 k steps/s");
-        assert_eq!(steps_per_sec(100_000.0), "0.10 M steps/s");
-        assert_eq!(steps_per_sec(41_300_000.0), "41.30 M steps/s");
-    }
 }
