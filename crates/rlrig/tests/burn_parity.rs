@@ -39,30 +39,28 @@ fn layout(act: Activation) -> NetLayout {
     }
 }
 
-/// AlphaZero's residual option on a Connect Four board (2 x 6 x 7), and an MLP beside it.
-fn conv_layout() -> NetLayout {
-    let tower = ConvNet::new(2, 6, 7, 4, 3, 1, 1, &[16], 8, 0);
-    let mlp = Mlp::with_activation(&[3, 8, 2], tower.end(), Activation::Relu);
+/// `net` (at parameter 0), a small ReLU MLP after it, and two free parameters: every
+/// check_step case has two networks and the free tail.
+fn with_mlp_beside(net: ConvNet) -> NetLayout {
+    let mlp = Mlp::with_activation(&[3, 8, 2], net.end(), Activation::Relu);
     let end = mlp.end();
     NetLayout {
-        nets: vec![tower.into(), mlp.into()],
+        nets: vec![net.into(), mlp.into()],
         free: end..end + 2,
         total: end + 2,
     }
+}
+
+/// AlphaZero's residual option on a Connect Four board (2 x 6 x 7), and an MLP beside it.
+fn conv_layout() -> NetLayout {
+    with_mlp_beside(ConvNet::new(2, 6, 7, 4, 3, 1, 1, &[16], 8, 0))
 }
 
 /// The Atari agent's trunk: the Nature CNN (8x8/4, 4x4/2, 3x3/1 strided convolutions,
 /// 512 units) on 4 x 84 x 84 bytes scaled by 1/255, with PPO's value and six action
 /// outputs, and an MLP beside it.
 fn nature_layout() -> NetLayout {
-    let cnn = ConvNet::tower((4, 84, 84), &NATURE, 0, &[512], 7, 0).with_scale(1.0 / 255.0);
-    let mlp = Mlp::with_activation(&[3, 8, 2], cnn.end(), Activation::Relu);
-    let end = mlp.end();
-    NetLayout {
-        nets: vec![cnn.into(), mlp.into()],
-        free: end..end + 2,
-        total: end + 2,
-    }
+    with_mlp_beside(ConvNet::tower((4, 84, 84), &NATURE, 0, &[512], 7, 0).with_scale(1.0 / 255.0))
 }
 
 fn uniform(n: usize, scale: f64, rng: &mut Rng) -> Vec<f32> {
