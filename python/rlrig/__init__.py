@@ -175,8 +175,6 @@ def train(
             args.append(f"{flag}={v}")
     if resume:
         args.append("--resume")
-    if quiet:
-        args.append("--quiet")
     for k, v in (env_args or {}).items():
         args.append(f"--env-arg={k}={_flag_value(v)}")
     for k, v in hyperparameters.items():

@@ -917,9 +917,8 @@ impl PyPolicy {
 /// progress bar and run directory) on a thread of its own, while the calling thread
 /// waits with the GIL released and checks for Ctrl-C every 100 ms: a
 /// KeyboardInterrupt asks the run to stop, which finishes its iteration, writes a
-/// checkpoint, and then the KeyboardInterrupt is raised. `quiet`: no report on stdout
-/// (the summary lines; pass `--quiet` in `args` for no progress bar). Returns the run
-/// directory.
+/// checkpoint, and then the KeyboardInterrupt is raised. `quiet`: no progress bar and
+/// no report on stdout. Returns the run directory.
 #[pyfunction]
 #[pyo3(signature = (args, quiet = false))]
 fn train_cli(py: Python<'_>, args: Vec<String>, quiet: bool) -> PyResult<Option<String>> {

@@ -45,13 +45,14 @@ pub struct Trained {
 }
 
 /// Runs `rlrig train ARGS...` (`args` without the program name and `train`) with
-/// `stop` as its stop request; `silent`: no report on stdout either (pass `--quiet`
-/// in `args` for no progress bar; errors still come back as the result). `--seeds`
+/// `stop` as its stop request; `silent`: no progress bar and no report on stdout
+/// (errors still come back as the result). `--seeds`
 /// is refused: it packs runs as child processes of the `rlrig` binary, which an
 /// embedding program is not.
 pub fn train(args: &[String], stop: StopFlag, silent: bool) -> Result<Trained> {
     let argv: Vec<std::ffi::OsString> = std::iter::once("train".into())
         .chain(args.iter().map(Into::into))
+        .chain((silent && !args.iter().any(|a| a == "--quiet")).then(|| "--quiet".into()))
         .collect();
     let cmd = crate::train::parse(&argv)?;
     if args
