@@ -2,7 +2,8 @@
 # The whole test suite, on a fresh machine: installs what the tests need, then runs
 # every test of the workspace. Used by README and by .ci/run. No standard input.
 #
-# Box2D needs cmake and a C++ compiler: installed when missing (apt-get).
+# Box2D and ALE are C++: a C++ compiler is installed when missing (apt-get). Box2D's
+# source (box2d-py's sdist) is downloaded from PyPI (pinned by SHA-256) into the rlrig cache.
 #
 # The Atari tests need the ROMs of ale-py's wheel and ALE's source distribution, both
 # downloaded from PyPI (pinned by SHA-256) into the rlrig cache (~/.cache/rlrig);
@@ -48,14 +49,14 @@ if [ "${RLRIG_SKIP_MPI:-0}" != 1 ] && ! mpi_ready; then
   fi
 fi
 
-# Box2D 2.3 (the physics of LunarLander and BipedalWalker, crate wrapped2d) is C++ built
-# with CMake: installed here when missing.
-if ! command -v cmake >/dev/null 2>&1; then
-  echo "[test] installing cmake for Box2D (apt-get)" >&2
+# Box2D 2.3 (the physics of LunarLander and BipedalWalker, crate rlrig-box2d) and ALE are
+# C++ built with the `cc` crate: a C++ compiler is installed here when missing.
+if ! command -v c++ >/dev/null 2>&1; then
+  echo "[test] installing g++ for Box2D and ALE (apt-get)" >&2
   SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
   if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-        $SUDO apt-get install -y -q cmake g++ >/dev/null; }; then
-    echo "[test] could not install cmake and g++; install them (or 'pip install \"cmake<4\"')" >&2
+        $SUDO apt-get install -y -q g++ >/dev/null; }; then
+    echo "[test] could not install g++; install a C++ compiler" >&2
     exit 1
   fi
 fi

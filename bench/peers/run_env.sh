@@ -157,7 +157,7 @@ want classic && for env in CartPole-v1 Acrobot-v1 MountainCar-v0 MountainCarCont
     [ "$env" = Acrobot-v1 ] && run_rlrig "$env" 256 1 sync fast_trig=true
     for p in "${PEERS[@]}"; do run_peer "$p" "$env" 256 1; done
 done
-# Box2D envs, 256 envs, threads 1 and 2 (all on Box2D 2.3: rlrig 2.3.1 via wrapped2d, EnvPool and Gymnasium pybox2d)
+# Box2D envs, 256 envs, threads 1 and 2 (all on Box2D 2.3: rlrig and Gymnasium pybox2d's 2.3.0, EnvPool its own 2.3 build)
 want box2d && for env in BipedalWalker-v3 BipedalWalkerHardcore-v3 LunarLander-v3 LunarLanderContinuous-v3; do
     for t in 1 2; do
         run_rlrig "$env" 256 "$t" sync

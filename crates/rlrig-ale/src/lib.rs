@@ -320,8 +320,8 @@ pub fn rom_dirs(dir: Option<&Path>) -> Vec<PathBuf> {
     dirs
 }
 
-// `cache_dir()`: the same file build.rs includes, so the two agree.
-include!("cache.rs");
+// The same cache build.rs downloads ALE's source into.
+use rlrig_sdist::cache_dir;
 
 /// The ROM file of `rom` (ale-py's name, e.g. `pong`), or an error naming the file,
 /// every place looked and how to get it.

@@ -12,7 +12,7 @@
 //! makes after the terrain) are left out.
 
 use super::b2::{
-    BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, Tag, check_replay,
+    self, BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, Tag, check_replay,
 };
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
@@ -450,7 +450,7 @@ impl Sim {
             let torque = (MOTORS_TORQUE as f32) * aj.abs().clamp(0.0, 1.0);
             self.scene.set_motor(self.joints[j], speed, torque);
         }
-        self.scene.step(FPS);
+        b2::step(&mut self.scene, FPS);
 
         let scene = &mut self.scene;
         let (x, y) = scene.position(self.hull);

@@ -14,7 +14,7 @@
 use std::f64::consts::PI;
 use std::fmt;
 
-use super::b2::{BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, Tag, check_replay};
+use super::b2::{self, BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, Tag, check_replay};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -95,8 +95,16 @@ impl Engines {
     }
 
     pub fn continuous(a: &[f32; 2]) -> Engines {
-        let a0 = f64::from(a[0]).clamp(-1.0, 1.0);
-        let a1 = f64::from(a[1]).clamp(-1.0, 1.0);
+        Engines::throttles([f64::from(a[0]), f64::from(a[1])])
+    }
+
+    /// Gymnasium's decoding of a continuous action once it is float64
+    /// (`np.clip(action, -1, +1).astype(np.float64)`): a caller that passes Python floats
+    /// gives float64 values that no float32 action reaches (the golden recorder's random
+    /// policy does), and the throttle's products round from those.
+    pub fn throttles(a: [f64; 2]) -> Engines {
+        let a0 = a[0].clamp(-1.0, 1.0);
+        let a1 = a[1].clamp(-1.0, 1.0);
         let mut e = Engines::default();
         if a0 > 0.0 {
             e.main = (a0.clamp(0.0, 1.0) + 1.0) * 0.5;
@@ -259,8 +267,13 @@ impl Sim {
         if e.main > 0.0 {
             let ox = tip.0 * (MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * d[0]) + side.0 * d[1];
             let oy = -tip.1 * (MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * d[0]) - side.1 * d[1];
-            let k = MAIN_ENGINE_POWER * e.main;
-            scene.apply_linear_impulse(self.lander, (-ox * k, -oy * k), (px + ox, py + oy));
+            // The reference's order of products, `-ox * MAIN_ENGINE_POWER * m_power`: with a
+            // continuous throttle `(-ox * P) * m` and `-ox * (P * m)` round differently.
+            let impulse = (
+                -ox * MAIN_ENGINE_POWER * e.main,
+                -oy * MAIN_ENGINE_POWER * e.main,
+            );
+            scene.apply_linear_impulse(self.lander, impulse, (px + ox, py + oy));
         }
         if e.side > 0.0 {
             let lever = 3.0 * d[1] + e.direction * SIDE_ENGINE_AWAY / SCALE;
@@ -272,10 +285,13 @@ impl Sim {
                 px + ox - tip.0 * 17.0 / SCALE,
                 py + oy + tip.1 * SIDE_ENGINE_HEIGHT / SCALE,
             );
-            let k = SIDE_ENGINE_POWER * e.side;
-            scene.apply_linear_impulse(self.lander, (-ox * k, -oy * k), at);
+            let impulse = (
+                -ox * SIDE_ENGINE_POWER * e.side,
+                -oy * SIDE_ENGINE_POWER * e.side,
+            );
+            scene.apply_linear_impulse(self.lander, impulse, at);
         }
-        scene.step(FPS);
+        b2::step(scene, FPS);
 
         let (x, y) = scene.position(self.lander);
         let (vx, vy) = scene.velocity(self.lander);
@@ -745,6 +761,13 @@ mod tests {
         );
         let e = Engines::continuous(&[3.0, 0.6]);
         assert_eq!((e.main, e.direction), (1.0, 1.0));
+        // Python floats stay float64 (the reference widens, never narrows).
+        let (x, x32) = (0.5070262f64, 0.5070262f32);
+        assert_eq!(Engines::throttles([x, 0.0]).main, (x + 1.0) * 0.5);
+        assert_ne!(
+            Engines::throttles([x, 0.0]).main,
+            Engines::continuous(&[x32, 0.0]).main
+        );
         assert_eq!(Engines::discrete(1).direction, -1.0);
         assert_eq!(Engines::discrete(3).direction, 1.0);
         assert_eq!(Engines::discrete(2).main, 1.0);
