@@ -219,6 +219,37 @@ def run_operant(args):
 # --------------------------------------------------------------------------
 
 
+def timed_scan(jax, rollout, carry, args):
+    """Times one compiled `rollout(carry, length=iters)` scan (the JAX peers): `iters` from
+    `--iters`, else calibrated on short scans to fill `--target-seconds`; compile excluded.
+    Returns (iters, seconds)."""
+    iters = args.iters
+    if not iters:
+        probe = 512  # short scans (~64) run faster per step than long ones; stay long-ish
+        # compile + first runs; the second call can recompile once when the returned
+        # carry's (weak) dtypes differ from the initial carry's
+        c = carry
+        for _ in range(3):
+            c = jax.block_until_ready(rollout(c, length=probe))
+        calls, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < WARMUP_SECONDS:
+            c = jax.block_until_ready(rollout(c, length=probe))
+            calls += 1
+        per_iter = (time.perf_counter() - t0) / (calls * probe)
+        iters = max(1, int(math.ceil(args.target_seconds / per_iter)))
+    compiled = rollout.lower(carry, length=iters).compile()  # compile outside the clock
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(compiled(carry))
+    seconds = time.perf_counter() - t0
+    del out
+    return iters, seconds
+
+
+def xla_note(args):
+    return "compile excluded; " + ("XLA intra-op threads limited to 1" if args.threads == 1
+                                   else "XLA may use all cores")
+
+
 def run_gymnax(args):
     import jax
     import jax.numpy as jnp
@@ -267,30 +298,11 @@ def run_gymnax(args):
     carry = (key, state, jnp.float32(0), jnp.int32(0))
     carry = jax.block_until_ready(carry)
 
-    iters = args.iters
-    if not iters:  # calibrate with a short scan: compile, then time repeated calls
-        probe = 512  # short scans (~64) run faster per step than long ones; stay long-ish
-        # compile + first runs; the second call can recompile once when the
-        # returned carry's (weak) dtypes differ from the initial carry's
-        c = jax.block_until_ready(rollout(carry, length=probe))
-        c = jax.block_until_ready(rollout(c, length=probe))
-        c = jax.block_until_ready(rollout(c, length=probe))
-        calls, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < WARMUP_SECONDS:
-            c = jax.block_until_ready(rollout(c, length=probe))
-            calls += 1
-        per_iter = (time.perf_counter() - t0) / (calls * probe)
-        iters = max(1, int(math.ceil(args.target_seconds / per_iter)))
-    compiled = rollout.lower(carry, length=iters).compile()  # compile outside the clock
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(compiled(carry))
-    seconds = time.perf_counter() - t0
-    del out
+    iters, seconds = timed_scan(jax, rollout, carry, args)
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"gymnax {pkg_version('gymnax')}, jax {jax.__version__} ({jax.default_backend()})",
-                note="jit(lax.scan(vmap(env.step))), actions from jax.random inside the scan, full observation consumed; compile excluded; "
-                     + ("XLA intra-op threads limited to 1" if args.threads == 1
-                        else "XLA may use all cores"))
+                note="jit(lax.scan(vmap(env.step))), actions from jax.random inside the scan, full observation consumed; "
+                     + xla_note(args))
 
 
 # --------------------------------------------------------------------------
@@ -336,27 +348,11 @@ def run_pgx(args):
     key, k0 = jax.random.split(key)
     state = init(jax.random.split(k0, n))
     carry = jax.block_until_ready((key, state, jnp.float32(0), jnp.int32(0)))
-    iters = args.iters
-    if not iters:
-        probe = 512
-        c = jax.block_until_ready(rollout(carry, length=probe))
-        c = jax.block_until_ready(rollout(c, length=probe))
-        calls, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < WARMUP_SECONDS:
-            c = jax.block_until_ready(rollout(c, length=probe))
-            calls += 1
-        per_iter = (time.perf_counter() - t0) / (calls * probe)
-        iters = max(1, int(math.ceil(args.target_seconds / per_iter)))
-    compiled = rollout.lower(carry, length=iters).compile()  # compile outside the clock
-    t0 = time.perf_counter()
-    out = jax.block_until_ready(compiled(carry))
-    seconds = time.perf_counter() - t0
-    del out
+    iters, seconds = timed_scan(jax, rollout, carry, args)
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"pgx {pkg_version('pgx')}, jax {jax.__version__} ({jax.default_backend()})",
-                note="jit(lax.scan(vmap(auto_reset(env.step)))), sticky actions 0.1, full observation consumed; compile excluded; "
-                     + ("XLA intra-op threads limited to 1" if args.threads == 1
-                        else "XLA may use all cores"))
+                note="jit(lax.scan(vmap(auto_reset(env.step)))), sticky actions 0.1, full observation consumed; "
+                     + xla_note(args))
 
 
 # --------------------------------------------------------------------------
