@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <vector>
 
+// rlrig_box2d::MAX_POLYGON_VERTICES sizes the buffer rb2_polygon reads.
+static_assert(b2_maxPolygonVertices == 16, "pybox2d's settings: 16 polygon vertices");
+
 namespace {
 
 thread_local const char* last_error = "";
@@ -88,12 +91,12 @@ struct rb2_revolute {
 
 namespace {
 // The body or joint of an index, or null with the error set.
-b2Body* body_at(rb2_scene* s, std::uint32_t b) {
+b2Body* body_at(const rb2_scene* s, std::uint32_t b) {
     if (b < s->bodies.size()) return s->bodies[b];
     last_error = "no such body in this scene";
     return nullptr;
 }
-b2RevoluteJoint* joint_at(rb2_scene* s, std::uint32_t j) {
+b2RevoluteJoint* joint_at(const rb2_scene* s, std::uint32_t j) {
     if (j < s->joints.size()) return s->joints[j];
     last_error = "no such joint in this scene";
     return nullptr;
@@ -213,8 +216,8 @@ int rb2_set_motor(rb2_scene* s, std::uint32_t j, float speed, float torque) {
 }
 
 // (joint angle, joint speed).
-int rb2_joint(rb2_scene* s, std::uint32_t j, float out[2]) {
-    b2RevoluteJoint* r = joint_at(s, j);
+int rb2_joint(const rb2_scene* s, std::uint32_t j, float out[2]) {
+    const b2RevoluteJoint* r = joint_at(s, j);
     if (!r) return -1;
     out[0] = r->GetJointAngle();
     out[1] = r->GetJointSpeed();
@@ -222,8 +225,8 @@ int rb2_joint(rb2_scene* s, std::uint32_t j, float out[2]) {
 }
 
 // x, y, angle, vx, vy, angular velocity, awake (1 or 0).
-int rb2_body_state(rb2_scene* s, std::uint32_t b, float out[7]) {
-    b2Body* body = body_at(s, b);
+int rb2_body_state(const rb2_scene* s, std::uint32_t b, float out[7]) {
+    const b2Body* body = body_at(s, b);
     if (!body) return -1;
     const b2Vec2& p = body->GetPosition();
     const b2Vec2& v = body->GetLinearVelocity();

@@ -48,6 +48,9 @@ impl Tag {
     }
 }
 
+/// pybox2d's `b2_maxPolygonVertices` (Box2D's own default is 8).
+pub const MAX_POLYGON_VERTICES: usize = 16;
+
 /// pybox2d's default fixture friction.
 pub const DEFAULT_FRICTION: f32 = 0.2;
 const CATEGORY_GROUND: u16 = 0x0001;
@@ -83,6 +86,24 @@ impl Fixture {
             category,
             mask: CATEGORY_GROUND,
         }
+    }
+}
+
+/// What a step reads of a body.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BodyState {
+    pub position: (f64, f64),
+    /// As 2.3 integrates it (not wrapped).
+    pub angle: f64,
+    pub velocity: (f64, f64),
+    pub angular_velocity: f64,
+    pub awake: bool,
+}
+
+impl BodyState {
+    /// `(x, y, angle)`, what rendering and snapshots keep.
+    pub fn pose(&self) -> (f64, f64, f64) {
+        (self.position.0, self.position.1, self.angle)
     }
 }
 
@@ -134,8 +155,8 @@ unsafe extern "C" {
     fn rb2_box(s: *mut RawScene, b: u32, f: *const Fixture, hx: f32, hy: f32) -> c_int;
     fn rb2_revolute(s: *mut RawScene, a: u32, b: u32, j: *const RevoluteDef) -> i64;
     fn rb2_set_motor(s: *mut RawScene, j: u32, speed: f32, torque: f32) -> c_int;
-    fn rb2_joint(s: *mut RawScene, j: u32, out: *mut f32) -> c_int;
-    fn rb2_body_state(s: *mut RawScene, b: u32, out: *mut f32) -> c_int;
+    fn rb2_joint(s: *const RawScene, j: u32, out: *mut f32) -> c_int;
+    fn rb2_body_state(s: *const RawScene, b: u32, out: *mut f32) -> c_int;
     fn rb2_force_to_center(s: *mut RawScene, b: u32, fx: f32, fy: f32) -> c_int;
     fn rb2_torque(s: *mut RawScene, b: u32, t: f32) -> c_int;
     fn rb2_linear_impulse(s: *mut RawScene, b: u32, ix: f32, iy: f32, px: f32, py: f32) -> c_int;
@@ -166,11 +187,11 @@ pub struct Scene {
 // shim's last assertion message is `thread_local`.
 unsafe impl Send for Scene {}
 
-// SAFETY: every method that calls into the world takes `&mut self` except `ray_fraction`,
-// `game_over` and `feet`, which call `b2World::RayCast` (const: it walks the broad-phase
-// tree and reads fixtures, writing only its own callback on the caller's stack) and read
-// the listener's flag byte; the world is only written through `&mut Scene`, so shared
-// references across threads only read.
+// SAFETY: every method that writes the world takes `&mut self`. The `&self` ones only
+// read: `body` and `joint` read a body's or joint's fields, `game_over` and `feet` the
+// listener's flag byte, and `ray_fraction` calls `b2World::RayCast` (const: it walks the
+// broad-phase tree and reads fixtures, writing only its own callback on the caller's
+// stack). So shared references across threads only read.
 unsafe impl Sync for Scene {}
 
 static BLOCK_TABLE: Once = Once::new();
@@ -220,7 +241,7 @@ impl Scene {
         check("b2World::Step", rc.into());
     }
 
-    fn body(&mut self, dynamic: bool, x: f64, y: f64, angle: f64, tag: Tag) -> BodyHandle {
+    fn create_body(&mut self, dynamic: bool, x: f64, y: f64, angle: f64, tag: Tag) -> BodyHandle {
         // SAFETY: a live scene owned by `self`; plain values in, an index or -1 out.
         let i = unsafe { rb2_body(self.ptr(), dynamic.into(), f(x), f(y), f(angle), tag.code()) };
         BodyHandle(check("b2World::CreateBody", i))
@@ -228,12 +249,12 @@ impl Scene {
 
     /// A static body at the origin (the terrain, or the lander's moon).
     pub fn static_body(&mut self) -> BodyHandle {
-        self.body(false, 0.0, 0.0, 0.0, Tag::Ground)
+        self.create_body(false, 0.0, 0.0, 0.0, Tag::Ground)
     }
 
     /// `CreateDynamicBody(position=, angle=)`.
     pub fn dynamic_body(&mut self, x: f64, y: f64, angle: f64, tag: Tag) -> BodyHandle {
-        self.body(true, x, y, angle, tag)
+        self.create_body(true, x, y, angle, tag)
     }
 
     pub fn edge(&mut self, body: BodyHandle, fx: Fixture, a: (f64, f64), b: (f64, f64)) {
@@ -246,11 +267,16 @@ impl Scene {
 
     /// `polygonShape(vertices=...)` (Box2D computes the convex hull).
     pub fn polygon(&mut self, body: BodyHandle, fx: Fixture, pts: &[(f64, f64)]) {
-        let xy: Vec<f32> = pts.iter().flat_map(|&(x, y)| [f(x), f(y)]).collect();
+        let mut xy = [0f32; 2 * MAX_POLYGON_VERTICES];
+        for (k, &(x, y)) in pts.iter().take(MAX_POLYGON_VERTICES).enumerate() {
+            xy[2 * k] = f(x);
+            xy[2 * k + 1] = f(y);
+        }
         let n = c_int::try_from(pts.len()).unwrap_or(c_int::MAX);
         let s = self.ptr();
-        // SAFETY: a live scene owned by `self`; `xy` holds `2 n` floats, which the C side
-        // reads only after checking `3 <= n <= b2_maxPolygonVertices`.
+        // SAFETY: a live scene owned by `self`; the C side reads `2 n` floats of `xy` only
+        // after checking `3 <= n <= b2_maxPolygonVertices`, which the shim asserts at compile
+        // time to be `MAX_POLYGON_VERTICES`, the vertices `xy` holds.
         let rc = unsafe { rb2_polygon(s, body.0, &fx, xy.as_ptr(), n) };
         check("polygon fixture", rc.into());
     }
@@ -268,7 +294,7 @@ impl Scene {
         let def = RevoluteDef {
             anchor_a: [f(j.anchor_a.0), f(j.anchor_a.1)],
             anchor_b: [f(j.anchor_b.0), f(j.anchor_b.1)],
-            reference_angle: f(self.angle(b) - self.angle(a)),
+            reference_angle: f(self.body(b).angle - self.body(a).angle),
             lower: f(j.limits.0),
             upper: f(j.limits.1),
             max_torque: f(j.max_torque),
@@ -290,46 +316,31 @@ impl Scene {
     }
 
     /// `(joint.angle, joint.speed)`.
-    pub fn joint(&mut self, j: JointHandle) -> (f64, f64) {
+    pub fn joint(&self, j: JointHandle) -> (f64, f64) {
         let mut out = [0f32; 2];
-        let s = self.ptr();
-        // SAFETY: a live scene owned by `self`; `out` has the two floats the C side writes.
-        let rc = unsafe { rb2_joint(s, j.0, out.as_mut_ptr()) };
+        // SAFETY: a live scene owned by `self`, only read (`rb2_joint` takes it const);
+        // `out` has the two floats the C side writes.
+        let rc = unsafe { rb2_joint(self.raw.as_ptr(), j.0, out.as_mut_ptr()) };
         check("joint state", rc.into());
         (f64::from(out[0]), f64::from(out[1]))
     }
 
-    /// x, y, angle, vx, vy, angular velocity, awake.
-    fn state(&mut self, b: BodyHandle) -> [f32; 7] {
-        let mut out = [0f32; 7];
-        let s = self.ptr();
-        // SAFETY: a live scene owned by `self`; `out` has the seven floats the C side writes.
-        let rc = unsafe { rb2_body_state(s, b.0, out.as_mut_ptr()) };
+    /// The body's state as Box2D holds it (float32, widened): one call for what a step
+    /// reads of it.
+    pub fn body(&self, b: BodyHandle) -> BodyState {
+        let mut o = [0f32; 7];
+        // SAFETY: a live scene owned by `self`, only read (`rb2_body_state` takes it
+        // const); `o` has the seven floats the C side writes.
+        let rc = unsafe { rb2_body_state(self.raw.as_ptr(), b.0, o.as_mut_ptr()) };
         check("body state", rc.into());
-        out
-    }
-
-    pub fn position(&mut self, b: BodyHandle) -> (f64, f64) {
-        let s = self.state(b);
-        (f64::from(s[0]), f64::from(s[1]))
-    }
-
-    /// The body's angle as 2.3 integrates it (not wrapped).
-    pub fn angle(&mut self, b: BodyHandle) -> f64 {
-        f64::from(self.state(b)[2])
-    }
-
-    pub fn velocity(&mut self, b: BodyHandle) -> (f64, f64) {
-        let s = self.state(b);
-        (f64::from(s[3]), f64::from(s[4]))
-    }
-
-    pub fn angular_velocity(&mut self, b: BodyHandle) -> f64 {
-        f64::from(self.state(b)[5])
-    }
-
-    pub fn is_awake(&mut self, b: BodyHandle) -> bool {
-        self.state(b)[6] != 0.0
+        let w = |i: usize| f64::from(o[i]);
+        BodyState {
+            position: (w(0), w(1)),
+            angle: w(2),
+            velocity: (w(3), w(4)),
+            angular_velocity: w(5),
+            awake: o[6] != 0.0,
+        }
     }
 
     pub fn apply_force_to_center(&mut self, b: BodyHandle, fc: (f64, f64)) {

@@ -23,15 +23,16 @@ fn a_dropped_box_lands_touches_the_ground_and_falls_asleep() {
         if landed.is_none() && s.feet()[1] {
             landed = Some(t);
         }
-        if !s.is_awake(b) {
+        if !s.body(b).awake {
             break;
         }
     }
     // Free fall from 1.5 m above contact: ~0.55 s, ~27 steps at 50 Hz.
     let t = landed.expect("the foot never touched the ground");
     assert!((20..40).contains(&t), "landed at step {t}");
-    assert!(!s.is_awake(b), "still awake after 600 steps");
-    let (x, y) = s.position(b);
+    let rest = s.body(b);
+    assert!(!rest.awake, "still awake after 600 steps");
+    let (x, y) = rest.position;
     assert!(
         x.abs() < 1e-3 && (y - 0.5).abs() < 0.02,
         "rests at ({x}, {y})"

@@ -452,9 +452,10 @@ impl Sim {
         }
         b2::step(&mut self.scene, FPS);
 
-        let scene = &mut self.scene;
-        let (x, y) = scene.position(self.hull);
-        let (vx, vy) = scene.velocity(self.hull);
+        let scene = &self.scene;
+        let hull = scene.body(self.hull);
+        let (x, y) = hull.position;
+        let (vx, vy) = hull.velocity;
         let mut lidar = [1.0f64; 10];
         for (i, l) in lidar.iter_mut().enumerate() {
             let p2 = lidar_end((x, y), i);
@@ -467,8 +468,8 @@ impl Sim {
         let [j0, j1, j2, j3] = self.joints.map(|j| scene.joint(j));
         let contact = scene.feet();
         let mut s = [0.0f64; 24];
-        s[0] = scene.angle(self.hull);
-        s[1] = 2.0 * scene.angular_velocity(self.hull) / FPS;
+        s[0] = hull.angle;
+        s[1] = 2.0 * hull.angular_velocity / FPS;
         s[2] = 0.3 * vx * (VIEWPORT_W / SCALE) / FPS;
         s[3] = 0.3 * vy * (VIEWPORT_H / SCALE) / FPS;
         s[4] = j0.0;
@@ -491,8 +492,7 @@ impl Sim {
             self.legs[3],
         ];
         for (pose, b) in self.poses.iter_mut().zip(bodies) {
-            let (x, y) = scene.position(b);
-            *pose = (x, y, scene.angle(b));
+            *pose = scene.body(b).pose();
         }
 
         let shaping = 130.0 * x / SCALE - 5.0 * s[0].abs();

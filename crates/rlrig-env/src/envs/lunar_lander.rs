@@ -259,11 +259,11 @@ impl Sim {
             self.torque_idx += 1;
             scene.apply_torque(self.lander, torque);
         }
-        let angle = scene.angle(self.lander);
-        let tip = (angle.sin(), angle.cos());
+        let before = scene.body(self.lander);
+        let tip = (before.angle.sin(), before.angle.cos());
         let side = (-tip.1, tip.0);
         let d = [dispersion[0] / SCALE, dispersion[1] / SCALE];
-        let (px, py) = scene.position(self.lander);
+        let (px, py) = before.position;
         if e.main > 0.0 {
             let ox = tip.0 * (MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * d[0]) + side.0 * d[1];
             let oy = -tip.1 * (MAIN_ENGINE_Y_LOCATION / SCALE + 2.0 * d[0]) - side.1 * d[1];
@@ -293,8 +293,9 @@ impl Sim {
         }
         b2::step(scene, FPS);
 
-        let (x, y) = scene.position(self.lander);
-        let (vx, vy) = scene.velocity(self.lander);
+        let lander = scene.body(self.lander);
+        let (x, y) = lander.position;
+        let (vx, vy) = lander.velocity;
         let contact = scene.feet();
         let half_w = VIEWPORT_W / SCALE / 2.0;
         let half_h = VIEWPORT_H / SCALE / 2.0;
@@ -303,8 +304,8 @@ impl Sim {
             (y - (self.helipad_y + LEG_DOWN / SCALE)) / half_h,
             vx * half_w / FPS,
             vy * half_h / FPS,
-            scene.angle(self.lander),
-            20.0 * scene.angular_velocity(self.lander) / FPS,
+            lander.angle,
+            20.0 * lander.angular_velocity / FPS,
             if contact[0] { 1.0 } else { 0.0 },
             if contact[1] { 1.0 } else { 0.0 },
         ];
@@ -315,8 +316,7 @@ impl Sim {
             .iter_mut()
             .zip([self.lander, self.legs[0], self.legs[1]])
         {
-            let (x, y) = scene.position(b);
-            *pose = (x, y, scene.angle(b));
+            *pose = scene.body(b).pose();
         }
         let shaping = -100.0 * (s[0] * s[0] + s[1] * s[1]).sqrt()
             - 100.0 * (s[2] * s[2] + s[3] * s[3]).sqrt()
@@ -335,7 +335,7 @@ impl Sim {
             terminated = true;
             reward = -100.0;
         }
-        if !scene.is_awake(self.lander) {
+        if !lander.awake {
             terminated = true;
             reward = 100.0;
         }
