@@ -33,6 +33,19 @@ vulkan_ready() {
     || compgen -G "/usr/share/vulkan/icd.d/*.json" >/dev/null
 }
 
+# apt_install WHY HINT PACKAGE...: installs the packages (as root or with password-less
+# sudo), saying why; on failure prints HINT and exits.
+apt_install() {
+  local why=$1 hint=$2; shift 2
+  echo "[test] installing $* for $why (apt-get)" >&2
+  local SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+  if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+        $SUDO apt-get install -y -q "$@" >/dev/null; }; then
+    echo "[test] could not install $*; $hint" >&2
+    exit 1
+  fi
+}
+
 mpi_ready() {
   command -v mpirun >/dev/null 2>&1 \
     && compgen -G "/usr/lib/*/openmpi/include/mpi.h" >/dev/null \
@@ -40,25 +53,14 @@ mpi_ready() {
 }
 
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ] && ! mpi_ready; then
-  echo "[test] installing Open MPI and libclang for the MPI tests (apt-get)" >&2
-  SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
-  if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-        $SUDO apt-get install -y -q libopenmpi-dev openmpi-bin libclang-dev >/dev/null; }; then
-    echo "[test] could not install libopenmpi-dev openmpi-bin libclang-dev; install them, or set RLRIG_SKIP_MPI=1 to skip the MPI tests" >&2
-    exit 1
-  fi
+  apt_install "the MPI tests" "install them, or set RLRIG_SKIP_MPI=1 to skip the MPI tests" \
+    libopenmpi-dev openmpi-bin libclang-dev
 fi
 
 # Box2D 2.3 (the physics of LunarLander and BipedalWalker, crate rlrig-box2d) and ALE are
 # C++ built with the `cc` crate: a C++ compiler is installed here when missing.
 if ! command -v c++ >/dev/null 2>&1; then
-  echo "[test] installing g++ for Box2D and ALE (apt-get)" >&2
-  SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
-  if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-        $SUDO apt-get install -y -q g++ >/dev/null; }; then
-    echo "[test] could not install g++; install a C++ compiler" >&2
-    exit 1
-  fi
+  apt_install "Box2D and ALE" "install a C++ compiler" g++
 fi
 
 # The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
@@ -82,11 +84,7 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   if ! "$PYV/bin/python" -c 'import sys' 2>/dev/null; then
     rm -rf "$PYV"
     if ! python3 -m venv "$PYV" 2>/dev/null; then
-      echo "[test] installing python3-venv for the Python tests (apt-get)" >&2
-      SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
-      { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-          $SUDO apt-get install -y -q python3-venv >/dev/null; } \
-        || { echo "[test] could not install python3-venv; install it, or set RLRIG_SKIP_PYTHON=1" >&2; exit 1; }
+      apt_install "the Python tests" "install it, or set RLRIG_SKIP_PYTHON=1" python3-venv
       python3 -m venv "$PYV"
     fi
   fi
@@ -128,13 +126,8 @@ if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
   # (lavapipe), installed here when no Vulkan driver is present. Dev profile with
   # optimised dependencies: a release build of Burn + wgpu would double CI's time.
   if ! vulkan_ready; then
-    echo "[test] installing Mesa's Vulkan drivers for the wgpu tests (apt-get)" >&2
-    SUDO=; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
-    if ! { $SUDO apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-          $SUDO apt-get install -y -q mesa-vulkan-drivers libvulkan1 >/dev/null; }; then
-      echo "[test] could not install mesa-vulkan-drivers libvulkan1; install them, or set RLRIG_SKIP_BURN=1 to skip the Burn tests" >&2
-      exit 1
-    fi
+    apt_install "the wgpu tests (Mesa's software Vulkan)" \
+      "install them, or set RLRIG_SKIP_BURN=1 to skip the Burn tests" mesa-vulkan-drivers libvulkan1
   fi
   # One build for all of them: Burn + wgpu compile once. The binary's Burn and GPU
   # tests, and the device-resident kernels (rlrig-gpu) against rlrig-env and across runs.
