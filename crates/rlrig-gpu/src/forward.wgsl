@@ -1,10 +1,12 @@
 // Forward pass of both networks for ROWS rows of `xs` (ROWS <= R): hidden layers into
 // h1/h2, outputs (actor logits, then the critic's value) into `outs`. Ends with a
-// barrier: `outs` is ready for every thread. Lines starting `%ROWS` are written out
-// once per row by the host (see ppo.wgsl).
+// barrier: `outs` is ready for every thread. Lines starting `%ROWS` are written out by
+// the host once per row this thread's part computes (rows p, p + SPLIT, ...; see
+// ppo.wgsl); each row's sums run in the same order whatever SPLIT is.
 fn forward_NAME(tid: u32, pb: u32) {
-    let net = tid / H;
+    let net = net_of(tid);
     let j = tid % H;
+    let p = part_of(tid);
     let nb = net_base(pb, net);
     let b1 = params[off_b1(nb) + j];
 %ROWS    var z{r} = b1;

@@ -250,8 +250,8 @@ pub struct IterStats {
 
 /// How the kernels are laid out (speed; see each field for its effect on results).
 /// [`Tuning::for_run`] picks the fastest measured (BENCHMARKS.md); the default is the
-/// simplest: 16-row passes where they fit, looped products.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// simplest: 16-row passes where they fit, looped products, one thread per hidden unit.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Tuning {
     /// Rows of a minibatch per pass through the networks (None: the most the device's
     /// workgroup memory holds, up to 16). Changes the order of float sums.
@@ -260,6 +260,22 @@ pub struct Tuning {
     /// gradients in registers). The same operations in the same order; a driver may
     /// still fuse multiply-adds differently in the two forms.
     pub unroll_units: bool,
+    /// Threads per hidden unit (1, 2 or 4): each takes every `split`-th row of a pass
+    /// and a `1 / split` share of the unit's weight gradients, so a run's workgroup has
+    /// `2 x hidden x split` threads and each thread a shorter chain of dependent work.
+    /// Every row's sums keep their order; the gradient norm's tree sum follows the
+    /// workgroup size (last bits of a run).
+    pub split: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            rows: None,
+            unroll_units: false,
+            split: 1,
+        }
+    }
 }
 
 impl Tuning {
@@ -274,7 +290,63 @@ impl Tuning {
         Tuning {
             rows: many.then_some(8),
             unroll_units: many,
+            split: 1,
         }
+    }
+}
+
+/// `SPLITxROWS` with a `u` for written-out products (`4x16`, `2x8u`): the layout as
+/// `--gpu-layout` and the sweep example name it.
+impl std::fmt::Display for Tuning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x", self.split)?;
+        match self.rows {
+            Some(r) => write!(f, "{r}")?,
+            None => write!(f, "auto")?,
+        }
+        if self.unroll_units {
+            write!(f, "u")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Tuning {
+    type Err = String;
+
+    /// Parses [`Tuning`]'s `Display` form; the numbers are checked against a config
+    /// and device when the kernels are built.
+    fn from_str(text: &str) -> Result<Tuning, String> {
+        let bad = |why: &str| {
+            format!(
+                "layout '{text}': {why} (expected SPLITxROWS with an optional 'u' for \
+                 written-out products, e.g. 4x16 or 2x8u)"
+            )
+        };
+        let (body, unroll_units) = match text.strip_suffix('u') {
+            Some(b) => (b, true),
+            None => (text, false),
+        };
+        let (split, rows) = body.split_once('x').ok_or_else(|| bad("no 'x'"))?;
+        let split: usize = split
+            .parse()
+            .ok()
+            .filter(|&s| s >= 1)
+            .ok_or_else(|| bad("SPLIT is not a whole number from 1"))?;
+        let rows = match rows {
+            "auto" => None,
+            r => Some(
+                r.parse()
+                    .ok()
+                    .filter(|&r: &usize| r >= 1)
+                    .ok_or_else(|| bad("ROWS is not a whole number from 1 (or auto)"))?,
+            ),
+        };
+        Ok(Tuning {
+            rows,
+            unroll_units,
+            split,
+        })
     }
 }
 
@@ -333,7 +405,22 @@ impl<'g> ResidentPpo<'g> {
         let (nenv, t) = (cfg.num_envs, cfg.num_steps);
         let b = nenv * t;
         let mb = cfg.minibatch_size();
-        let wg = 2 * h;
+        let split = tuning.split;
+        let wg = 2 * h * split;
+        if !split.is_power_of_two() || !(h / 4).is_multiple_of(split) {
+            return Err(GpuError::Unsupported(format!(
+                "split = {split}: must be a power of two dividing the hidden units / 4 ({})",
+                h / 4
+            )));
+        }
+        if wg > limits.max_compute_invocations_per_workgroup as usize
+            || wg > limits.max_compute_workgroup_size_x as usize
+        {
+            return Err(GpuError::Unsupported(format!(
+                "split = {split}: {wg} threads per workgroup, this device runs at most {}",
+                limits.max_compute_invocations_per_workgroup
+            )));
+        }
         // Bytes of ppo.wgsl's workgroup arrays with r rows per pass (the rollout's
         // RE <= r envs per pass counted as r).
         let shared = |r: usize| {
@@ -341,13 +428,16 @@ impl<'g> ResidentPpo<'g> {
                 + 4 * (5 * r + r * obs + r + 1)
         };
         let fits = |r: usize| {
-            mb.is_multiple_of(r) && shared(r) <= limits.max_compute_workgroup_storage_size as usize
+            mb.is_multiple_of(r)
+                && r.is_multiple_of(split)
+                && shared(r) <= limits.max_compute_workgroup_storage_size as usize
         };
         let rows = match rows {
             Some(r) if r >= 1 && fits(r) => r,
             Some(r) => {
                 return Err(GpuError::Unsupported(format!(
-                    "rows = {r}: must divide the minibatch ({mb}) and fit workgroup memory"
+                    "rows = {r}: must divide the minibatch ({mb}), be a multiple of split \
+                     ({split}) and fit workgroup memory"
                 )));
             }
             None => [16, 8, 4, 2, 1]
@@ -363,8 +453,13 @@ impl<'g> ResidentPpo<'g> {
         };
         let re = (1..=rows.min(nenv))
             .rev()
-            .find(|r| nenv.is_multiple_of(*r))
-            .expect("1 divides");
+            .find(|r| nenv.is_multiple_of(*r) && r.is_multiple_of(split))
+            .ok_or_else(|| {
+                GpuError::Unsupported(format!(
+                    "split = {split}: the rollout's {nenv} envs have no multiple of it that \
+                     divides them"
+                ))
+            })?;
 
         let (_, num_params) = shape.param_counts();
         // Every buffer within what this device binds (else wgpu would fail later, as a
@@ -430,7 +525,7 @@ impl<'g> ResidentPpo<'g> {
             .rev()
             .find(|d| t.is_multiple_of(*d))
             .expect("1 divides");
-        let src = constants(cfg, &shape, rows, re, ts);
+        let src = constants(cfg, &shape, rows, re, ts, tuning.split);
         let src = kernel_source(&src, &shape, rows, re, tuning);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
@@ -615,8 +710,16 @@ impl<'g> ResidentPpo<'g> {
 }
 
 /// The `const` lines of the kernel for `cfg` (shape `shape`) with `rows` rows per pass,
-/// `re` envs per rollout pass and `ts` rollout steps per dispatch.
-fn constants(cfg: &PpoConfig, shape: &Shape, rows: usize, re: usize, ts: usize) -> String {
+/// `re` envs per rollout pass, `ts` rollout steps per dispatch and `split` threads per
+/// hidden unit.
+fn constants(
+    cfg: &PpoConfig,
+    shape: &Shape,
+    rows: usize,
+    re: usize,
+    ts: usize,
+    split: usize,
+) -> String {
     let (h, obs, act) = (shape.hidden, shape.obs, shape.actions);
     let (nenv, t) = (cfg.num_envs, cfg.num_steps);
     let (b, mb) = (cfg.batch_size(), cfg.minibatch_size());
@@ -635,6 +738,7 @@ fn constants(cfg: &PpoConfig, shape: &Shape, rows: usize, re: usize, ts: usize) 
         ("R", rows.to_string() + "u"),
         ("RE", re.to_string() + "u"),
         ("TS", ts.to_string() + "u"),
+        ("SPLIT", split.to_string() + "u"),
         ("ITERS", iters.to_string() + "u"),
         ("ANNEAL_ITERS", cfg.anneal_iterations().to_string() + "u"),
         ("P_CRITIC", per_critic.to_string() + "u"),
@@ -675,74 +779,95 @@ fn kernel_source(consts: &str, shape: &Shape, rows: usize, env_rows: usize, t: &
             .replace("FORWARD_R", &forward("forward_r", "%R", "R"))
             .replace("FORWARD_E", &forward("forward_e", "%E", "RE"))
     );
-    let units = if t.unroll_units {
-        Some(shape.hidden / 4)
-    } else {
-        None
-    };
-    unroll_rows(&unroll_units(&src, units), rows, env_rows)
+    let units = unroll_units(&src, shape.hidden / 4, t.unroll_units, t.split);
+    unroll_rows(&units, rows, env_rows, t.split)
 }
 
-/// The blocks between `%K{` and `%K}` lines, once per group of four hidden units: written
-/// out `Some(n)` times with `{kk}` = 0u, 1u, ... (each copy in its own scope), or as a
-/// loop over `kk` (None).
-fn unroll_units(src: &str, units: Option<usize>) -> String {
+/// The blocks between `%K{` and `%K}` lines, once per group of four hidden units
+/// (`{kk}` = 0 .. h4), and between `%P{` and `%P}`, once per group of this thread's part
+/// (`{kl}` = 0 .. h4 / split, `{kk}` = the group's index among all h4): written out, each
+/// copy in its own scope, or as a loop.
+fn unroll_units(src: &str, h4: usize, written_out: bool, split: usize) -> String {
     let mut out = String::with_capacity(src.len() * 4);
-    let mut block: Option<Vec<&str>> = None;
+    // The open block: its marker (K or P) and its lines.
+    let mut block: Option<(char, Vec<&str>)> = None;
     for line in src.lines() {
-        match (line.trim_start(), &mut block) {
-            ("%K{", None) => block = Some(Vec::new()),
-            ("%K}", Some(body)) => {
-                let body = std::mem::take(body);
-                block = None;
-                match units {
-                    Some(n) => {
-                        for kk in 0..n {
-                            out.push_str("{\n");
-                            for l in &body {
-                                out.push_str(&l.replace("{kk}", &format!("{kk}u")));
-                                out.push('\n');
-                            }
-                            out.push_str("}\n");
-                        }
+        let t = line.trim_start();
+        match &mut block {
+            None if t == "%K{" || t == "%P{" => block = Some((t.as_bytes()[1] as char, Vec::new())),
+            Some((m, body)) if t.len() == 3 && t.starts_with('%') && t.ends_with('}') => {
+                assert_eq!(t.as_bytes()[1] as char, *m, "unbalanced %{m}{{ block");
+                let part = *m == 'P';
+                let n = if part { h4 / split } else { h4 };
+                let index = |kl: &str| {
+                    if part {
+                        format!("(p * KS + {kl})")
+                    } else {
+                        kl.to_string()
                     }
-                    None => {
-                        out.push_str("for (var kk = 0u; kk < H4; kk++) {\n");
-                        for l in &body {
-                            out.push_str(&l.replace("{kk}", "kk"));
+                };
+                if written_out {
+                    for k in 0..n {
+                        let kl = format!("{k}u");
+                        out.push_str("{\n");
+                        for l in body.iter() {
+                            out.push_str(&l.replace("{kk}", &index(&kl)).replace("{kl}", &kl));
                             out.push('\n');
                         }
                         out.push_str("}\n");
                     }
+                } else {
+                    out.push_str(&format!("for (var kl = 0u; kl < {n}u; kl++) {{\n"));
+                    out.push_str(&format!("let kk = {};\n", index("kl")));
+                    for l in body.iter() {
+                        out.push_str(&l.replace("{kk}", "kk").replace("{kl}", "kl"));
+                        out.push('\n');
+                    }
+                    out.push_str("}\n");
                 }
+                block = None;
             }
-            (_, Some(body)) => body.push(line),
-            (_, None) => {
+            Some((_, body)) => body.push(line),
+            None => {
                 out.push_str(line);
                 out.push('\n');
             }
         }
     }
+    assert!(block.is_none(), "a %K{{ or %P{{ block is not closed");
     out
 }
 
-/// Writes each line that starts with `%R` (`%E`) out `rows` (`env_rows`) times, with
-/// `{r}` replaced by 0, 1, ...: per-row values as separate scalars, not an array.
-fn unroll_rows(src: &str, rows: usize, env_rows: usize) -> String {
+/// Writes each line that starts with `%R` (`%E`) out once per row of a pass over `rows`
+/// (`env_rows`) rows that this thread's part computes (rows p, p + split, ...): `{r}u`
+/// becomes that row's index and `{r}` its number among the part's rows, so per-row
+/// values are separate scalars, not an array. Lines starting `%A` are written out once
+/// per row of the pass, `{a}` = 0, 1, ...
+fn unroll_rows(src: &str, rows: usize, env_rows: usize, split: usize) -> String {
     let mut out = String::with_capacity(src.len() * 2);
     for line in src.lines() {
-        let (n, body) = if let Some(b) = line.strip_prefix("%R") {
-            (rows, b)
+        let (n, body, all) = if let Some(b) = line.strip_prefix("%R") {
+            (rows, b, false)
         } else if let Some(b) = line.strip_prefix("%E") {
-            (env_rows, b)
+            (env_rows, b, false)
+        } else if let Some(b) = line.strip_prefix("%A") {
+            (rows, b, true)
         } else {
             out.push_str(line);
             out.push('\n');
             continue;
         };
-        for r in 0..n {
-            out.push_str(&body.replace("{r}", &r.to_string()));
-            out.push('\n');
+        if all {
+            for a in 0..n {
+                out.push_str(&body.replace("{a}", &a.to_string()));
+                out.push('\n');
+            }
+        } else {
+            for l in 0..n / split {
+                let row = format!("({l}u * SPLIT + p)");
+                out.push_str(&body.replace("{r}u", &row).replace("{r}", &l.to_string()));
+                out.push('\n');
+            }
         }
     }
     out
@@ -829,4 +954,43 @@ pub fn copy_rates(gpu: &Gpu, bytes: usize, rounds: usize) -> Result<CopyRates, G
         host_to_device_mb_s: mb / up,
         device_to_host_mb_s: mb / down,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tuning;
+    use proptest::prelude::*;
+
+    #[test]
+    fn layouts_parse_and_print() {
+        let t: Tuning = "4x16u".parse().unwrap();
+        assert_eq!(
+            t,
+            Tuning {
+                rows: Some(16),
+                unroll_units: true,
+                split: 4
+            }
+        );
+        assert_eq!("1xauto".parse::<Tuning>().unwrap(), Tuning::default());
+        for bad in ["", "4", "x16", "0x16", "4x0", "4x16uu", "-1x8", "4x16 "] {
+            let e = bad.parse::<Tuning>().unwrap_err();
+            assert!(e.contains(&format!("'{bad}'")), "{e}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn a_printed_layout_parses_back(split in 1usize..64, rows in proptest::option::of(1usize..256), u: bool) {
+            let t = Tuning { rows, unroll_units: u, split };
+            prop_assert_eq!(t.to_string().parse::<Tuning>().unwrap(), t);
+        }
+
+        #[test]
+        fn any_text_parses_or_is_an_error_naming_it(text in ".{0,12}") {
+            if let Err(e) = text.parse::<Tuning>() {
+                prop_assert!(e.contains(&text));
+            }
+        }
+    }
 }

@@ -7,11 +7,17 @@
 // critic OBS-H-H-1 then an actor OBS-H-H-ACT, tanh, weights row-major [in][out],
 // parameters laid out as `rlrig_learn::ppo::Agent::params`.
 //
-// Thread `tid` of the WG = 2H threads owns hidden unit j = tid % H of net tid / H
-// (0 critic, 1 actor): column j of W1 and W2, b1[j], b2[j], row j of W3, and (j = 0)
-// b3. It accumulates exactly those gradients in registers and applies their Adam
-// steps, so no gradient is ever written to memory. Every sum runs in a fixed order:
-// a run's result does not depend on how many runs share the launch.
+// The WG = 2H x SPLIT threads of a workgroup: thread `tid` works on hidden unit
+// j = tid % H of net (tid / H) % 2 (0 critic, 1 actor), as part p = tid / 2H of SPLIT.
+// Forward and backward passes over rows give part p the rows p, p + SPLIT, ... (each
+// row's sums in the same order whatever SPLIT is); the unit's gradients are split by
+// what they belong to: part p accumulates column j of W2 for input units
+// [p H / SPLIT, (p + 1) H / SPLIT) and row i of W1 for i = p, p + SPLIT, ...; part 0
+// also b1[j], b2[j], row j of W3 and (j = 0) b3. Each sums its gradients over the
+// minibatch's rows in row order in registers and applies their Adam steps, so no
+// gradient is ever written to memory. Every sum runs in a fixed order: a run's result
+// does not depend on how many runs share the launch. (The gradient norm's tree sum
+// follows the workgroup size, so SPLIT changes the last bits of a run.)
 
 struct Run {
     key: u32,
@@ -31,7 +37,11 @@ struct Run {
 // Each run's minibatch order of the current epoch.
 @group(0) @binding(8) var<storage, read_write> order: array<u32>;
 
-const WG: u32 = 2u * H;
+// Threads per part (one per hidden unit of each net), and per workgroup.
+const WG1: u32 = 2u * H;
+const WG: u32 = WG1 * SPLIT;
+// Input units of W2 whose gradients each part accumulates, in vec4s.
+const KS: u32 = H / 4u / SPLIT;
 // Per rollout row: network outputs (ACT logits, then the value).
 const OUTS: u32 = ACT + 1u;
 // Per env: the env's state, then episode return, episode length, the done flag of the
@@ -103,6 +113,8 @@ fn reduce_sum(v: f32, tid: u32) -> f32 {
 }
 
 // ---- the networks ----
+fn net_of(tid: u32) -> u32 { return (tid / H) % 2u; }
+fn part_of(tid: u32) -> u32 { return select(tid / WG1, 0u, SPLIT == 1u); }
 fn net_base(pb: u32, net: u32) -> u32 {
     return pb + net * P_CRITIC;
 }
@@ -330,9 +342,10 @@ fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t
 @compute @workgroup_size(WG)
 fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let cx = context(wid.x);
-    // This thread's hidden unit j of net 0 (critic) or 1 (actor).
-    let net = tid / H;
+    // This thread's hidden unit j of net 0 (critic) or 1 (actor), and its part.
+    let net = net_of(tid);
     let j = tid % H;
+    let p = part_of(tid);
     let nb = net_base(cx.pb, net);
     let outn = outputs_of(net);
     let ocol = out_col(net);
@@ -400,7 +413,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             workgroupBarrier();
 
             var g1: array<f32, OBS>;
-            var g2: array<vec4<f32>, H4>;
+            var g2: array<vec4<f32>, KS>;
             var g3: array<f32, ACT>;
             var gb3: array<f32, ACT>;
             var gb1 = 0.0;
@@ -433,9 +446,9 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                     let clipped_active = l2 > l1 && (ratio < 1.0 - CLIP || ratio > 1.0 + CLIP);
                     let g_lp = select(-adv * ratio * inv, 0.0, clipped_active);
                     for (var a = 0u; a < ACT; a++) {
-                        let p = exp(lp[a]);
+                        let pa = exp(lp[a]);
                         let onehot = select(0.0, 1.0, a == act);
-                        douts[tid * OUTS + a] = g_lp * (onehot - p) + ENT_COEF * inv * p * (lp[a] + entropy);
+                        douts[tid * OUTS + a] = g_lp * (onehot - pa) + ENT_COEF * inv * pa * (lp[a] + entropy);
                     }
                     let ret = roll[row + F_RET];
                     let oldv = roll[row + F_VAL];
@@ -456,35 +469,44 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
                     }
                 }
                 workgroupBarrier();
-                // Backward through the output layer and the second hidden layer. Lines
-                // starting `%R` are written out once per row (r = 0..R) by the host:
-                // per-row values stay in registers, where arrays indexed in a loop
-                // went to local memory on NVIDIA's compiler (10x slower).
+                // Backward. Lines starting `%R` are written out once per row of this
+                // part, `%A` once per row of the pass (r = 0..R), by the host: per-row
+                // values stay in registers, where arrays indexed in a loop went to
+                // local memory on NVIDIA's compiler (10x slower).
+                // Through the output layer to the second layer's pre-activations (dz).
 %R              let h2v{r} = h2[(net * R + {r}u) * H4 + j / 4u][j % 4u];
 %R              var dh2{r} = 0.0;
                 for (var o = 0u; o < outn; o++) {
                     let w3 = params[off_w3(nb) + j * outn + o];
-                    var gsum = 0.0;
-                    var dsum = 0.0;
-%R                  let d{r} = douts[{r}u * OUTS + ocol + o];
-%R                  dh2{r} += w3 * d{r};
-%R                  gsum += h2v{r} * d{r};
-%R                  dsum += d{r};
-                    g3[o] += gsum;
-                    if j == 0u {
-                        gb3[o] += dsum;
+%R                  dh2{r} += w3 * douts[{r}u * OUTS + ocol + o];
+                }
+%R              dz[(net * R + {r}u) * H4 + j / 4u][j % 4u] = dh2{r} * (1.0 - h2v{r} * h2v{r});
+                if p == 0u {
+                    for (var o = 0u; o < outn; o++) {
+                        var gsum = 0.0;
+                        var dsum = 0.0;
+%A                      let d{a} = douts[{a}u * OUTS + ocol + o];
+%A                      gsum += h2[(net * R + {a}u) * H4 + j / 4u][j % 4u] * d{a};
+%A                      dsum += d{a};
+                        g3[o] += gsum;
+                        if j == 0u {
+                            gb3[o] += dsum;
+                        }
                     }
                 }
-%R              let dz2{r} = dh2{r} * (1.0 - h2v{r} * h2v{r});
-%R              gb2 += dz2{r};
-%R              dz[(net * R + {r}u) * H4 + j / 4u][j % 4u] = dz2{r};
-%K{
-                    var s = vec4<f32>(0.0);
-%R                  s += h1[(net * R + {r}u) * H4 + {kk}] * dz2{r};
-                    g2[{kk}] += s;
-%K}
                 workgroupBarrier();
-                // Backward through the first hidden layer.
+                // The second layer's gradients (this part's input units) and the first
+                // layer's pre-activation gradients of this part's rows, into h2 (read
+                // for the last time before the barrier above).
+%A              let dzj{a} = dz[(net * R + {a}u) * H4 + j / 4u][j % 4u];
+                if p == 0u {
+%A                  gb2 += dzj{a};
+                }
+%P{
+                    var s = vec4<f32>(0.0);
+%A                  s += h1[(net * R + {a}u) * H4 + {kk}] * dzj{a};
+                    g2[{kl}] += s;
+%P}
 %R              var dh1{r} = 0.0;
 %K{
                     let wb = off_w2(nb) + j * H + 4u * {kk};
@@ -492,28 +514,36 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 %R                  dh1{r} += dot(w, dz[(net * R + {r}u) * H4 + {kk}]);
 %K}
 %R              let h1v{r} = h1[(net * R + {r}u) * H4 + j / 4u][j % 4u];
-%R              let dz1{r} = dh1{r} * (1.0 - h1v{r} * h1v{r});
-%R              gb1 += dz1{r};
-                for (var i = 0u; i < OBS; i++) {
+%R              h2[(net * R + {r}u) * H4 + j / 4u][j % 4u] = dh1{r} * (1.0 - h1v{r} * h1v{r});
+                workgroupBarrier();
+                // The first layer's gradients: this part's inputs, over every row.
+%A              let dz1{a} = h2[(net * R + {a}u) * H4 + j / 4u][j % 4u];
+                if p == 0u {
+%A                  gb1 += dz1{a};
+                }
+                for (var i = p; i < OBS; i += SPLIT) {
                     var s = 0.0;
-%R                  s += xs[{r}u * OBS + i] * dz1{r};
+%A                  s += xs[{a}u * OBS + i] * dz1{a};
                     g1[i] += s;
                 }
                 workgroupBarrier();
             }
 
             // Global gradient-norm clip over both networks, then Adam (PyTorch's form).
-            var sq = gb1 * gb1 + gb2 * gb2;
-            for (var i = 0u; i < OBS; i++) {
+            var sq = 0.0;
+            for (var i = p; i < OBS; i += SPLIT) {
                 sq += g1[i] * g1[i];
             }
-%K{
-                sq += dot(g2[{kk}], g2[{kk}]);
-%K}
-            for (var o = 0u; o < outn; o++) {
-                sq += g3[o] * g3[o];
-                if j == 0u {
-                    sq += gb3[o] * gb3[o];
+%P{
+                sq += dot(g2[{kl}], g2[{kl}]);
+%P}
+            if p == 0u {
+                sq += gb1 * gb1 + gb2 * gb2;
+                for (var o = 0u; o < outn; o++) {
+                    sq += g3[o] * g3[o];
+                    if j == 0u {
+                        sq += gb3[o] * gb3[o];
+                    }
                 }
             }
             let norm = sqrt(reduce_sum(sq, tid));
@@ -523,23 +553,25 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
             let bc2 = 1.0 - pow(0.999, step_t);
             let step = lr / bc1;
             let sqrt_bc2 = sqrt(bc2);
-            for (var i = 0u; i < OBS; i++) {
+            for (var i = p; i < OBS; i += SPLIT) {
                 adam(nb + i * H + j, g1[i] * coef, step, sqrt_bc2);
             }
-            adam(off_b1(nb) + j, gb1 * coef, step, sqrt_bc2);
-%K{
-                let g = g2[{kk}] * coef;
+%P{
+                let g = g2[{kl}] * coef;
                 let wb = off_w2(nb) + 4u * {kk} * H + j;
                 adam(wb, g.x, step, sqrt_bc2);
                 adam(wb + H, g.y, step, sqrt_bc2);
                 adam(wb + 2u * H, g.z, step, sqrt_bc2);
                 adam(wb + 3u * H, g.w, step, sqrt_bc2);
-%K}
-            adam(off_b2(nb) + j, gb2 * coef, step, sqrt_bc2);
-            for (var o = 0u; o < outn; o++) {
-                adam(off_w3(nb) + j * outn + o, g3[o] * coef, step, sqrt_bc2);
-                if j == 0u {
-                    adam(off_b3(nb, outn) + o, gb3[o] * coef, step, sqrt_bc2);
+%P}
+            if p == 0u {
+                adam(off_b1(nb) + j, gb1 * coef, step, sqrt_bc2);
+                adam(off_b2(nb) + j, gb2 * coef, step, sqrt_bc2);
+                for (var o = 0u; o < outn; o++) {
+                    adam(off_w3(nb) + j * outn + o, g3[o] * coef, step, sqrt_bc2);
+                    if j == 0u {
+                        adam(off_b3(nb, outn) + o, gb3[o] * coef, step, sqrt_bc2);
+                    }
                 }
             }
             sync();

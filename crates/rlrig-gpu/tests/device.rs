@@ -386,6 +386,7 @@ fn looped_and_written_out_unit_products_train_the_same_weights() {
         let tuning = Tuning {
             rows: Some(8),
             unroll_units,
+            ..Tuning::default()
         };
         let mut p = ResidentPpo::new(&gpu, &cfg, &[3], &tuning).unwrap();
         p.run(2).unwrap();
@@ -397,4 +398,56 @@ fn looped_and_written_out_unit_products_train_the_same_weights() {
         .map(|(a, b)| (a - b).abs() / a.abs().max(1e-2))
         .fold(0.0f32, f32::max);
     assert!(worst < 1e-4, "weights differ by {worst} (relative)");
+}
+
+#[test]
+fn one_two_or_four_threads_per_unit_train_the_same_weights() {
+    let Some(gpu) = gpu() else { return };
+    let cfg = PpoConfig {
+        hidden: vec![16, 16],
+        ..small(4 * 128 * 2)
+    };
+    let train = |split: usize| {
+        let tuning = Tuning {
+            rows: Some(8),
+            split,
+            ..Tuning::default()
+        };
+        let mut p = ResidentPpo::new(&gpu, &cfg, &[3, 4], &tuning).unwrap();
+        p.run(2).unwrap();
+        (p.params().unwrap(), p.metrics().unwrap())
+    };
+    let (one, m1) = train(1);
+    for split in [2, 4] {
+        let (w, m) = train(split);
+        for (a, b) in one.iter().zip(&w) {
+            let worst = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs() / x.abs().max(1e-2))
+                .fold(0.0f32, f32::max);
+            assert!(
+                worst < 1e-4,
+                "split {split}: weights differ by {worst} (relative)"
+            );
+        }
+        // The rollouts saw the same episodes (the policies differ in the last bits).
+        for (a, b) in m1.iter().zip(&m) {
+            assert_eq!(a[0].episodes, b[0].episodes, "split {split}");
+        }
+    }
+    // A split the hidden units cannot take is an error that names it.
+    let err = ResidentPpo::new(
+        &gpu,
+        &cfg,
+        &[3],
+        &Tuning {
+            split: 3,
+            ..Tuning::default()
+        },
+    )
+    .err()
+    .expect("split 3")
+    .to_string();
+    assert!(err.contains("split = 3"), "{err}");
 }

@@ -118,6 +118,8 @@ pub struct GpuRunOptions {
     pub threads: usize,
     pub quiet: bool,
     pub stop: rlrig_learn::stop::StopFlag,
+    /// `--gpu-layout`, parsed by `rlrig_gpu::Tuning` (None: chosen by run count).
+    pub layout: Option<String>,
 }
 
 #[cfg(feature = "gpu")]
@@ -132,15 +134,17 @@ pub fn train_ppo_gpu(
     use std::time::Instant;
 
     rlrig_gpu::check(&cfg).map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
+    let layout = o
+        .layout
+        .as_deref()
+        .map(str::parse::<rlrig_gpu::Tuning>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--gpu-layout: {e}"))?;
     let t_open = Instant::now();
     let gpu = Gpu::open().map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
-    let mut ppo = ResidentPpo::new(
-        &gpu,
-        &cfg,
-        &seeds,
-        &rlrig_gpu::Tuning::for_run(&gpu, seeds.len()),
-    )
-    .map_err(|e| anyhow::anyhow!("--device gpu: {e}"))?;
+    let tuning = layout.unwrap_or_else(|| rlrig_gpu::Tuning::for_run(&gpu, seeds.len()));
+    let mut ppo = ResidentPpo::new(&gpu, &cfg, &seeds, &tuning)
+        .map_err(|e| anyhow::anyhow!("--device gpu (layout {tuning}): {e}"))?;
     let setup = t_open.elapsed().as_secs_f64();
     let iters = ppo.num_iterations();
     let steps_per_run = iters * cfg.batch_size() as u64;
@@ -303,7 +307,7 @@ pub fn train_ppo_gpu(
     // Report.
     let total_steps = done * cfg.batch_size() as u64 * seeds.len() as u64;
     outln!(
-        "{} ppo on {} (device-resident): {} run{} x {} steps in {:.2} s ({:.0} steps/s over all runs, {:.2} runs/s; setup {:.2} s)",
+        "{} ppo on {} (device-resident, layout {tuning}): {} run{} x {} steps in {:.2} s ({:.0} steps/s over all runs, {:.2} runs/s; setup {:.2} s)",
         cfg.env,
         gpu.describe(),
         seeds.len(),

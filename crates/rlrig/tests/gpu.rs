@@ -110,6 +110,16 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
         None,
         &["--seeds with --device gpu", "ppo"],
     );
+    fails_with(
+        &with(&["--gpu-layout", "4by16"]),
+        None,
+        &["--gpu-layout", "'4by16'", "SPLITxROWS"],
+    );
+    fails_with(
+        &argv!["train ppo --gpu-layout 4x16 --run-dir", d, "--quiet"],
+        None,
+        &["--gpu-layout", "--device gpu"],
+    );
     // A malformed list is clap's usage error (exit 2).
     let o = rlrig(&["train", "ppo", "--device", "gpu", "--seeds", "4-1"]);
     let err = common::stderr(&o);
@@ -123,7 +133,8 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
 /// Acrobot trained on the device (two seeds, its observation of 6 and 3 actions through
 /// the same kernel as CartPole's), with a time limit set by `--env-arg` that the device
 /// and the CPU evaluation both keep: every training episode and every evaluation episode
-/// ends within 50 steps.
+/// ends within 50 steps. Four threads per hidden unit (`--gpu-layout 4x8`): the layout
+/// CartPole's tests do not use, with an observation (6) that the parts split unevenly.
 #[test]
 fn acrobot_trains_on_the_device_with_its_env_args() {
     if !adapter_here() {
@@ -133,14 +144,17 @@ fn acrobot_trains_on_the_device_with_its_env_args() {
     let d = dir.to_str().unwrap();
     let o = rlrig(&argv![
         "train ppo --device gpu --env Acrobot-v1 --set norm_obs=false --env-arg",
-        "max_episode_steps=50 --seeds 1-2 --total-steps 5120 --eval-episodes 3 --run-dir",
+        "max_episode_steps=50 --seeds 1-2 --total-steps 5120 --eval-episodes 3 --gpu-layout 4x8",
+        "--run-dir",
         d,
         "--quiet",
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out}{}", common::stderr(&o));
     assert!(
-        out.contains("Acrobot-v1 ppo") && out.contains("2 runs x 5120 steps"),
+        out.contains("Acrobot-v1 ppo")
+            && out.contains("layout 4x8")
+            && out.contains("2 runs x 5120 steps"),
         "{out}"
     );
     let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();

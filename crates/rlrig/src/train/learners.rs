@@ -15,6 +15,9 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
     if a.seeds.is_some() {
         bail!("--seeds with --device gpu: only `rlrig train ppo` runs on the GPU");
     }
+    if a.gpu_layout.is_some() {
+        bail!("--gpu-layout: only `rlrig train ppo` runs on --device gpu");
+    }
     if a.metrics_addr.is_some() || a.trace.is_some() {
         bail!(
             "--metrics-addr and --trace are not available for {} yet (ppo only)",
@@ -89,6 +92,11 @@ fn report_times(
 /// PPO and the algorithms on its machinery: `label` is "ppo", "a2c" or "impala".
 pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     let cfg = resolve_config(&a, label)?;
+    if a.gpu_layout.is_some() && a.device != Device::Gpu {
+        bail!(
+            "--gpu-layout lays out the kernels of --device gpu; this run is on --device cpu or Burn"
+        );
+    }
     if a.device == Device::Gpu {
         if label != "ppo" || a.run.resume || a.metrics_addr.is_some() || a.trace.is_some() {
             bail!(
@@ -117,6 +125,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
                 threads: a.threads,
                 quiet: a.run.quiet,
                 stop: stop_on_signals()?,
+                layout: a.gpu_layout.clone(),
             },
         );
     }

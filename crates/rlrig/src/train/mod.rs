@@ -247,6 +247,14 @@ pub struct PpoArgs {
     /// not checkpoint or resume yet.
     #[arg(long, value_enum, default_value_t = Device::Cpu)]
     pub(crate) device: Device,
+    /// With `--device gpu`: how the kernels are laid out, `SPLITxROWS` plus `u` for
+    /// written-out products (e.g. `4x16`, `2x8u`): SPLIT threads per hidden unit, ROWS
+    /// minibatch rows per pass. Default: the fastest measured for the run count
+    /// (BENCHMARKS.md; `cargo run --release -p rlrig-gpu --example sweep` measures
+    /// them on your GPU). Layouts change the last bits of the results, not what is
+    /// learned.
+    #[arg(long, value_name = "LAYOUT")]
+    pub(crate) gpu_layout: Option<String>,
     /// Train these seeds side by side, e.g. `1-8` or `1,5,9`, each in its own run
     /// directory under --run-dir (default runs/<env>-<algo>-seeds<first>-<last>), with
     /// one summary (seeds.json) at the end. On the CPU the runs are packed onto the
