@@ -5,8 +5,10 @@
 # side by side in one run, with rlrig's CPU path for reference. Same hyperparameters
 # (CleanRL's CartPole PPO: 4 envs x 128 steps, 4 epochs x 4 minibatches, 64-64 tanh).
 #
-#   RLRIG=target/release/rlrig OUT=dir bash bench/gpu/run_gpu.sh [SEEDS...]
+#   RLRIG=target/release/rlrig OUT=dir bash bench/gpu/run_gpu.sh [SEEDS[:LAYOUT]...]
 #
+# Each SEEDS trains seeds 1..SEEDS in one launch, with `--gpu-layout LAYOUT` if given
+# (else rlrig's choice for that run count); PureJaxRL trains the same seeds beside it.
 # Needs a release build with `--features gpu`, a Vulkan loader and driver, and JAX with
 # its CUDA plugin plus gymnax (bench/peers/setup.sh installs them where pip works).
 # Writes gpu.log (every command and its output) and gpu.jsonl (one line per run) in OUT.
@@ -56,9 +58,11 @@ jax_run() { # seeds
 }
 
 rlrig_run "cpu 1 seed" train ppo --total-steps "$STEPS" --threads 1 --run-dir /tmp/rlrig-cpu-1
-for n in "${SEEDS[@]}"; do
-  rlrig_run "gpu $n seeds" train ppo --device gpu --seeds "1-$n" --total-steps "$STEPS" \
-    --threads "$(nproc)" --run-dir "/tmp/rlrig-gpu-$n"
+for arg in "${SEEDS[@]}"; do
+  n=${arg%%:*} layout=()
+  [ "$arg" = "$n" ] || layout=(--gpu-layout "${arg#*:}")
+  rlrig_run "gpu $n seeds ${layout[*]}" train ppo --device gpu --seeds "1-$n" --total-steps "$STEPS" \
+    --threads "$(nproc)" "${layout[@]}" --run-dir "/tmp/rlrig-gpu-$n"
   jax_run "$n"
 done
 say "# done $(date -u +%FT%TZ)"
