@@ -5,9 +5,13 @@
 //! trains SEEDS CartPole PPO runs (default 1) of STEPS env steps each (default 102,400)
 //! once per layout and prints one JSON line per layout: training seconds (first launch to
 //! last readback, after the kernels are built) and the mean training return of the last
-//! iteration, so a faster layout that learns differently shows up. LAYOUTS picks some
-//! (comma-separated, as `--gpu-layout` names them: `4x16,2x8u`); by default every split
-//! (1, 2, 4) x rows (8, 16) x looped / written-out products.
+//! iteration, so a faster layout that learns differently shows up; then, where the
+//! adapter has timestamps, 10 more iterations with every dispatch timed on the device
+//! (`ms_per_iteration`: rollout, GAE, update kernels, gaps between dispatches). LAYOUTS picks some
+//! (comma-separated, as `--gpu-layout` names them: `4x16,2x8u,1x16f`); by default one
+//! thread per unit, rows (8, 16) x looped / written-out products x short / fused
+//! dispatches (2026-11-27 on an H200: 2 or 4 threads per unit were slower for 1 and
+//! 1,024 runs).
 
 use rlrig_gpu::{Gpu, ResidentPpo, Tuning};
 use rlrig_learn::ppo::PpoConfig;
@@ -24,8 +28,11 @@ fn main() {
             std::process::exit(1);
         }
     };
+    const PROFILED: u64 = 10;
+    let batch = PpoConfig::default().batch_size() as u64;
+    let timed = steps.div_ceil(batch);
     let cfg = PpoConfig {
-        total_steps: steps,
+        total_steps: (timed + PROFILED) * batch,
         ..PpoConfig::default()
     };
     let list: Vec<u64> = (1..=seeds).collect();
@@ -40,16 +47,17 @@ fn main() {
                 })
             })
             .collect(),
-        None => [1, 2, 4]
+        None => [8, 16]
             .into_iter()
-            .flat_map(|split| {
-                [8, 16].into_iter().flat_map(move |rows| {
-                    [false, true].map(|unroll_units| Tuning {
+            .flat_map(|rows| {
+                [(false, false), (true, false), (false, true), (true, true)].map(
+                    |(unroll_units, fused)| Tuning {
                         rows: Some(rows),
                         unroll_units,
-                        split,
-                    })
-                })
+                        fused,
+                        ..Tuning::default()
+                    },
+                )
             })
             .collect(),
     };
@@ -62,7 +70,7 @@ fn main() {
             }
         };
         let t0 = Instant::now();
-        if let Err(e) = p.run(u64::MAX) {
+        if let Err(e) = p.run(timed) {
             println!("{{\"layout\": \"{tuning}\", \"error\": {e:?}}}");
             continue;
         }
@@ -70,14 +78,28 @@ fn main() {
         let metrics = p.metrics().expect("readback");
         let last: Vec<f64> = metrics
             .iter()
-            .filter_map(|m| m.last().map(|s| s.mean_return))
+            .filter_map(|m| m.get(timed as usize - 1).map(|s| s.mean_return))
             .filter(|r| r.is_finite())
             .collect();
         let mean = last.iter().sum::<f64>() / last.len().max(1) as f64;
+        let profile = match p.profile(PROFILED) {
+            Ok(k) => {
+                let ms = |s: f64| format!("{:.3}", 1e3 * s / k.iterations.max(1) as f64);
+                format!(
+                    ", \"ms_per_iteration\": {{\"rollout\": {}, \"gae\": {}, \"update\": {}, \"between_dispatches\": {}, \"dispatches\": {}}}",
+                    ms(k.kernels[0]),
+                    ms(k.kernels[1]),
+                    ms(k.kernels[2]),
+                    ms(k.between),
+                    k.dispatches / k.iterations.max(1)
+                )
+            }
+            Err(e) => format!(", \"profile\": {:?}", e.to_string()),
+        };
         println!(
-            "{{\"device\": {:?}, \"layout\": \"{tuning}\", \"seeds\": {seeds}, \"steps_per_seed\": {}, \"train_seconds\": {secs:.3}, \"seeds_per_sec\": {:.2}, \"last_return_mean\": {mean:.1}}}",
+            "{{\"device\": {:?}, \"layout\": \"{tuning}\", \"seeds\": {seeds}, \"steps_per_seed\": {}, \"train_seconds\": {secs:.3}, \"seeds_per_sec\": {:.2}, \"last_return_mean\": {mean:.1}{profile}}}",
             gpu.describe(),
-            p.iteration() * cfg.batch_size() as u64,
+            timed * batch,
             seeds as f64 / secs
         );
     }

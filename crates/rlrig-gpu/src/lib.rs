@@ -64,9 +64,11 @@ impl Gpu {
         })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
+        // Timestamps where the adapter has them ([`ResidentPpo::profile`]).
+        let features = adapter.features() & wgpu::Features::TIMESTAMP_QUERY;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("rlrig-gpu"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             required_limits: limits,
             experimental_features: wgpu::ExperimentalFeatures::disabled(),
             memory_hints: wgpu::MemoryHints::Performance,
@@ -248,6 +250,18 @@ pub struct IterStats {
     pub clipfrac: f64,
 }
 
+/// Device time of an iteration's kernels ([`ResidentPpo::profile`]), in seconds summed
+/// over `iterations`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelTimes {
+    /// Rollout, GAE and update kernels.
+    pub kernels: [f64; 3],
+    /// From the end of one dispatch to the start of the next within an iteration.
+    pub between: f64,
+    pub dispatches: u64,
+    pub iterations: u64,
+}
+
 /// How the kernels are laid out (speed; see each field for its effect on results).
 /// [`Tuning::for_run`] picks the fastest measured (BENCHMARKS.md); the default is the
 /// simplest: 16-row passes where they fit, looped products, one thread per hidden unit.
@@ -266,6 +280,11 @@ pub struct Tuning {
     /// Every row's sums keep their order; the gradient norm's tree sum follows the
     /// workgroup size (last bits of a run).
     pub split: usize,
+    /// One dispatch for an iteration's whole rollout and one for all its minibatch
+    /// updates (3 per iteration instead of 21 for CleanRL's CartPole settings), else
+    /// at most 32 rollout steps and one update per dispatch (Mesa's lavapipe cut long
+    /// dispatches short). The same operations in the same order: the same bits.
+    pub fused: bool,
 }
 
 impl Default for Tuning {
@@ -274,6 +293,7 @@ impl Default for Tuning {
             rows: None,
             unroll_units: false,
             split: 1,
+            fused: false,
         }
     }
 }
@@ -290,13 +310,13 @@ impl Tuning {
         Tuning {
             rows: many.then_some(8),
             unroll_units: many,
-            split: 1,
+            ..Tuning::default()
         }
     }
 }
 
-/// `SPLITxROWS` with a `u` for written-out products (`4x16`, `2x8u`): the layout as
-/// `--gpu-layout` and the sweep example name it.
+/// `SPLITxROWS`, then `u` for written-out products and `f` for fused dispatches (`4x16`,
+/// `2x8u`, `1x16f`): the layout as `--gpu-layout` and the sweep example name it.
 impl std::fmt::Display for Tuning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}x", self.split)?;
@@ -306,6 +326,9 @@ impl std::fmt::Display for Tuning {
         }
         if self.unroll_units {
             write!(f, "u")?;
+        }
+        if self.fused {
+            write!(f, "f")?;
         }
         Ok(())
     }
@@ -319,13 +342,17 @@ impl std::str::FromStr for Tuning {
     fn from_str(text: &str) -> Result<Tuning, String> {
         let bad = |why: &str| {
             format!(
-                "layout '{text}': {why} (expected SPLITxROWS with an optional 'u' for \
-                 written-out products, e.g. 4x16 or 2x8u)"
+                "layout '{text}': {why} (expected SPLITxROWS, then 'u' for written-out \
+                 products and 'f' for fused dispatches if wanted, e.g. 4x16, 2x8u or 1x16f)"
             )
         };
-        let (body, unroll_units) = match text.strip_suffix('u') {
+        let (body, fused) = match text.strip_suffix('f') {
             Some(b) => (b, true),
             None => (text, false),
+        };
+        let (body, unroll_units) = match body.strip_suffix('u') {
+            Some(b) => (b, true),
+            None => (body, false),
         };
         let (split, rows) = body.split_once('x').ok_or_else(|| bad("no 'x'"))?;
         let split: usize = split
@@ -346,6 +373,7 @@ impl std::str::FromStr for Tuning {
             rows,
             unroll_units,
             split,
+            fused,
         })
     }
 }
@@ -520,12 +548,19 @@ impl<'g> ResidentPpo<'g> {
         }
         let iters = cfg.num_iterations();
         let s = seeds.len();
-        // Rollout steps per dispatch: long dispatches are cut short on some drivers.
-        let ts = (1..=t.min(32))
-            .rev()
-            .find(|d| t.is_multiple_of(*d))
-            .expect("1 divides");
-        let src = constants(cfg, &shape, rows, re, ts, tuning.split);
+        // Rollout steps and minibatch updates per dispatch: long dispatches are cut
+        // short on some drivers (unless the layout fuses them).
+        let updates = cfg.update_epochs * cfg.num_minibatches;
+        let (ts, upd) = if tuning.fused {
+            (t, updates)
+        } else {
+            let ts = (1..=t.min(32))
+                .rev()
+                .find(|d| t.is_multiple_of(*d))
+                .expect("1 divides");
+            (ts, 1)
+        };
+        let src = constants(cfg, &shape, rows, re, (ts, upd), tuning.split);
         let src = kernel_source(&src, &shape, rows, re, tuning);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
@@ -558,11 +593,7 @@ impl<'g> ResidentPpo<'g> {
             pipeline(gpu, &module, Some(&pl), "gae")?,
             pipeline(gpu, &module, Some(&pl), "update")?,
         ];
-        let per_iteration = [
-            (t / ts) as u32,
-            1,
-            (cfg.update_epochs * cfg.num_minibatches) as u32,
-        ];
+        let per_iteration = [(t / ts) as u32, 1, (updates / upd) as u32];
 
         let zeros = vec![0.0f32; params.len()];
         let pbuf = gpu.storage("params", bytemuck::cast_slice(&params));
@@ -644,6 +675,77 @@ impl<'g> ResidentPpo<'g> {
         Ok(n)
     }
 
+    /// Runs up to `n` more iterations with a GPU timestamp before and after every
+    /// dispatch (each in its own pass, one submission per iteration): the device time of
+    /// the rollout, GAE and update kernels, and the time between dispatches, in seconds
+    /// summed over the iterations. An error where the adapter has no timestamps.
+    pub fn profile(&mut self, n: u64) -> Result<KernelTimes, GpuError> {
+        if !self
+            .gpu
+            .device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+        {
+            return Err(GpuError::Unsupported(format!(
+                "{} has no timestamp queries",
+                self.gpu.describe()
+            )));
+        }
+        let n = n.min(self.num_iterations() - self.iteration);
+        let dispatches: u32 = self.per_iteration.iter().sum();
+        let count = 2 * dispatches;
+        let qs = self.gpu.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("profile"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        let resolve = self.gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("profile"),
+            size: 8 * count as u64,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let tick = self.gpu.queue.get_timestamp_period() as f64 * 1e-9;
+        let mut out = KernelTimes::default();
+        for _ in 0..n {
+            let mut enc = self.gpu.device.create_command_encoder(&Default::default());
+            let mut q = 0;
+            for (k, &times) in self.kernels.iter().zip(&self.per_iteration) {
+                for _ in 0..times {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: &qs,
+                            beginning_of_pass_write_index: Some(q),
+                            end_of_pass_write_index: Some(q + 1),
+                        }),
+                    });
+                    pass.set_bind_group(0, &self.bind, &[]);
+                    pass.set_pipeline(k);
+                    pass.dispatch_workgroups(self.seeds.len() as u32, 1, 1);
+                    q += 2;
+                }
+            }
+            enc.resolve_query_set(&qs, 0..count, &resolve, 0);
+            self.gpu.queue.submit([enc.finish()]);
+            let ts = self.gpu.read::<u64>(&resolve, 2 * count as usize)?;
+            let mut q = 0;
+            for (kernel, &times) in self.per_iteration.iter().enumerate() {
+                for _ in 0..times {
+                    out.kernels[kernel] += ts[q + 1].saturating_sub(ts[q]) as f64 * tick;
+                    if q > 0 {
+                        out.between += ts[q].saturating_sub(ts[q - 1]) as f64 * tick;
+                    }
+                    q += 2;
+                }
+            }
+            out.dispatches += dispatches as u64;
+            self.iteration += 1;
+            out.iterations += 1;
+        }
+        Ok(out)
+    }
+
     /// Every run's parameters, in `Agent::params` layout.
     pub fn params(&self) -> Result<Vec<Vec<f32>>, GpuError> {
         let all = self
@@ -710,14 +812,14 @@ impl<'g> ResidentPpo<'g> {
 }
 
 /// The `const` lines of the kernel for `cfg` (shape `shape`) with `rows` rows per pass,
-/// `re` envs per rollout pass, `ts` rollout steps per dispatch and `split` threads per
-/// hidden unit.
+/// `re` envs per rollout pass, `ts` rollout steps and `upd` minibatch updates per
+/// dispatch and `split` threads per hidden unit.
 fn constants(
     cfg: &PpoConfig,
     shape: &Shape,
     rows: usize,
     re: usize,
-    ts: usize,
+    (ts, upd): (usize, usize),
     split: usize,
 ) -> String {
     let (h, obs, act) = (shape.hidden, shape.obs, shape.actions);
@@ -738,6 +840,7 @@ fn constants(
         ("R", rows.to_string() + "u"),
         ("RE", re.to_string() + "u"),
         ("TS", ts.to_string() + "u"),
+        ("UPD", upd.to_string() + "u"),
         ("SPLIT", split.to_string() + "u"),
         ("ITERS", iters.to_string() + "u"),
         ("ANNEAL_ITERS", cfg.anneal_iterations().to_string() + "u"),
@@ -969,11 +1072,17 @@ mod tests {
             Tuning {
                 rows: Some(16),
                 unroll_units: true,
-                split: 4
+                split: 4,
+                fused: false,
             }
         );
+        let f: Tuning = "1x8uf".parse().unwrap();
+        assert!(f.fused && f.unroll_units && f.rows == Some(8));
+        assert_eq!(f.to_string(), "1x8uf");
         assert_eq!("1xauto".parse::<Tuning>().unwrap(), Tuning::default());
-        for bad in ["", "4", "x16", "0x16", "4x0", "4x16uu", "-1x8", "4x16 "] {
+        for bad in [
+            "", "4", "x16", "0x16", "4x0", "4x16uu", "4x16fu", "-1x8", "4x16 ",
+        ] {
             let e = bad.parse::<Tuning>().unwrap_err();
             assert!(e.contains(&format!("'{bad}'")), "{e}");
         }
@@ -981,8 +1090,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn a_printed_layout_parses_back(split in 1usize..64, rows in proptest::option::of(1usize..256), u: bool) {
-            let t = Tuning { rows, unroll_units: u, split };
+        fn a_printed_layout_parses_back(split in 1usize..64, rows in proptest::option::of(1usize..256), u: bool, fused: bool) {
+            let t = Tuning { rows, unroll_units: u, split, fused };
             prop_assert_eq!(t.to_string().parse::<Tuning>().unwrap(), t);
         }
 

@@ -180,8 +180,9 @@ fn log_softmax_row(r: u32) -> array<f32, ACT> {
     return lp;
 }
 
-// ---- one iteration: T / TS rollout dispatches, one GAE dispatch, EPOCHS x NMB update
-// dispatches (short dispatches: Mesa's lavapipe silently cut long ones short) ----
+// ---- one iteration: T / TS rollout dispatches, one GAE dispatch, EPOCHS x NMB / UPD
+// update dispatches (short ones by default: Mesa's lavapipe silently cut long ones
+// short; a fused layout runs all T steps in one and all updates in one) ----
 
 // TS rollout steps of every env of every run.
 @compute @workgroup_size(WG)
@@ -338,10 +339,18 @@ fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t
     }
 }
 
-// One minibatch update of every run (a new epoch's shuffle first).
+// UPD minibatch updates of every run, one after another.
 @compute @workgroup_size(WG)
 fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
-    let cx = context(wid.x);
+    for (var k = 0u; k < UPD; k++) {
+        update_one(tid, wid.x);
+        sync();
+    }
+}
+
+// One minibatch update of run `run` (a new epoch's shuffle first).
+fn update_one(tid: u32, run: u32) {
+    let cx = context(run);
     // This thread's hidden unit j of net 0 (critic) or 1 (actor), and its part.
     let net = net_of(tid);
     let j = tid % H;

@@ -451,3 +451,35 @@ fn one_two_or_four_threads_per_unit_train_the_same_weights() {
     .to_string();
     assert!(err.contains("split = 3"), "{err}");
 }
+
+#[test]
+fn fused_dispatches_train_the_same_bits_and_the_profile_counts_them() {
+    let Some(gpu) = gpu() else { return };
+    let cfg = PpoConfig {
+        hidden: vec![16, 16],
+        ..small(4 * 128 * 3)
+    };
+    let mut out = Vec::new();
+    for fused in [false, true] {
+        let tuning = Tuning {
+            rows: Some(8),
+            fused,
+            ..Tuning::default()
+        };
+        let mut p = ResidentPpo::new(&gpu, &cfg, &[3, 4], &tuning).unwrap();
+        p.run(2).unwrap();
+        // The third iteration timed dispatch by dispatch (where the adapter can).
+        if let Ok(k) = p.profile(5) {
+            assert_eq!(k.iterations, 1, "only one iteration was left");
+            // 128 steps in 4 rollout dispatches, GAE, 4 x 4 updates; fused: 1 + 1 + 1.
+            assert_eq!(k.dispatches, if fused { 3 } else { 21 });
+            assert!(k.kernels.iter().all(|&s| s > 0.0), "{k:?}");
+        } else {
+            p.run(1).unwrap();
+        }
+        assert_eq!(p.iteration(), 3);
+        out.push((p.params().unwrap(), p.metrics().unwrap()));
+    }
+    assert_eq!(out[0].0, out[1].0, "fused dispatches changed the weights");
+    assert_eq!(out[0].1, out[1].1, "fused dispatches changed the metrics");
+}
