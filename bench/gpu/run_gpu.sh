@@ -8,7 +8,8 @@
 #   RLRIG=target/release/rlrig OUT=dir bash bench/gpu/run_gpu.sh [SEEDS[:LAYOUT]...]
 #
 # Each SEEDS trains seeds 1..SEEDS in one launch, with `--gpu-layout LAYOUT` if given
-# (else rlrig's choice for that run count); PureJaxRL trains the same seeds beside it.
+# (else rlrig's choice for that run count); PureJaxRL trains the same seeds beside it
+# (only for the counts in JAX_SEEDS, e.g. JAX_SEEDS="1", when that is set).
 # Needs a release build with `--features gpu`, a Vulkan loader and driver, and JAX with
 # its CUDA plugin plus gymnax (bench/peers/setup.sh installs them where pip works).
 # Writes gpu.log (every command and its output) and gpu.jsonl (one line per run) in OUT.
@@ -63,6 +64,6 @@ for arg in "${SEEDS[@]}"; do
   [ "$arg" = "$n" ] || layout=(--gpu-layout "${arg#*:}")
   rlrig_run "gpu $n seeds ${layout[*]}" train ppo --device gpu --seeds "1-$n" --total-steps "$STEPS" \
     --threads "$(nproc)" "${layout[@]}" --run-dir "/tmp/rlrig-gpu-$n"
-  jax_run "$n"
+  if [ -z "${JAX_SEEDS+x}" ] || [[ " $JAX_SEEDS " == *" $n "* ]]; then jax_run "$n"; fi
 done
 say "# done $(date -u +%FT%TZ)"

@@ -6,6 +6,8 @@
 #
 #   RLRIG=path/to/rlrig SWEEP=path/to/sweep OUT=dir bash bench/gpu/run_layouts.sh
 #
+# LAYOUTS (comma-separated, e.g. 1x8uf,1x8wf) narrows the sweep; JAX_SEEDS narrows
+# PureJaxRL's runs (run_gpu.sh).
 # Needs a release build with `--features gpu` and its sweep example (cargo build
 # --release -p rlrig-gpu --example sweep), a Vulkan loader and driver, JAX with CUDA and
 # gymnax. Writes layouts.jsonl, gpu.log, gpu.jsonl and probe.json in OUT.
@@ -22,7 +24,7 @@ exec </dev/null
 echo "# $(date -u +%FT%TZ) layouts, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1), rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 best=()
 for n in 1 "$MANY"; do
-  timeout 300 "$SWEEP" "$n" 102400 | tee -a "$OUT/layouts.jsonl" | tee "$OUT/sweep-$n.jsonl"
+  timeout 300 "$SWEEP" "$n" 102400 ${LAYOUTS:+"$LAYOUTS"} | tee -a "$OUT/layouts.jsonl" | tee "$OUT/sweep-$n.jsonl"
   # The fastest layout of this run count that trained (its last return is a number).
   b=$("$PY" - "$OUT/sweep-$n.jsonl" <<'PY'
 import json, sys

@@ -8,10 +8,9 @@
 //! iteration, so a faster layout that learns differently shows up; then, where the
 //! adapter has timestamps, 10 more iterations with every dispatch timed on the device
 //! (`ms_per_iteration`: rollout, GAE, update kernels, gaps between dispatches). LAYOUTS picks some
-//! (comma-separated, as `--gpu-layout` names them: `4x16,2x8u,1x16f`); by default one
-//! thread per unit, rows (8, 16) x looped / written-out products x short / fused
-//! dispatches (2026-11-27 on an H200: 2 or 4 threads per unit were slower for 1 and
-//! 1,024 runs).
+//! (comma-separated, as `--gpu-layout` names them: `4x16,2x8u,1x16f`); by default the
+//! candidates left after 2026-11-27's H200 sweeps (2 or 4 threads per unit and
+//! written-out 16-row passes were slower there for 1 and 1,024 runs).
 
 use rlrig_gpu::{Gpu, ResidentPpo, Tuning};
 use rlrig_learn::ppo::PpoConfig;
@@ -47,19 +46,12 @@ fn main() {
                 })
             })
             .collect(),
-        None => [8, 16]
-            .into_iter()
-            .flat_map(|rows| {
-                [(false, false), (true, false), (false, true), (true, true)].map(
-                    |(unroll_units, fused)| Tuning {
-                        rows: Some(rows),
-                        unroll_units,
-                        fused,
-                        ..Tuning::default()
-                    },
-                )
-            })
-            .collect(),
+        None => [
+            "1x8", "1x8u", "1x8f", "1x8uf", "1x16", "1x16f", "1x8w", "1x8wf", "1x8uwf",
+        ]
+        .iter()
+        .map(|l| l.parse().expect("a valid layout"))
+        .collect(),
     };
     for tuning in layouts {
         let mut p = match ResidentPpo::new(&gpu, &cfg, &list, &tuning) {

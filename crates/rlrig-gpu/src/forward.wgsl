@@ -19,8 +19,8 @@ fn forward_NAME(tid: u32, pb: u32) {
     let b2 = params[off_b2(nb) + j];
 %ROWS    z{r} = b2;
 %K{
-        let wb = off_w2(nb) + 4u * {kk} * H + j;
-        let w = vec4<f32>(params[wb], params[wb + H], params[wb + 2u * H], params[wb + 3u * H]);
+        let wb = 4u * {kk} * H + j;
+        let w = vec4<f32>(w2(net, nb, wb), w2(net, nb, wb + H), w2(net, nb, wb + 2u * H), w2(net, nb, wb + 3u * H));
 %ROWS        z{r} += dot(w, h1[(net * R + {r}u) * H4 + {kk}]);
 %K}
 %ROWS    h2[(net * R + {r}u) * H4 + j / 4u][j % 4u] = tanh_(z{r});
@@ -35,8 +35,8 @@ fn forward_NAME(tid: u32, pb: u32) {
         let o = select(a, 0u, a == ACT);
         var s = params[off_b3(onb, on) + o];
 %K{
-            let wb = off_w3(onb) + 4u * {kk} * on + o;
-            let w = vec4<f32>(params[wb], params[wb + on], params[wb + 2u * on], params[wb + 3u * on]);
+            let wb = 4u * {kk} * on + o;
+            let w = vec4<f32>(w3(onet, onb, wb), w3(onet, onb, wb + on), w3(onet, onb, wb + 2u * on), w3(onet, onb, wb + 3u * on));
             s += dot(w, h2[(onet * R + r) * H4 + {kk}]);
 %K}
         outs[q] = s;

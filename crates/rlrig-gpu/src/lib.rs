@@ -285,6 +285,10 @@ pub struct Tuning {
     /// at most 32 rollout steps and one update per dispatch (Mesa's lavapipe cut long
     /// dispatches short). The same operations in the same order: the same bits.
     pub fused: bool,
+    /// Both networks' second and output layers' weights copied into workgroup memory
+    /// at the start of every dispatch and minibatch update and read from there (when
+    /// they fit beside the rest: 33.5 KB for 64 units). The same values: the same bits.
+    pub shared_weights: bool,
 }
 
 impl Default for Tuning {
@@ -294,29 +298,35 @@ impl Default for Tuning {
             unroll_units: false,
             split: 1,
             fused: false,
+            shared_weights: false,
         }
     }
 }
 
 impl Tuning {
-    /// The fastest layout measured for `runs` runs on `gpu` (H100, `examples/sweep.rs`,
-    /// BENCHMARKS.md): one run is latency-bound and gains from 16-row passes with looped
-    /// products (0.77 s vs 1.00 s for 8 rows written out); many runs are throughput-bound
-    /// and gain from 8-row passes with the products written out (1,024 runs: 5.1 s vs
-    /// 6.3 s). The switch at 256 runs lies between the measured 1 and 1,024. CPU adapters
-    /// (Mesa's lavapipe) always loop: they compile the written-out kernels for minutes.
+    /// The fastest layout measured for `runs` runs on `gpu` (H200, `examples/sweep.rs`,
+    /// BENCHMARKS.md, 2026-11-27): one run is latency-bound and gains from 16-row passes
+    /// with looped products (200 iterations: 0.77 s against 1.00 s for 8 rows written
+    /// out), many runs are throughput-bound and gain from 8-row passes with the products
+    /// written out (1,024 runs: 5.0 s against 6.3 s); both gain from fused dispatches
+    /// (0.71 s, 4.6 s). The switch at 256 runs lies between the measured 1 and 1,024.
+    /// CPU adapters (Mesa's lavapipe) keep short dispatches, which it needs, and loop:
+    /// they compile the written-out kernels for minutes.
     pub fn for_run(gpu: &Gpu, runs: usize) -> Tuning {
-        let many = runs >= 256 && gpu.info.device_type != wgpu::DeviceType::Cpu;
+        let gpu_here = gpu.info.device_type != wgpu::DeviceType::Cpu;
+        let many = runs >= 256 && gpu_here;
         Tuning {
             rows: many.then_some(8),
             unroll_units: many,
+            fused: gpu_here,
             ..Tuning::default()
         }
     }
 }
 
-/// `SPLITxROWS`, then `u` for written-out products and `f` for fused dispatches (`4x16`,
-/// `2x8u`, `1x16f`): the layout as `--gpu-layout` and the sweep example name it.
+/// `SPLITxROWS`, then `u` for written-out products, `w` for weights in workgroup memory
+/// and `f` for fused dispatches (`4x16`, `2x8u`, `1x8wf`): the layout as `--gpu-layout`
+/// and the sweep example name it.
 impl std::fmt::Display for Tuning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}x", self.split)?;
@@ -326,6 +336,9 @@ impl std::fmt::Display for Tuning {
         }
         if self.unroll_units {
             write!(f, "u")?;
+        }
+        if self.shared_weights {
+            write!(f, "w")?;
         }
         if self.fused {
             write!(f, "f")?;
@@ -343,12 +356,17 @@ impl std::str::FromStr for Tuning {
         let bad = |why: &str| {
             format!(
                 "layout '{text}': {why} (expected SPLITxROWS, then 'u' for written-out \
-                 products and 'f' for fused dispatches if wanted, e.g. 4x16, 2x8u or 1x16f)"
+                 products, 'w' for weights in workgroup memory and 'f' for fused dispatches \
+                 if wanted, e.g. 4x16, 2x8u or 1x8wf)"
             )
         };
         let (body, fused) = match text.strip_suffix('f') {
             Some(b) => (b, true),
             None => (text, false),
+        };
+        let (body, shared_weights) = match body.strip_suffix('w') {
+            Some(b) => (b, true),
+            None => (body, false),
         };
         let (body, unroll_units) = match body.strip_suffix('u') {
             Some(b) => (b, true),
@@ -374,6 +392,7 @@ impl std::str::FromStr for Tuning {
             unroll_units,
             split,
             fused,
+            shared_weights,
         })
     }
 }
@@ -451,8 +470,13 @@ impl<'g> ResidentPpo<'g> {
         }
         // Bytes of ppo.wgsl's workgroup arrays with r rows per pass (the rollout's
         // RE <= r envs per pass counted as r).
+        let weights = if tuning.shared_weights {
+            2 * h * h + h * (1 + act)
+        } else {
+            1
+        };
         let shared = |r: usize| {
-            4 * (r * obs + 6 * r * h + 2 * r * (act + 1) + b + mb + wg + nenv)
+            4 * (r * obs + 6 * r * h + 2 * r * (act + 1) + b + mb + nenv + weights)
                 + 4 * (5 * r + r * obs + r + 1)
         };
         let fits = |r: usize| {
@@ -560,7 +584,14 @@ impl<'g> ResidentPpo<'g> {
                 .expect("1 divides");
             (ts, 1)
         };
-        let src = constants(cfg, &shape, rows, re, (ts, upd), tuning.split);
+        let src = constants(
+            cfg,
+            &shape,
+            rows,
+            re,
+            (ts, upd),
+            (tuning.split, tuning.shared_weights),
+        );
         let src = kernel_source(&src, &shape, rows, re, tuning);
         let module = shader(gpu, &src)?;
         let storage = |binding: u32| wgpu::BindGroupLayoutEntry {
@@ -813,14 +844,15 @@ impl<'g> ResidentPpo<'g> {
 
 /// The `const` lines of the kernel for `cfg` (shape `shape`) with `rows` rows per pass,
 /// `re` envs per rollout pass, `ts` rollout steps and `upd` minibatch updates per
-/// dispatch and `split` threads per hidden unit.
+/// dispatch, `split` threads per hidden unit and whether weights are staged in
+/// workgroup memory.
 fn constants(
     cfg: &PpoConfig,
     shape: &Shape,
     rows: usize,
     re: usize,
     (ts, upd): (usize, usize),
-    split: usize,
+    (split, shared_weights): (usize, bool),
 ) -> String {
     let (h, obs, act) = (shape.hidden, shape.obs, shape.actions);
     let (nenv, t) = (cfg.num_envs, cfg.num_steps);
@@ -842,6 +874,7 @@ fn constants(
         ("TS", ts.to_string() + "u"),
         ("UPD", upd.to_string() + "u"),
         ("SPLIT", split.to_string() + "u"),
+        ("W_SHARED", shared_weights.to_string()),
         ("ITERS", iters.to_string() + "u"),
         ("ANNEAL_ITERS", cfg.anneal_iterations().to_string() + "u"),
         ("P_CRITIC", per_critic.to_string() + "u"),
@@ -1074,14 +1107,15 @@ mod tests {
                 unroll_units: true,
                 split: 4,
                 fused: false,
+                shared_weights: false,
             }
         );
-        let f: Tuning = "1x8uf".parse().unwrap();
-        assert!(f.fused && f.unroll_units && f.rows == Some(8));
-        assert_eq!(f.to_string(), "1x8uf");
+        let f: Tuning = "1x8uwf".parse().unwrap();
+        assert!(f.fused && f.unroll_units && f.shared_weights && f.rows == Some(8));
+        assert_eq!(f.to_string(), "1x8uwf");
         assert_eq!("1xauto".parse::<Tuning>().unwrap(), Tuning::default());
         for bad in [
-            "", "4", "x16", "0x16", "4x0", "4x16uu", "4x16fu", "-1x8", "4x16 ",
+            "", "4", "x16", "0x16", "4x0", "4x16uu", "4x16fu", "4x16wu", "4x16fw", "-1x8", "4x16 ",
         ] {
             let e = bad.parse::<Tuning>().unwrap_err();
             assert!(e.contains(&format!("'{bad}'")), "{e}");
@@ -1090,8 +1124,8 @@ mod tests {
 
     proptest! {
         #[test]
-        fn a_printed_layout_parses_back(split in 1usize..64, rows in proptest::option::of(1usize..256), u: bool, fused: bool) {
-            let t = Tuning { rows, unroll_units: u, split, fused };
+        fn a_printed_layout_parses_back(split in 1usize..64, rows in proptest::option::of(1usize..256), u: bool, fused: bool, w: bool) {
+            let t = Tuning { rows, unroll_units: u, split, fused, shared_weights: w };
             prop_assert_eq!(t.to_string().parse::<Tuning>().unwrap(), t);
         }
 

@@ -78,7 +78,6 @@ var<workgroup> outs: array<f32, R * OUTS>;
 var<workgroup> douts: array<f32, R * OUTS>;
 var<workgroup> perm: array<u32, B>;
 var<workgroup> madv: array<f32, MB>;
-var<workgroup> red: array<f32, WG>;
 var<workgroup> next_val: array<f32, NENV>;
 // Time-limit truncations of the current rollout step: flags and final observations.
 var<workgroup> tflag: array<u32, RE>;
@@ -96,20 +95,55 @@ fn sync() {
     workgroupBarrier();
 }
 
-// Sum of one value per thread, in a fixed tree order; every thread gets the sum.
+// Sum of one value per thread, in a fixed tree order; every thread gets the sum. Its
+// scratch is `dz` (2 R H >= WG floats), so it must not be called during a pass.
 fn reduce_sum(v: f32, tid: u32) -> f32 {
     workgroupBarrier();
-    red[tid] = v;
+    dz[tid / 4u][tid % 4u] = v;
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s >>= 1u) {
         if tid < s {
-            red[tid] += red[tid + s];
+            dz[tid / 4u][tid % 4u] += dz[(tid + s) / 4u][(tid + s) % 4u];
         }
         workgroupBarrier();
     }
-    let total = red[0];
+    let total = dz[0][0];
     workgroupBarrier();
     return total;
+}
+
+// Both nets' W2 and W3 in workgroup memory when W_SHARED (staged from `params` at the
+// start of every dispatch and update, read there instead of from storage), else read
+// from `params`.
+const WSH: u32 = select(1u, 2u * H * H + H * (1u + ACT), W_SHARED);
+var<workgroup> wsh: array<f32, WSH>;
+
+fn stage_weights(tid: u32, pb: u32) {
+    if W_SHARED {
+        for (var q = tid; q < 2u * H * H; q += WG) {
+            let net = q / (H * H);
+            wsh[q] = params[off_w2(net_base(pb, net)) + q % (H * H)];
+        }
+        for (var q = tid; q < H * (1u + ACT); q += WG) {
+            let net = select(0u, 1u, q >= H);
+            wsh[2u * H * H + q] = params[off_w3(net_base(pb, net)) + q - net * H];
+        }
+        workgroupBarrier();
+    }
+}
+
+// Element i of net's W2 ([in][out], i = k H + j), and of its W3 (i = j outn + o).
+fn w2(net: u32, nb: u32, i: u32) -> f32 {
+    if W_SHARED {
+        return wsh[net * H * H + i];
+    }
+    return params[off_w2(nb) + i];
+}
+fn w3(net: u32, nb: u32, i: u32) -> f32 {
+    if W_SHARED {
+        return wsh[2u * H * H + net * H + i];
+    }
+    return params[off_w3(nb) + i];
 }
 
 // ---- the networks ----
@@ -197,6 +231,7 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         }
     }
     sync();
+    stage_weights(tid, cx.pb);
     // Rollout: T steps of NENV envs, RE envs per forward pass.
     for (var ts = 0u; ts < TS; ts++) {
         let t = t0 + ts;
@@ -289,6 +324,7 @@ fn rollout(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
 @compute @workgroup_size(WG)
 fn gae(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
     let cx = context(wid.x);
+    stage_weights(tid, cx.pb);
     // Values of the observations after the rollout, for bootstrapping.
     for (var c = 0u; c < NENV / RE; c++) {
         observe_envs(tid, cx.ebase, c);
@@ -351,6 +387,7 @@ fn update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
 // One minibatch update of run `run` (a new epoch's shuffle first).
 fn update_one(tid: u32, run: u32) {
     let cx = context(run);
+    stage_weights(tid, cx.pb);
     // This thread's hidden unit j of net 0 (critic) or 1 (actor), and its part.
     let net = net_of(tid);
     let j = tid % H;
@@ -486,8 +523,8 @@ fn update_one(tid: u32, run: u32) {
 %R              let h2v{r} = h2[(net * R + {r}u) * H4 + j / 4u][j % 4u];
 %R              var dh2{r} = 0.0;
                 for (var o = 0u; o < outn; o++) {
-                    let w3 = params[off_w3(nb) + j * outn + o];
-%R                  dh2{r} += w3 * douts[{r}u * OUTS + ocol + o];
+                    let wj = w3(net, nb, j * outn + o);
+%R                  dh2{r} += wj * douts[{r}u * OUTS + ocol + o];
                 }
 %R              dz[(net * R + {r}u) * H4 + j / 4u][j % 4u] = dh2{r} * (1.0 - h2v{r} * h2v{r});
                 if p == 0u {
@@ -518,8 +555,8 @@ fn update_one(tid: u32, run: u32) {
 %P}
 %R              var dh1{r} = 0.0;
 %K{
-                    let wb = off_w2(nb) + j * H + 4u * {kk};
-                    let w = vec4<f32>(params[wb], params[wb + 1u], params[wb + 2u], params[wb + 3u]);
+                    let wb = j * H + 4u * {kk};
+                    let w = vec4<f32>(w2(net, nb, wb), w2(net, nb, wb + 1u), w2(net, nb, wb + 2u), w2(net, nb, wb + 3u));
 %R                  dh1{r} += dot(w, dz[(net * R + {r}u) * H4 + {kk}]);
 %K}
 %R              let h1v{r} = h1[(net * R + {r}u) * H4 + j / 4u][j % 4u];

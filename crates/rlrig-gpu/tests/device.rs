@@ -453,17 +453,18 @@ fn one_two_or_four_threads_per_unit_train_the_same_weights() {
 }
 
 #[test]
-fn fused_dispatches_train_the_same_bits_and_the_profile_counts_them() {
+fn fused_dispatches_and_staged_weights_train_the_same_bits_and_the_profile_counts_them() {
     let Some(gpu) = gpu() else { return };
     let cfg = PpoConfig {
         hidden: vec![16, 16],
         ..small(4 * 128 * 3)
     };
     let mut out = Vec::new();
-    for fused in [false, true] {
+    for (fused, shared_weights) in [(false, false), (true, false), (false, true), (true, true)] {
         let tuning = Tuning {
             rows: Some(8),
             fused,
+            shared_weights,
             ..Tuning::default()
         };
         let mut p = ResidentPpo::new(&gpu, &cfg, &[3, 4], &tuning).unwrap();
@@ -478,8 +479,14 @@ fn fused_dispatches_train_the_same_bits_and_the_profile_counts_them() {
             p.run(1).unwrap();
         }
         assert_eq!(p.iteration(), 3);
-        out.push((p.params().unwrap(), p.metrics().unwrap()));
+        out.push((
+            tuning.to_string(),
+            p.params().unwrap(),
+            p.metrics().unwrap(),
+        ));
     }
-    assert_eq!(out[0].0, out[1].0, "fused dispatches changed the weights");
-    assert_eq!(out[0].1, out[1].1, "fused dispatches changed the metrics");
+    for (name, params, metrics) in &out[1..] {
+        assert_eq!(params, &out[0].1, "{name} changed the weights");
+        assert_eq!(metrics, &out[0].2, "{name} changed the metrics");
+    }
 }
