@@ -403,8 +403,8 @@ pub struct ResidentPpo<'g> {
     pub cfg: PpoConfig,
     pub seeds: Vec<u64>,
     pub shape: Shape,
-    /// Rows of a minibatch per pass through the networks (workgroup memory bound).
-    pub rows: usize,
+    /// The kernels' layout, with the rows per pass it resolved to.
+    pub tuning: Tuning,
     /// The rollout (TS steps), GAE and update (one minibatch) kernels.
     kernels: [wgpu::ComputePipeline; 3],
     /// Dispatches of each kernel per iteration.
@@ -659,7 +659,10 @@ impl<'g> ResidentPpo<'g> {
             cfg: cfg.clone(),
             seeds: seeds.to_vec(),
             shape,
-            rows,
+            tuning: Tuning {
+                rows: Some(rows),
+                ..tuning.clone()
+            },
             kernels,
             per_iteration,
             bind,

@@ -307,9 +307,10 @@ pub fn train_ppo_gpu(
     // Report.
     let total_steps = done * cfg.batch_size() as u64 * seeds.len() as u64;
     outln!(
-        "{} ppo on {} (device-resident, layout {tuning}): {} run{} x {} steps in {:.2} s ({:.0} steps/s over all runs, {:.2} runs/s; setup {:.2} s)",
+        "{} ppo on {} (device-resident, layout {}): {} run{} x {} steps in {:.2} s ({:.0} steps/s over all runs, {:.2} runs/s; setup {:.2} s)",
         cfg.env,
         gpu.describe(),
+        ppo.tuning,
         seeds.len(),
         if seeds.len() == 1 { "" } else { "s" },
         done * cfg.batch_size() as u64,
