@@ -303,7 +303,7 @@ impl RunDir {
 /// and checksum. Returns the JSON, the weights' path and bytes.
 pub(crate) fn read_checkpoint<M: DeserializeOwned>(
     json_path: &Path,
-    algo: &str,
+    algos: &[&str],
     what: &str,
     head: impl Fn(&M) -> (u32, &str, u32),
 ) -> Result<(M, PathBuf, Vec<u8>), LearnError> {
@@ -312,7 +312,7 @@ pub(crate) fn read_checkpoint<M: DeserializeOwned>(
         why,
     };
     let text = fs::read(json_path).map_err(io(json_path))?;
-    check_algo(json_path, &text, algo)?;
+    check_algo(json_path, &text, algos)?;
     let meta: M = serde_json::from_slice(&text)
         .map_err(|e| corrupt(format!("not a valid rlrig {what}: {e}")))?;
     let (format, weights, crc) = head(&meta);
@@ -361,7 +361,7 @@ fn load_tensors_at<C: DeserializeOwned, S: DeserializeOwned>(
 ) -> Result<TensorCheckpoint<C, S>, LearnError> {
     let (meta, wpath, bytes) = read_checkpoint(
         json_path,
-        algo,
+        &[algo],
         &format!("{algo} checkpoint"),
         |m: &TensorMeta<C, S>| (m.format, &m.weights, m.weights_crc32c),
     )?;
@@ -451,12 +451,14 @@ fn algo_of(path: &Path, json: &[u8]) -> Result<String, LearnError> {
 }
 
 /// A checkpoint of another algorithm gets an error that says which, not a parse error.
-fn check_algo(path: &Path, json: &[u8], want: &str) -> Result<(), LearnError> {
+/// The checkpoint's algorithm is one of `want` (the first is what the caller trains).
+fn check_algo(path: &Path, json: &[u8], want: &[&str]) -> Result<(), LearnError> {
     let got = algo_of(path, json)?;
-    if got != want {
+    if !want.contains(&got.as_str()) {
         return Err(LearnError::Mismatch(format!(
-            "{}: this is a {got} checkpoint, not {want}; use `rlrig train {got} --resume` for it",
-            path.display()
+            "{}: this is a {got} checkpoint, not {}; use `rlrig train {got} --resume` for it",
+            path.display(),
+            want.first().copied().unwrap_or("?")
         )));
     }
     Ok(())

@@ -18,7 +18,7 @@ use crate::run::RunDir;
 /// place that maps algorithm names to the code that reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunKind {
-    /// ppo (and a2c, which trains on PPO's machinery).
+    /// ppo, a2c, impala: PPO's machinery.
     Ppo,
     /// ddpg, td3, sac.
     OffPolicy,
@@ -32,7 +32,7 @@ impl RunKind {
     pub fn of(run_dir: &Path) -> Result<RunKind, LearnError> {
         let algo = RunDir::open(run_dir)?.algo()?;
         match algo.as_str() {
-            "ppo" => Ok(RunKind::Ppo),
+            "ppo" | "a2c" | "impala" => Ok(RunKind::Ppo),
             "ddpg" | "td3" | "sac" => Ok(RunKind::OffPolicy),
             "dqn" => Ok(RunKind::Dqn),
             "es" | "ga" => Ok(RunKind::Evolution),

@@ -22,7 +22,7 @@ pub(crate) fn parse_value(raw: &str) -> toml::Value {
 
 /// Defaults for the env, then the config file, then `--set`, then explicit flags.
 pub(crate) fn resolve_config(a: &PpoArgs, label: &str) -> Result<PpoConfig> {
-    let cfg: PpoConfig = resolve(a, "ppo", "CartPole-v1", |env| {
+    let cfg: PpoConfig = resolve(a, label, "CartPole-v1", |env| {
         let d = match label {
             "a2c" => PpoConfig::a2c_for_env(env),
             "impala" => PpoConfig::impala_for_env(env),
@@ -30,6 +30,12 @@ pub(crate) fn resolve_config(a: &PpoArgs, label: &str) -> Result<PpoConfig> {
         };
         toml::Table::try_from(d).context("default config")
     })?;
+    if cfg.algo.name() != label {
+        bail!(
+            "config: algo = \"{}\" but this is `rlrig train {label}`",
+            cfg.algo.name()
+        );
+    }
     cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
     Ok(cfg)
 }

@@ -94,6 +94,37 @@ fn a2c_is_identical_with_1_2_and_7_threads() {
         assert_eq!(final_weights(d), w, "{d:?}");
         assert_eq!(learning_columns(d, COLS), m, "{d:?}");
     }
+    // The run says it is A2C (its config, checkpoints), and PPO does not take it over.
+    let ds = dirs[0].to_str().unwrap();
+    let config = std::fs::read_to_string(dirs[0].join("config.toml")).unwrap();
+    assert!(
+        config.contains("rlrig train a2c") && config.contains("algo = \"a2c\""),
+        "{config}"
+    );
+    let latest = std::fs::read_to_string(dirs[0].join("checkpoints/latest")).unwrap();
+    let ck = std::fs::read_to_string(dirs[0].join("checkpoints").join(latest.trim())).unwrap();
+    assert!(
+        ck.contains("\"algo\":\"a2c\""),
+        "{}",
+        &ck[..ck.len().min(200)]
+    );
+    fails_with(
+        &argv!["train ppo --resume --quiet --run-dir", ds],
+        None,
+        &["a2c checkpoint", "rlrig train a2c --resume"],
+    );
+    let cfg = dirs[0].join("config.toml");
+    fails_with(
+        &argv![
+            "train ppo --quiet --config",
+            cfg.to_str().unwrap(),
+            "--run-dir",
+            ds
+        ],
+        None,
+        &["algo = \"a2c\"", "rlrig train ppo"],
+    );
+    ok(&argv!["train a2c --resume --quiet --run-dir", ds]);
     for d in dirs {
         std::fs::remove_dir_all(d).ok();
     }

@@ -15,9 +15,39 @@ pub enum Optimizer {
     Rmsprop,
 }
 
+/// Which algorithm of the PPO family a config trains: one machinery, and the name its
+/// run directory, checkpoints and exports carry (`rlrig train ppo|a2c|impala`).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    #[default]
+    Ppo,
+    A2c,
+    Impala,
+}
+
+impl Family {
+    pub const ALL: [Family; 3] = [Family::Ppo, Family::A2c, Family::Impala];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Ppo => "ppo",
+            Family::A2c => "a2c",
+            Family::Impala => "impala",
+        }
+    }
+
+    /// The family member called `name`, if any.
+    pub fn of(name: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == name)
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
+    /// The algorithm these settings train (a label: the settings below are what differ).
+    pub algo: Family,
     /// Environment id.
     pub env: String,
     /// Env parameters (`--env-arg KEY=VALUE`; see [`crate::EnvArgs`]).
@@ -169,6 +199,7 @@ pub(super) struct ZooPpo {
 impl Default for PpoConfig {
     fn default() -> Self {
         PpoConfig {
+            algo: Family::Ppo,
             env: "CartPole-v1".into(),
             env_args: crate::EnvArgs::new(),
             seed: 1,
@@ -358,6 +389,7 @@ impl PpoConfig {
     pub fn a2c_for_env(env: &str) -> PpoConfig {
         let base = PpoConfig::for_env(env);
         let a2c = PpoConfig {
+            algo: Family::A2c,
             num_envs: 8,
             num_steps: 5,
             update_epochs: 1,
@@ -402,6 +434,7 @@ impl PpoConfig {
     /// learner. With `policy_lag = 0` it is A2C with V-trace targets, i.e. A2C.
     pub fn impala_for_env(env: &str) -> PpoConfig {
         PpoConfig {
+            algo: Family::Impala,
             vtrace: true,
             policy_lag: 1,
             ..PpoConfig::a2c_for_env(env)

@@ -101,9 +101,10 @@ impl crate::eval::Greedy for PpoGreedy {
             "actor(obs)"
         };
         let mut e = match &agent.head {
-            Head::Categorical { .. } => {
-                crate::export::PolicyExport::new("ppo", &format!("argmax({actor}, -1)"))
-            }
+            Head::Categorical { .. } => crate::export::PolicyExport::new(
+                self.cfg.algo.name(),
+                &format!("argmax({actor}, -1)"),
+            ),
             Head::Gaussian {
                 dim,
                 low,
@@ -111,7 +112,7 @@ impl crate::eval::Greedy for PpoGreedy {
                 logstd,
             } => {
                 let mut e = crate::export::PolicyExport::new(
-                    "ppo",
+                    self.cfg.algo.name(),
                     &format!("clip({actor}, action_low, action_high)"),
                 );
                 e.vector("action_low", low.clone());

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Collection, IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
+use super::{Collection, Family, IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
 use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
@@ -61,7 +61,7 @@ impl RunDir {
         self.commit(&stem, &weights, |wname| {
             let meta = CheckpointMeta {
                 format: FORMAT,
-                algo: "ppo".into(),
+                algo: cfg.algo.name().into(),
                 config: cfg.clone(),
                 state,
                 weights: wname.to_string(),
@@ -72,18 +72,29 @@ impl RunDir {
         })
     }
 
-    /// Loads the newest intact PPO checkpoint, checking its integrity.
+    /// Loads the newest intact checkpoint of a PPO-family run (ppo, a2c, impala),
+    /// checking its integrity.
     pub fn load_checkpoint(&self) -> Result<Checkpoint, LearnError> {
         self.newest_intact(load_checkpoint)
     }
 }
 
-/// Loads the checkpoint whose JSON is at `json_path`.
+/// Loads the checkpoint of a PPO-family run (ppo, a2c, impala) whose JSON is at
+/// `json_path`.
 pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, LearnError> {
-    let (meta, wpath, bytes) =
-        read_checkpoint(json_path, "ppo", "checkpoint", |m: &CheckpointMeta| {
+    load_checkpoint_of(json_path, &Family::ALL.map(Family::name))
+}
+
+/// [`load_checkpoint`] of a run of one of `algos`. Checkpoints from before the family
+/// label was kept say "ppo" for a2c and impala runs too.
+fn load_checkpoint_of(json_path: &Path, algos: &[&str]) -> Result<Checkpoint, LearnError> {
+    let (mut meta, wpath, bytes) =
+        read_checkpoint(json_path, algos, "checkpoint", |m: &CheckpointMeta| {
             (m.format, &m.weights, m.weights_crc32c)
         })?;
+    if let Some(f) = Family::of(&meta.algo) {
+        meta.config.algo = f;
+    }
     let st = safetensors_at(&bytes, &wpath)?;
     let get = |name: &str| tensor_of_len(&st, &wpath, name, meta.num_params);
     Ok(Checkpoint {
@@ -147,7 +158,7 @@ impl Algorithm for Ppo {
     }
     fn shape(c: &PpoConfig) -> RunShape<'_> {
         RunShape {
-            algo: "ppo",
+            algo: c.algo.name(),
             env: &c.env,
             seed: c.seed,
             budget: c.num_iterations() * c.batch_size() as u64,
@@ -223,8 +234,15 @@ impl Algorithm for Ppo {
         dir.save_checkpoint(&self.cfg, self.state(), &self.agent.params, (&m, &v))?;
         Ok(())
     }
-    fn load(dir: &RunDir, _algo: &str) -> Result<(PpoConfig, PpoState, Tensors), LearnError> {
-        let ck = dir.load_checkpoint()?;
+    fn load(dir: &RunDir, algo: &str) -> Result<(PpoConfig, PpoState, Tensors), LearnError> {
+        // A checkpoint of this algorithm, or an a2c/impala one from before the label
+        // was kept ("ppo", whose config then takes the label asked for).
+        let mut ck = dir.newest_intact(|p| load_checkpoint_of(p, &[algo, "ppo"]))?;
+        if let (Some(f), "ppo") = (Family::of(algo), ck.meta.algo.as_str()) {
+            if ck.meta.config.vtrace == (f == Family::Impala) {
+                ck.meta.config.algo = f;
+            }
+        }
         let tensors = [
             ("params", ck.params),
             ("adam_m", ck.adam_m),
