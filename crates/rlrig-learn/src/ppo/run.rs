@@ -238,10 +238,10 @@ impl Algorithm for Ppo {
         // A checkpoint of this algorithm, or an a2c/impala one from before the label
         // was kept ("ppo", whose config then takes the label asked for).
         let mut ck = dir.newest_intact(|p| load_checkpoint_of(p, &[algo, "ppo"]))?;
-        if let (Some(f), "ppo") = (Family::of(algo), ck.meta.algo.as_str()) {
-            if ck.meta.config.vtrace == (f == Family::Impala) {
-                ck.meta.config.algo = f;
-            }
+        if let (Some(f), "ppo") = (Family::of(algo), ck.meta.algo.as_str())
+            && ck.meta.config.vtrace == (f == Family::Impala)
+        {
+            ck.meta.config.algo = f;
         }
         let tensors = [
             ("params", ck.params),
