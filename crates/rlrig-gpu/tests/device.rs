@@ -373,64 +373,70 @@ fn more_runs_than_the_device_binds_is_an_error_not_a_panic() {
     assert!(err.contains("train fewer seeds per launch"), "{err}");
 }
 
+/// Seeds `seeds` of CartPole PPO with 16 hidden units (kernels small enough for
+/// lavapipe to compile fast) laid out as `tuning` with 8-row passes, after `iterations`
+/// iterations: every run's weights and metrics.
+fn train_small(
+    gpu: &Gpu,
+    seeds: &[u64],
+    iterations: u64,
+    tuning: Tuning,
+) -> (Vec<Vec<f32>>, Vec<Vec<rlrig_gpu::IterStats>>) {
+    let cfg = PpoConfig {
+        hidden: vec![16, 16],
+        ..small(4 * 128 * iterations)
+    };
+    let tuning = Tuning {
+        rows: Some(8),
+        ..tuning
+    };
+    let mut p = ResidentPpo::new(gpu, &cfg, seeds, &tuning).unwrap();
+    p.run(iterations).unwrap();
+    (p.params().unwrap(), p.metrics().unwrap())
+}
+
+/// The largest difference between two runs' weights, relative to the first's (at least
+/// 0.01).
+fn worst_relative(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .map(|(x, y)| (x - y).abs() / x.abs().max(1e-2))
+        .fold(0.0f32, f32::max)
+}
+
 #[test]
 fn looped_and_written_out_unit_products_train_the_same_weights() {
     let Some(gpu) = gpu() else { return };
-    // 16 hidden units: the written-out kernel is 4x smaller, so lavapipe compiles it fast.
-    let cfg = PpoConfig {
-        hidden: vec![16, 16],
-        ..small(4 * 128 * 2)
-    };
-    let mut out = Vec::new();
-    for unroll_units in [false, true] {
+    let [looped, written] = [false, true].map(|unroll_units| {
         let tuning = Tuning {
-            rows: Some(8),
             unroll_units,
             ..Tuning::default()
         };
-        let mut p = ResidentPpo::new(&gpu, &cfg, &[3], &tuning).unwrap();
-        p.run(2).unwrap();
-        out.push(p.params().unwrap().remove(0));
-    }
-    let worst = out[0]
-        .iter()
-        .zip(&out[1])
-        .map(|(a, b)| (a - b).abs() / a.abs().max(1e-2))
-        .fold(0.0f32, f32::max);
+        train_small(&gpu, &[3], 2, tuning).0
+    });
+    let worst = worst_relative(&looped, &written);
     assert!(worst < 1e-4, "weights differ by {worst} (relative)");
 }
 
 #[test]
 fn one_two_or_four_threads_per_unit_train_the_same_weights() {
     let Some(gpu) = gpu() else { return };
-    let cfg = PpoConfig {
-        hidden: vec![16, 16],
-        ..small(4 * 128 * 2)
-    };
     let train = |split: usize| {
         let tuning = Tuning {
-            rows: Some(8),
             split,
             ..Tuning::default()
         };
-        let mut p = ResidentPpo::new(&gpu, &cfg, &[3, 4], &tuning).unwrap();
-        p.run(2).unwrap();
-        (p.params().unwrap(), p.metrics().unwrap())
+        train_small(&gpu, &[3, 4], 2, tuning)
     };
     let (one, m1) = train(1);
     for split in [2, 4] {
         let (w, m) = train(split);
-        for (a, b) in one.iter().zip(&w) {
-            let worst = a
-                .iter()
-                .zip(b)
-                .map(|(x, y)| (x - y).abs() / x.abs().max(1e-2))
-                .fold(0.0f32, f32::max);
-            assert!(
-                worst < 1e-4,
-                "split {split}: weights differ by {worst} (relative)"
-            );
-        }
+        let worst = worst_relative(&one, &w);
+        assert!(
+            worst < 1e-4,
+            "split {split}: weights differ by {worst} (relative)"
+        );
         // The rollouts saw the same episodes (the policies differ in the last bits).
         for (a, b) in m1.iter().zip(&m) {
             assert_eq!(a[0].episodes, b[0].episodes, "split {split}");
@@ -439,7 +445,7 @@ fn one_two_or_four_threads_per_unit_train_the_same_weights() {
     // A split the hidden units cannot take is an error that names it.
     let err = ResidentPpo::new(
         &gpu,
-        &cfg,
+        &small(512),
         &[3],
         &Tuning {
             split: 3,
