@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Issue 28 on a GPU machine, in one call: every kernel layout of the device PPO timed on
-# 1 and 1,024 CartPole runs (examples/sweep.rs, 200 iterations each), then the fastest
-# layout of each run count trained for 500k steps per seed beside PureJaxRL
-# (bench/gpu/run_gpu.sh), and `rlrig probe`'s host<->device copy rates.
+# Issue 28 on a GPU machine, in one call: the device PPO's kernel layouts (the sweep
+# example's list, or LAYOUTS) timed on 1 and MANY (1,024) CartPole runs, 200 iterations
+# each plus a per-kernel GPU profile, then the fastest layout of each run count trained
+# for 500k steps per seed beside PureJaxRL (bench/gpu/run_gpu.sh), and `rlrig probe`'s
+# host<->device copy rates.
 #
 #   RLRIG=path/to/rlrig SWEEP=path/to/sweep OUT=dir bash bench/gpu/run_layouts.sh
 #
