@@ -149,8 +149,9 @@ impl DqnConfig {
             }
             // dqn.yml gives LunarLander-v2 and Acrobot-v1 the same settings, 1e5 steps
             // each (LunarLander: 154 +- 79 in the zoo's benchmark, not solved); rlrig
-            // trains LunarLander for 5e5: greedy >= 200 in 4 of 5 seeds (213 +- 63, 95 %
-            // interval), where 2e5 gave 1 of 4 (BENCHMARKS.md "DQN LunarLander").
+            // trains LunarLander for 5e5: greedy >= 200 in 4 of 5 seeds on Box2D 2.3.1
+            // (213 +- 63, 95 % interval), 2 of 5 on pybox2d's 2.3.0, the reference's
+            // (103 +- 281; BENCHMARKS.md "DQN LunarLander"); 2e5 gave 1 of 4.
             "LunarLander-v3" | "Acrobot-v1" => {
                 c = c.zoo_tuned();
                 c.learning_rate = 6.3e-4;
