@@ -360,18 +360,14 @@ impl std::str::FromStr for Tuning {
                  if wanted, e.g. 4x16, 2x8u or 1x8wf)"
             )
         };
-        let (body, fused) = match text.strip_suffix('f') {
-            Some(b) => (b, true),
-            None => (text, false),
+        // The flags, last first: `f`, then `w`, then `u`.
+        let mut body = text;
+        let mut flag = |c: char| {
+            let found = body.strip_suffix(c);
+            body = found.unwrap_or(body);
+            found.is_some()
         };
-        let (body, shared_weights) = match body.strip_suffix('w') {
-            Some(b) => (b, true),
-            None => (body, false),
-        };
-        let (body, unroll_units) = match body.strip_suffix('u') {
-            Some(b) => (b, true),
-            None => (body, false),
-        };
+        let (fused, shared_weights, unroll_units) = (flag('f'), flag('w'), flag('u'));
         let (split, rows) = body.split_once('x').ok_or_else(|| bad("no 'x'"))?;
         let split: usize = split
             .parse()

@@ -88,13 +88,10 @@ pub fn load_checkpoint(json_path: &Path) -> Result<Checkpoint, LearnError> {
 /// [`load_checkpoint`] of a run of one of `algos`. Checkpoints from before the family
 /// label was kept say "ppo" for a2c and impala runs too.
 fn load_checkpoint_of(json_path: &Path, algos: &[&str]) -> Result<Checkpoint, LearnError> {
-    let (mut meta, wpath, bytes) =
+    let (meta, wpath, bytes) =
         read_checkpoint(json_path, algos, "checkpoint", |m: &CheckpointMeta| {
             (m.format, &m.weights, m.weights_crc32c)
         })?;
-    if let Some(f) = Family::of(&meta.algo) {
-        meta.config.algo = f;
-    }
     let st = safetensors_at(&bytes, &wpath)?;
     let get = |name: &str| tensor_of_len(&st, &wpath, name, meta.num_params);
     Ok(Checkpoint {
