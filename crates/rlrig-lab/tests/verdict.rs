@@ -201,14 +201,8 @@ fn the_trace_is_chrome_json_with_the_stage_spans() {
     let dir = std::env::temp_dir().join(format!("rlrig-trace-{}", std::process::id()));
     let trace = dir.join("trace.json");
     let opts = rlrig_learn::driver::TrainOptions {
-        run_dir: dir.join("run"),
-        threads: 1,
-        resume: false,
-        eval_episodes: 1,
         trace: Some(trace.clone()),
-        trace_iterations: rlrig_learn::trace::DEFAULT_KEEP,
-        device: None,
-        stop: Default::default(),
+        ..rlrig_learn::driver::TrainOptions::new(dir.join("run"), 1, false, 1, Default::default())
     };
     let s = rlrig_learn::driver::train::<rlrig_learn::ppo::Ppo>(cfg(4, 128, 4096), &opts, |_| {})
         .unwrap();

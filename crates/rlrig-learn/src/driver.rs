@@ -8,13 +8,15 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::LearnError;
-use crate::backend::BackendMaker;
+use crate::backend::{BackendMaker, Native};
+use crate::collective::Collective;
 use crate::eval::{Episodes, EvalSummary};
 use crate::run::{MetricsCsv, RunDir, TensorBoard, write_atomic};
 use crate::stop::{Stop, StopFlag};
@@ -34,6 +36,10 @@ pub struct TrainOptions {
     /// Raised to stop early (Ctrl-C, SIGTERM): the driver finishes the iteration in
     /// progress, writes a checkpoint and returns with `interrupted` set.
     pub stop: StopFlag,
+    /// The ranks of an MPI run (every rank computes the same run and shares its work,
+    /// see [`Algorithm::join`]); rank 0 writes the run directory, a stop any rank gets
+    /// stops every rank after the same iteration. `None`: one process.
+    pub collective: Option<Arc<dyn Collective>>,
 }
 
 impl TrainOptions {
@@ -54,6 +60,7 @@ impl TrainOptions {
             trace_iterations: crate::trace::DEFAULT_KEEP,
             device: None,
             stop,
+            collective: None,
         }
     }
 }
@@ -160,17 +167,16 @@ pub trait Algorithm: Sized {
     /// learner that evaluates in its iterations.
     fn evaluate(&self, episodes: usize, seed: u64) -> Option<Episodes>;
 
-    /// The stop every process of the run agrees on (MPI ranks stop together).
-    fn agree_stop(&self, local: Option<Stop>) -> Option<Stop> {
-        local
-    }
     /// Whether a checkpoint now would hold everything (no rollout in flight).
     fn quiescent(&self) -> bool {
         true
     }
-    /// Whether this process writes the run directory (rank 0 of an MPI run).
-    fn writes(&self) -> bool {
-        true
+    /// Shares the work with the other ranks of `c` (an MPI run) so that the result
+    /// stays the one-process run's, bit for bit. By default the native CPU path on
+    /// `threads` threads splits each backward pass's row chunks over the ranks
+    /// ([`Native::collective`]); ES/GA split a generation's members instead.
+    fn join(&mut self, c: Arc<dyn Collective>, threads: usize) -> Result<(), LearnError> {
+        self.set_backend(&Native::ranks_maker(threads, c))
     }
     /// The stats the progress display and summary show after `s`, given the last ones.
     fn carry(_last: &Self::Stats, s: &Self::Stats) -> Self::Stats {
@@ -330,17 +336,6 @@ fn write_eval<T: Serialize>(dir: &RunDir, eval: &T) -> Result<(), LearnError> {
 pub fn train<A: Algorithm>(
     cfg: A::Config,
     opts: &TrainOptions,
-    progress: impl FnMut(&Report<'_, A>),
-) -> Result<Finished<A>, LearnError> {
-    train_with(cfg, opts, |_| {}, progress)
-}
-
-/// [`train`], with `setup` applied to the new learner before it resumes (ES/GA join
-/// their MPI ranks there).
-pub fn train_with<A: Algorithm>(
-    cfg: A::Config,
-    opts: &TrainOptions,
-    setup: impl FnOnce(&mut A),
     mut progress: impl FnMut(&Report<'_, A>),
 ) -> Result<Finished<A>, LearnError> {
     let shape = A::shape(&cfg);
@@ -354,16 +349,25 @@ pub fn train_with<A: Algorithm>(
     let eval_seed = shape.seed + crate::EVAL_SEED_OFFSET;
     let dir = run_dir_for(opts)?;
     let mut alg = A::build(cfg.clone(), opts.threads)?;
-    setup(&mut alg);
     let resumed_from = resume(&mut alg, &dir, opts, &cfg)?.then(|| alg.clock());
     if let Some(maker) = &opts.device {
         alg.set_backend(maker)?;
     }
-    if opts.trace.is_some() {
+    // Only the writing process (rank 0, or the one process) has the files.
+    let writes = opts.collective.as_ref().is_none_or(|c| c.rank() == 0);
+    if let Some(c) = &opts.collective {
+        if opts.device.is_some() {
+            return Err(LearnError::Config(
+                "MPI ranks share the native CPU path's work: run under mpirun with --device cpu"
+                    .into(),
+            ));
+        }
+        alg.join(c.clone(), opts.threads)?;
+    }
+    if opts.trace.is_some() && writes {
         alg.enable_trace(opts.trace_iterations);
     }
-    // Only the writing process (rank 0, or the one process) has the files.
-    let mut files = if alg.writes() {
+    let mut files = if writes {
         dir.write_config_of(algo, alg.config())?;
         Some((
             MetricsCsv::open_with(&dir.path, A::METRICS_HEADER, alg.position())?,
@@ -378,7 +382,14 @@ pub fn train_with<A: Algorithm>(
     let mut last = A::Stats::default();
     let mut last_ckpt = alg.clock();
     let mut interrupted = None;
-    let stop = || opts.stop.requested().is_some();
+    // Under MPI, a learner asks about stops only through the last agreed one, so that
+    // every rank takes the same branches (a replay learner stops within an iteration
+    // for a stop of its own process only; ranks stop after one).
+    let agreed_stop = std::cell::Cell::new(None);
+    let stop = || match &opts.collective {
+        None => opts.stop.requested().is_some(),
+        Some(_) => agreed_stop.get().is_some(),
+    };
     while !alg.done() {
         let t0 = Instant::now();
         let before = alg.mark();
@@ -388,11 +399,15 @@ pub fn train_with<A: Algorithm>(
             checkpoint_every: every,
         };
         let Some(s) = alg.iterate(&turn) else {
-            interrupted = opts.stop.requested();
+            interrupted = agreed_stop.get().or(opts.stop.requested());
             break;
         };
         // Every rank learns of a stop any rank got, after the same iteration.
-        let agreed = alg.agree_stop(opts.stop.requested());
+        let agreed = match &opts.collective {
+            None => opts.stop.requested(),
+            Some(c) => crate::collective::agree_stop(c.as_ref(), opts.stop.requested()),
+        };
+        agreed_stop.set(agreed);
         let r = alg.record(&s, &before, t0.elapsed().as_secs_f64());
         if let Some((csv, tb)) = files.as_mut() {
             csv.push(r.row)?;
@@ -412,12 +427,15 @@ pub fn train_with<A: Algorithm>(
         if interrupted.is_some() {
             break;
         }
-        if every > 0 && alg.clock() - last_ckpt >= every && !alg.done() && alg.writes() {
-            alg.checkpoint(&dir)?;
+        if every > 0 && alg.clock() - last_ckpt >= every && !alg.done() {
+            if writes {
+                alg.checkpoint(&dir)?;
+            }
+            // Every rank keeps the clock: PPO plans its prefetching by it.
             last_ckpt = alg.clock();
         }
     }
-    if alg.writes() {
+    if writes {
         alg.checkpoint(&dir)?;
     }
     let wall = start.elapsed().as_secs_f64();
@@ -426,7 +444,7 @@ pub fn train_with<A: Algorithm>(
     let mut eval = None;
     if interrupted.is_none() {
         if A::EVALUATES_IN_ITERATIONS {
-            if alg.writes() {
+            if writes {
                 write_eval(&dir, &last)?;
             }
         } else if opts.eval_episodes > 0 {
@@ -435,7 +453,7 @@ pub fn train_with<A: Algorithm>(
                 .map(|e| EvalSummary::of(&e, eval_seed));
         }
     }
-    if let (true, Some(e)) = (alg.writes(), &eval) {
+    if let (true, Some(e)) = (writes, &eval) {
         write_eval(&dir, e)?;
     }
     Ok(Finished {

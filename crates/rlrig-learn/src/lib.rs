@@ -94,6 +94,7 @@ pub use error::LearnError;
 pub mod alphazero;
 pub mod backend;
 pub mod buffer;
+pub mod collective;
 pub mod collector;
 pub mod conv;
 pub mod dist;

@@ -1,10 +1,13 @@
-//! MPI for `rlrig train es|ga`: when the binary is started by `mpirun` (and built with
-//! `--features mpi`), the ranks split each generation's members and gather fitness
-//! (see `rlrig_learn::evolution::Collective`). The same binary runs without MPI when
-//! not started by mpirun.
+//! MPI for `rlrig train`: when the binary is started by `mpirun` (and built with
+//! `--features mpi`), the ranks share the run (see `rlrig_learn::collective`): ES/GA
+//! split each generation's members, PPO, A2C, IMPALA, DQN and DDPG/TD3/SAC each
+//! backward pass's row chunks. The same binary runs without MPI when not started by
+//! mpirun.
+
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use rlrig_learn::evolution::Collective;
+use rlrig_learn::collective::Collective;
 
 /// Whether this process was started by an MPI launcher (Open MPI, MPICH/Hydra, PMIx).
 pub fn under_mpirun() -> bool {
@@ -58,12 +61,19 @@ impl Collective for World {
         world.all_gather_into(local, &mut out[..]);
         out
     }
+    fn allgather_f32(&self, local: &[f32]) -> Vec<f32> {
+        use mpi::traits::CommunicatorCollectives;
+        let world = mpi::topology::SimpleCommunicator::world();
+        let mut out = vec![0.0f32; local.len() * self.size];
+        world.all_gather_into(local, &mut out[..]);
+        out
+    }
 }
 
 /// Starts MPI when launched by mpirun and checks that every rank runs the same binary
 /// and config; `None` when not under mpirun. The collective is returned separately so
 /// the caller can hand it to the trainer while `Mpi` keeps MPI alive.
-pub fn start(fingerprint: u64) -> Result<Option<(Mpi, Box<dyn Collective>)>> {
+pub fn start(fingerprint: u64) -> Result<Option<(Mpi, Arc<dyn Collective>)>> {
     if !under_mpirun() {
         return Ok(None);
     }
@@ -97,7 +107,47 @@ pub fn start(fingerprint: u64) -> Result<Option<(Mpi, Box<dyn Collective>)>> {
                 rank,
                 size,
             },
-            Box::new(c),
+            Arc::new(c),
         )))
+    }
+}
+
+/// This process's place in the run: the MPI guard (kept alive for the run), the
+/// collective the driver shares the work over, this rank and the rank count; one
+/// process of one rank when not under mpirun.
+pub struct Ranks {
+    pub _mpi: Option<Mpi>,
+    pub collective: Option<Arc<dyn Collective>>,
+    pub rank: usize,
+    pub size: usize,
+}
+
+/// Joins the ranks of an MPI run of the run whose resolved config is `config_json`
+/// (every rank must have the same, and the same binary), or stays one process.
+pub fn ranks(config_json: &str) -> Result<Ranks> {
+    Ok(match start(fingerprint(config_json))? {
+        None => Ranks {
+            _mpi: None,
+            collective: None,
+            rank: 0,
+            size: 1,
+        },
+        Some((m, c)) => Ranks {
+            rank: m.rank,
+            size: m.size,
+            _mpi: Some(m),
+            collective: Some(c),
+        },
+    })
+}
+
+impl Ranks {
+    /// What runs the networks, with the rank count of an MPI run (`cpu x 2 ranks`).
+    pub fn device(&self, device: &str) -> String {
+        if self.size > 1 {
+            format!("{device} x {} ranks", self.size)
+        } else {
+            device.to_string()
+        }
     }
 }

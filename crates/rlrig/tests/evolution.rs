@@ -95,14 +95,7 @@ fn evolution_bad_input_is_a_clear_error() {
 #[cfg(feature = "mpi")]
 #[test]
 fn two_mpi_ranks_equal_one_process() {
-    let mpirun = |extra: &[&str]| {
-        std::process::Command::new("mpirun")
-            .args(["--allow-run-as-root", "--oversubscribe"])
-            .args(extra)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .expect("mpirun runs (scripts/test.sh installs Open MPI)")
-    };
+    use common::mpirun;
     let bin = env!("CARGO_BIN_EXE_rlrig");
     for (algo, extra) in [("es", vec![]), ("ga", vec!["--prune"])] {
         let (one, two) = (tmp(&format!("mpi1-{algo}")), tmp(&format!("mpi2-{algo}")));

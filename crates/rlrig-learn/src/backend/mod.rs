@@ -18,6 +18,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use crate::LearnError;
+use crate::collective::Collective;
 use crate::conv::{ConvCache, ConvNet};
 use crate::nn::{Mlp, MlpCache};
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
@@ -364,6 +365,50 @@ pub struct Native {
     pool: Option<Arc<Pool>>,
     /// [`NetLayout::min_chunk_rows`] of the layout: inference, training passes.
     min_rows: (usize, usize),
+    /// The ranks that share the backward passes' chunks (see [`Native::collective`]).
+    collective: Option<Arc<dyn Collective>>,
+}
+
+/// Whether chunk `c` is this rank's to compute: chunks go round-robin over the ranks.
+fn mine(collective: Option<&dyn Collective>, c: usize) -> bool {
+    collective.is_none_or(|r| c % r.size() == r.rank())
+}
+
+/// Gives every rank the pending chunk gradients the others computed: each rank sends
+/// its own chunks' gradients (over each pending range, in order), and copies the
+/// others' into their chunks. One collective call; ranks with fewer chunks pad.
+fn gather_pending(c: &dyn Collective, pending: &[(Range<usize>, usize)], chunks: &mut [Chunk]) {
+    let (rank, size) = (c.rank(), c.size());
+    if size < 2 || pending.is_empty() {
+        return;
+    }
+    let slots = |k: usize| k.div_ceil(size);
+    let per_rank: usize = pending.iter().map(|(r, k)| slots(*k) * r.len()).sum();
+    let mut local = Vec::with_capacity(per_rank);
+    for (r, k) in pending {
+        for j in 0..slots(*k) {
+            match chunks.get(rank + j * size).filter(|_| rank + j * size < *k) {
+                Some(chunk) => local.extend_from_slice(&chunk.grads[r.clone()]),
+                None => local.resize(local.len() + r.len(), 0.0),
+            }
+        }
+    }
+    let all = c.allgather_f32(&local);
+    for (q, theirs) in all.chunks_exact(per_rank).enumerate() {
+        if q == rank {
+            continue;
+        }
+        let mut at = 0;
+        for (r, k) in pending {
+            for j in 0..slots(*k) {
+                let ch = q + j * size;
+                if ch < *k {
+                    chunks[ch].grads[r.clone()].copy_from_slice(&theirs[at..at + r.len()]);
+                }
+                at += r.len();
+            }
+        }
+    }
 }
 
 /// Adds the pending chunk gradients that fall in `g` (the parameters from `at`).
@@ -466,6 +511,7 @@ impl Native {
             sumsq: Vec::new(),
             pool: None,
             min_rows: (layout.min_chunk_rows(false), layout.min_chunk_rows(true)),
+            collective: None,
         }
     }
 
@@ -531,7 +577,11 @@ impl Native {
             self.flush();
         }
         let (nets, params) = (&self.layout.nets, &self.params);
+        let ranks = self.collective.as_deref();
         for_each(self.pool.as_deref(), &mut self.chunks[..k], |c, chunk| {
+            if !mine(ranks, c) {
+                return; // another rank's: gathered before the gradients are added
+            }
             let r = chunk_rows(rows, k, c);
             for ((net, dout), range) in passes.iter().zip(&ranges) {
                 let od = nets[*net].output_dim();
@@ -553,12 +603,32 @@ impl Native {
         if self.pending.is_empty() {
             return;
         }
+        self.gather();
         let (pending, chunks) = (&self.pending, &self.chunks);
         let mut slices: Vec<&mut [f32]> = self.grads.chunks_mut(NORM_SLICE).collect();
         for_each(self.pool.as_deref(), &mut slices, |s, g| {
             add_pending(g, s * NORM_SLICE, pending, chunks);
         });
         self.pending.clear();
+    }
+
+    /// Every rank's pending chunk gradients, on every rank.
+    fn gather(&mut self) {
+        if let Some(c) = &self.collective {
+            gather_pending(c.as_ref(), &self.pending, &mut self.chunks);
+        }
+    }
+
+    /// Shares the backward passes with the other ranks of `c` (MPI data-parallel
+    /// training): chunk `i` of a pass's gradient is computed by rank `i % size` only, the
+    /// chunk gradients are gathered before they are added, and every rank adds them in
+    /// chunk order and takes the same step. The chunks are the ones a single process
+    /// splits a pass into, so the result equals a one-process run's, bit for bit, with
+    /// any number of ranks and threads. Every rank runs the forward passes whole (the
+    /// losses need every row's output) and must make the same calls.
+    pub fn collective(mut self, c: Arc<dyn Collective>) -> Native {
+        self.collective = Some(c);
+        self
     }
 
     /// Runs the chunks of each pass on the process's shared pool of `threads` threads
@@ -571,6 +641,15 @@ impl Native {
     /// The [`BackendMaker`] for the native path.
     pub fn maker() -> BackendMaker {
         Arc::new(|layout, params, opt| Ok(Box::new(Native::new(layout, params, opt))))
+    }
+
+    /// The [`BackendMaker`] of the native path on `threads` threads, sharing its
+    /// backward passes with the ranks of `c` ([`Native::collective`]).
+    pub fn ranks_maker(threads: usize, c: Arc<dyn Collective>) -> BackendMaker {
+        Arc::new(move |layout, params, opt| {
+            let n = Native::new(layout, params, opt).threads(threads)?;
+            Ok(Box::new(n.collective(c.clone())))
+        })
     }
 
     /// Makes sure `k` chunks exist with room for every network.
@@ -664,7 +743,14 @@ impl NetBackend for Native {
 
     fn grads(&self) -> Vec<f32> {
         let mut g = self.grads.clone();
-        add_pending(&mut g, 0, &self.pending, &self.chunks);
+        match &self.collective {
+            None => add_pending(&mut g, 0, &self.pending, &self.chunks),
+            Some(c) => {
+                let mut chunks = self.chunks.clone();
+                gather_pending(c.as_ref(), &self.pending, &mut chunks);
+                add_pending(&mut g, 0, &self.pending, &chunks);
+            }
+        }
         g
     }
 
@@ -672,6 +758,7 @@ impl NetBackend for Native {
         // Pass 1, per slice of parameters: the pending chunk gradients, then the slice's
         // squared norm. Pass 2: clip and the optimiser update. Slices are fixed, so the
         // norm and every parameter come out the same on any number of threads.
+        self.gather();
         let pool = self.pool.as_deref();
         let slices = self.grads.len().div_ceil(NORM_SLICE);
         self.sumsq.resize(slices, 0.0);

@@ -23,10 +23,22 @@ fn noise(n: usize, stream: u64) -> Vec<f32> {
 /// A few training steps on `rows`-row batches (uneven chunks for 200), with target
 /// passes and input gradients: everything a learner asks of the backend.
 fn train(threads: usize, rows: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    train_on_rank(threads, rows, None)
+}
+
+/// [`train`] as one rank of `ranks`.
+fn train_on_rank(
+    threads: usize,
+    rows: usize,
+    ranks: Option<crate::collective::LocalRanks>,
+) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let lay = layout();
     let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
         .threads(threads)
         .unwrap();
+    if let Some(c) = ranks {
+        b = b.collective(Arc::new(c));
+    }
     b.init_target();
     let mut seen = Vec::new();
     for it in 0..4u64 {
@@ -56,6 +68,34 @@ fn any_thread_count_gives_the_same_bits() {
                 one == train(threads, rows),
                 "rows {rows}, {threads} threads"
             );
+        }
+    }
+}
+
+/// Ranks that split each backward pass's chunks (MPI data-parallel) end with the bits
+/// of one process, whatever the rank and thread counts; every chunk has one owner.
+#[test]
+fn any_rank_count_gives_the_same_bits() {
+    for rows in [5, 200, 1100] {
+        let one = train(1, rows);
+        for (size, threads) in [(2, 1), (3, 2)] {
+            let handles: Vec<_> = crate::collective::LocalRanks::new(size)
+                .into_iter()
+                .map(|c| std::thread::spawn(move || train_on_rank(threads, rows, Some(c))))
+                .collect();
+            for (rank, h) in handles.into_iter().enumerate() {
+                assert!(
+                    one == h.join().unwrap(),
+                    "rows {rows}, rank {rank} of {size}"
+                );
+            }
+        }
+    }
+    for size in 1..5 {
+        let ranks = crate::collective::LocalRanks::new(size);
+        for c in 0..MAX_CHUNKS {
+            let owners = ranks.iter().filter(|r| mine(Some(*r), c)).count();
+            assert_eq!(owners, 1, "chunk {c} of {size} ranks");
         }
     }
 }

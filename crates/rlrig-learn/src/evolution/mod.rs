@@ -10,6 +10,7 @@
 //! bit-identical for any thread count.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use rlrig_env::{ActionBuf, Purpose, Rng, Space};
@@ -28,16 +29,9 @@ pub use config::*;
 pub use policy::*;
 pub use run::*;
 
-/// Combines the work of several processes (MPI ranks). Every rank runs the same
-/// generation; member `i` is evaluated by rank `i % size`, and the fitness vectors are
-/// gathered so that every rank makes the same update. Results therefore equal a
-/// single-process run's, bit for bit.
-pub trait Collective: Send + Sync {
-    fn rank(&self) -> usize;
-    fn size(&self) -> usize;
-    /// Every rank's `local` (the same length on all), concatenated in rank order.
-    fn allgather(&self, local: &[f64]) -> Vec<f64>;
-}
+/// The ranks of an MPI run: member `i` is evaluated by rank `i % size`, and the fitness
+/// vectors are gathered so that every rank makes the same update.
+pub use crate::collective::Collective;
 
 /// The env seed of one member's episodes: a mix of (run seed, generation, member).
 pub fn episode_seed(seed: u64, generation: u64, member: u64) -> u64 {
@@ -100,7 +94,7 @@ pub struct Evolution {
     pub generation: u64,
     pub episodes: u64,
     pool: rayon::ThreadPool,
-    collective: Option<Box<dyn Collective>>,
+    collective: Option<Arc<dyn Collective>>,
 }
 
 impl Evolution {
@@ -150,7 +144,7 @@ impl Evolution {
     }
 
     /// Spreads member evaluations over the ranks of `c` (see [`Collective`]).
-    pub fn set_collective(&mut self, c: Box<dyn Collective>) {
+    pub fn set_collective(&mut self, c: Arc<dyn Collective>) {
         self.collective = Some(c);
     }
 
@@ -199,23 +193,6 @@ impl Evolution {
                 (0..count).map(|i| all[(i % size) * count + i]).collect()
             }
         }
-    }
-
-    /// The stop every rank agrees on, given this rank's: without MPI ranks, `local`;
-    /// with them, the first stop any rank got (by signal number, the same on every
-    /// rank), so all ranks stop after the same generation and checkpoint the same state.
-    /// A collective call: every rank makes it once per generation.
-    pub fn agree_stop(&self, local: Option<crate::stop::Stop>) -> Option<crate::stop::Stop> {
-        let Some(c) = &self.collective else {
-            return local;
-        };
-        let mine = local.map_or(0.0, |s| s.signal() as f64);
-        c.allgather(&[mine])
-            .into_iter()
-            .filter(|&x| x > 0.0)
-            .map(|x| x as usize)
-            .min()
-            .and_then(crate::stop::Stop::from_signal)
     }
 
     /// One generation.

@@ -116,10 +116,13 @@ impl crate::driver::Algorithm for Evolution {
                 .episodes(&c.env, &c.env_args, &self.best_params(), episodes, seed),
         )
     }
-    fn agree_stop(&self, local: Option<crate::stop::Stop>) -> Option<crate::stop::Stop> {
-        Evolution::agree_stop(self, local)
-    }
-    fn writes(&self) -> bool {
-        self.collective.as_ref().is_none_or(|c| c.rank() == 0)
+    /// Members split over the ranks ([`Evolution::set_collective`]).
+    fn join(
+        &mut self,
+        c: std::sync::Arc<dyn crate::collective::Collective>,
+        _threads: usize,
+    ) -> Result<(), LearnError> {
+        self.set_collective(c);
+        Ok(())
     }
 }

@@ -115,27 +115,6 @@ fn restore_continues_bit_for_bit() {
 /// history as one process.
 #[test]
 fn ranks_split_members_and_agree_with_one_process() {
-    use std::sync::{Arc, Barrier, Mutex};
-    struct Fake {
-        rank: usize,
-        board: Arc<Mutex<Vec<Vec<f64>>>>,
-        barrier: Arc<Barrier>,
-    }
-    impl Collective for Fake {
-        fn rank(&self) -> usize {
-            self.rank
-        }
-        fn size(&self) -> usize {
-            2
-        }
-        fn allgather(&self, local: &[f64]) -> Vec<f64> {
-            self.board.lock().unwrap()[self.rank] = local.to_vec();
-            self.barrier.wait();
-            let all = self.board.lock().unwrap().concat();
-            self.barrier.wait();
-            all
-        }
-    }
     for method in [Method::Es, Method::Ga] {
         let cfg = EvoConfig {
             population: 10,
@@ -144,7 +123,7 @@ fn ranks_split_members_and_agree_with_one_process() {
             generations: 3,
             ..EvoConfig::for_env(method, "CartPole-v1")
         };
-        let run = move |c: Option<Box<dyn Collective>>| {
+        let run = move |c: Option<std::sync::Arc<dyn Collective>>| {
             let mut e = Evolution::new(cfg.clone(), 1).unwrap();
             if let Some(c) = c {
                 e.set_collective(c);
@@ -153,17 +132,11 @@ fn ranks_split_members_and_agree_with_one_process() {
             (format!("{s:?}"), e.best_params())
         };
         let single = run(None);
-        let board = Arc::new(Mutex::new(vec![Vec::new(), Vec::new()]));
-        let barrier = Arc::new(Barrier::new(2));
-        let handles: Vec<_> = (0..2)
-            .map(|rank| {
-                let c = Fake {
-                    rank,
-                    board: board.clone(),
-                    barrier: barrier.clone(),
-                };
+        let handles: Vec<_> = crate::collective::LocalRanks::new(2)
+            .into_iter()
+            .map(|c| {
                 let run = run.clone();
-                std::thread::spawn(move || run(Some(Box::new(c))))
+                std::thread::spawn(move || run(Some(std::sync::Arc::new(c))))
             })
             .collect();
         for h in handles {

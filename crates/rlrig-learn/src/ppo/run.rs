@@ -176,6 +176,20 @@ impl Algorithm for Ppo {
     fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         Ppo::set_backend(self, maker)
     }
+    /// The update's backward passes split over the ranks; asynchronous actors are
+    /// refused (their rollouts differ from rank to rank, so the ranks' updates would).
+    fn join(
+        &mut self,
+        c: std::sync::Arc<dyn crate::collective::Collective>,
+        threads: usize,
+    ) -> Result<(), LearnError> {
+        if let Collection::Async { .. } = self.cfg.collection() {
+            return Err(LearnError::Config(
+                "asynchronous actors (actors > 0) are not reproducible, so MPI ranks cannot share their updates: run IMPALA's deterministic schedule (actors = 0) under mpirun".into(),
+            ));
+        }
+        self.set_backend(&crate::backend::Native::ranks_maker(threads, c))
+    }
     fn done(&self) -> bool {
         Ppo::done(self)
     }

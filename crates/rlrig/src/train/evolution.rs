@@ -71,31 +71,23 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
     cfg.validate().map_err(|e| anyhow::anyhow!("config: {e}"))?;
     let name = if method == Method::Es { "es" } else { "ga" };
     let run_dir = run_dir_for(&a.run.run_dir, &cfg.env, name, cfg.seed);
-    let opts = TrainOptions::new(
-        run_dir.clone(),
-        a.threads,
-        a.run.resume,
-        a.eval_episodes,
-        stop_on_signals()?,
-    );
-    let fp = crate::mpi_support::fingerprint(&serde_json::to_string(&cfg)?);
-    let mpi = crate::mpi_support::start(fp)?;
-    let (ranks, rank) = mpi.as_ref().map_or((1, 0), |(m, _)| (m.size, m.rank));
-    let (_mpi_guard, collective) = match mpi {
-        Some((m, c)) => (Some(m), Some(c)),
-        None => (None, None),
+    let ranks = crate::mpi_support::ranks(&serde_json::to_string(&cfg)?)?;
+    let (rank, size) = (ranks.rank, ranks.size);
+    let opts = TrainOptions {
+        collective: ranks.collective.clone(),
+        ..TrainOptions::new(
+            run_dir.clone(),
+            a.threads,
+            a.run.resume,
+            a.eval_episodes,
+            stop_on_signals()?,
+        )
     };
     // Rank 0 reports; the others work quietly.
     let bar = progress_bar(a.run.quiet || rank != 0, cfg.generations);
-    let setup = |e: &mut rlrig_learn::evolution::Evolution| {
-        if let Some(c) = collective {
-            e.set_collective(c);
-        }
-    };
-    let summary = driver::train_with(
+    let summary = driver::train(
         cfg,
         &opts,
-        setup,
         |r: &rlrig_learn::driver::Report<'_, rlrig_learn::evolution::Evolution>| {
             let (s, gps) = (r.stats, r.rate);
             bar.set_position(s.generation);
@@ -121,7 +113,7 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
     }
     let c = &summary.alg.cfg;
     outln!(
-        "{} {name}{}: {} generations of {} members x {} episodes in {:.2} s ({:.2} s per generation, {} threads x {ranks} ranks); last generation: best {:.1}, mean {:.1}",
+        "{} {name}{}: {} generations of {} members x {} episodes in {:.2} s ({:.2} s per generation, {} threads x {size} ranks); last generation: best {:.1}, mean {:.1}",
         c.env,
         if c.prune { " (pruning)" } else { "" },
         summary.work,

@@ -25,8 +25,8 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
         );
     }
     let run_dir = run_dir_for(&a.run.run_dir, shape.env, algo, shape.seed);
-    let (opts, cpu, gpu) = cpu_run(&a, &run_dir)?;
-    let bar = progress_bar(a.run.quiet, total);
+    let (opts, cpu, gpu, ranks) = cpu_run(&a, &run_dir, &serde_json::to_string(&cfg)?)?;
+    let bar = progress_bar(a.run.quiet || ranks.rank != 0, total);
     let summary = driver::train::<R>(cfg, &opts, |p| {
         bar.set_position(p.stats.global_step);
         bar.set_message(format!(
@@ -35,6 +35,9 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
         ));
     })?;
     bar.finish_and_clear();
+    if ranks.rank != 0 {
+        return Ok(summary.interrupted);
+    }
     if let Some(step) = summary.resumed_from {
         outln!("resumed from step {step}");
     }
@@ -44,7 +47,7 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
         "{} {} on {}: {steps} steps, {} updates in {:.2} s ({:.0} steps/s, {:.0} updates/s); {}",
         shape.env,
         algo,
-        r.device(),
+        ranks.device(&r.device()),
         r.updates(),
         summary.wall,
         steps as f64 / summary.wall,
@@ -130,8 +133,9 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
         );
     }
     let run_dir = run_dir_for(&a.run.run_dir, &cfg.env, label, cfg.seed);
-    let (opts, cpu, gpu) = cpu_run(&a, &run_dir)?;
+    let (opts, cpu, gpu, ranks) = cpu_run(&a, &run_dir, &serde_json::to_string(&cfg)?)?;
     let metrics = match &a.metrics_addr {
+        _ if ranks.rank != 0 => None,
         None => None,
         Some(addr) => {
             let addr = rlrig_lab::metrics::parse_addr(addr)?;
@@ -143,7 +147,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     };
     let labels = format!("env=\"{}\",algo=\"{label}\"", cfg.env);
     let total = cfg.num_iterations() * cfg.batch_size() as u64;
-    let bar = progress_bar(a.run.quiet, total);
+    let bar = progress_bar(a.run.quiet || ranks.rank != 0, total);
     let summary = driver::train::<Ppo>(cfg, &opts, |p| {
         bar.set_position(p.stats.global_step);
         bar.set_message(format!(
@@ -160,6 +164,9 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
         }
     })?;
     bar.finish_and_clear();
+    if ranks.rank != 0 {
+        return Ok(summary.interrupted);
+    }
     if let Some(step) = summary.resumed_from {
         outln!("resumed from step {step}");
     }
@@ -185,7 +192,7 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     outln!(
         "{} {label} on {}: {steps} steps in {:.2} s ({:.0} steps/s); {}",
         ppo.cfg.env,
-        ppo.device(),
+        ranks.device(&ppo.device()),
         summary.wall,
         steps as f64 / summary.wall,
         eval_line(&summary.eval, "", summary.interrupted.is_some())
@@ -215,16 +222,22 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
 }
 
 /// The options of a run of `a` in `run_dir` (the replay learners refuse --trace
-/// before this), and the CPU and GPU samplers its summary reports from.
+/// before this), the CPU and GPU samplers its summary reports from, and the MPI ranks
+/// it joins when started by mpirun (`config_json`: the resolved config, which every
+/// rank must share).
 fn cpu_run(
     a: &PpoArgs,
     run_dir: &std::path::Path,
+    config_json: &str,
 ) -> Result<(
     TrainOptions,
     rlrig_lab::verdict::CpuSampler,
     rlrig_lab::probe::GpuSampler,
+    crate::mpi_support::Ranks,
 )> {
+    let ranks = crate::mpi_support::ranks(config_json)?;
     let opts = TrainOptions {
+        collective: ranks.collective.clone(),
         trace: a.trace.clone(),
         trace_iterations: a.trace_iterations,
         device: device_maker(a.device)?,
@@ -240,5 +253,5 @@ fn cpu_run(
         rlrig_lab::probe::Roots::default(),
         std::time::Duration::from_millis(200),
     );
-    Ok((opts, rlrig_lab::verdict::CpuSampler::start(), gpu))
+    Ok((opts, rlrig_lab::verdict::CpuSampler::start(), gpu, ranks))
 }

@@ -235,6 +235,10 @@ pub struct PpoArgs {
     /// both (results do not depend on it: batches are split into chunks whose count
     /// depends on the rows only, and summed in order). Idle workers spin briefly
     /// before sleeping; set RLRIG_SPIN_US=0 on a machine shared with other work.
+    /// Under `mpirun -n K` (built with `--features mpi`) the K ranks, each with its own
+    /// --threads, split every backward pass's chunks and gather them: the same bits
+    /// as one process (rank 0 writes the run directory; asynchronous IMPALA actors and
+    /// devices other than cpu are refused).
     #[arg(long, default_value_t = default_threads())]
     pub(crate) threads: usize,
     /// Where the networks run: `cpu` (the native path, fastest for small networks),

@@ -253,3 +253,13 @@ pub fn wgpu_adapter<T, E: std::fmt::Display>(open: Result<T, E>) -> Option<T> {
         }
     }
 }
+
+/// `mpirun ARGS` (as root where CI runs, more ranks than cores allowed), no stdin.
+pub fn mpirun(args: &[&str]) -> Output {
+    Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("mpirun runs (scripts/test.sh installs Open MPI)")
+}

@@ -1,0 +1,129 @@
+//! Several processes (MPI ranks) working on one run. The learners stay deterministic:
+//! work is split by a rule that depends on the run's shape and the rank count only,
+//! and what the ranks computed is gathered whole, so that every rank adds it up in the
+//! same fixed order as a single process would. Results equal a one-process run's, bit
+//! for bit, with any number of ranks.
+//!
+//! ES/GA split each generation's members over the ranks
+//! ([`crate::evolution::Evolution::set_collective`]); PPO, A2C, IMPALA (synchronous),
+//! DQN and DDPG/TD3/SAC split each training pass's row chunks
+//! ([`crate::backend::Native::collective`]).
+
+use std::sync::{Arc, Barrier, Mutex};
+
+use crate::stop::Stop;
+
+/// The ranks of a run. Every rank makes the same collective calls in the same order.
+pub trait Collective: Send + Sync {
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// Every rank's `local` (the same length on all), concatenated in rank order.
+    fn allgather(&self, local: &[f64]) -> Vec<f64>;
+    /// [`Collective::allgather`] of `f32`s: gradients. The default goes through `f64`
+    /// (exact: every `f32` is an `f64`); MPI sends them as they are.
+    fn allgather_f32(&self, local: &[f32]) -> Vec<f32> {
+        let wide: Vec<f64> = local.iter().map(|&x| f64::from(x)).collect();
+        self.allgather(&wide)
+            .into_iter()
+            .map(|x| x as f32)
+            .collect()
+    }
+}
+
+/// The stop every rank agrees on, given this rank's: the first stop any rank got (by
+/// signal number, the same on every rank), so that all ranks stop after the same
+/// iteration and checkpoint the same state. A collective call.
+pub fn agree_stop(c: &dyn Collective, local: Option<Stop>) -> Option<Stop> {
+    let mine = local.map_or(0.0, |s| s.signal() as f64);
+    c.allgather(&[mine])
+        .into_iter()
+        .filter(|&x| x > 0.0)
+        .map(|x| x as usize)
+        .min()
+        .and_then(Stop::from_signal)
+}
+
+/// Ranks as threads of one process, exchanging through shared memory: what the tests
+/// check the data-parallel rules with, without MPI. [`LocalRanks::new`] makes one
+/// handle per rank; each thread takes one.
+pub struct LocalRanks {
+    rank: usize,
+    size: usize,
+    board: Arc<Mutex<Vec<Vec<f64>>>>,
+    barrier: Arc<Barrier>,
+}
+
+impl LocalRanks {
+    /// Handles for `size` ranks, in rank order.
+    pub fn new(size: usize) -> Vec<LocalRanks> {
+        let board = Arc::new(Mutex::new(vec![Vec::new(); size]));
+        let barrier = Arc::new(Barrier::new(size));
+        (0..size)
+            .map(|rank| LocalRanks {
+                rank,
+                size,
+                board: board.clone(),
+                barrier: barrier.clone(),
+            })
+            .collect()
+    }
+}
+
+impl Collective for LocalRanks {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn allgather(&self, local: &[f64]) -> Vec<f64> {
+        let lock = || self.board.lock().unwrap_or_else(|e| e.into_inner());
+        lock()[self.rank] = local.to_vec();
+        self.barrier.wait();
+        let all = lock().concat();
+        // Nobody writes the next round before everyone has read this one.
+        self.barrier.wait();
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_ranks_gather_in_rank_order() {
+        let handles: Vec<_> = LocalRanks::new(3)
+            .into_iter()
+            .map(|c| {
+                std::thread::spawn(move || {
+                    let r = c.rank() as f32;
+                    let a = c.allgather_f32(&[r, r + 0.5]);
+                    let b = c.allgather(&[10.0 * r as f64]);
+                    (c.size(), a, b)
+                })
+            })
+            .collect();
+        for h in handles {
+            let (size, a, b) = h.join().unwrap();
+            assert_eq!(size, 3);
+            assert_eq!(a, vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
+            assert_eq!(b, vec![0.0, 10.0, 20.0]);
+        }
+    }
+
+    #[test]
+    fn the_first_stop_any_rank_got_is_everyones() {
+        let stops = [None, Some(Stop::Terminate), Some(Stop::Interrupt)];
+        let handles: Vec<_> = LocalRanks::new(3)
+            .into_iter()
+            .map(|c| std::thread::spawn(move || agree_stop(&c, stops[c.rank()])))
+            .collect();
+        let want = [Stop::Terminate, Stop::Interrupt]
+            .into_iter()
+            .min_by_key(|s| s.signal());
+        for h in handles {
+            assert_eq!(h.join().unwrap(), want);
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! `mpirun -n 2 rlrig train ppo|a2c|impala|dqn|sac|td3` (built with `--features mpi`):
+//! two ranks that split each backward pass's row chunks end with the bits of one
+//! process, stop together, and refuse what they cannot share. (ES/GA's MPI runs are
+//! tested in evolution.rs.)
+#![cfg(feature = "mpi")]
+
+#[macro_use]
+mod common;
+
+use common::{final_weights, learning_columns, mpirun, ok, tmp};
+
+/// A short run of `algo` in `dir` on `threads` threads.
+fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    let mut v = argv!["train", algo, "--threads", threads, "--run-dir", dir];
+    v.extend(common::words(match algo {
+        "sac" | "td3" => {
+            "--env Pendulum-v1 --total-steps 1200 --set learning_starts=500 --quiet --eval-episodes 2"
+        }
+        "dqn" => "--env CartPole-v1 --total-steps 3000 --quiet --eval-episodes 2",
+        // IMPALA's deterministic schedule (a rollout collected while the learner updates).
+        "impala" => "--env CartPole-v1 --total-steps 6000 --set actors=0 --set policy_lag=1 --quiet --eval-episodes 2",
+        _ => "--env CartPole-v1 --total-steps 6000 --quiet --eval-episodes 2",
+    }));
+    v
+}
+
+fn cols(algo: &str) -> usize {
+    match algo {
+        "sac" | "td3" | "dqn" => rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS,
+        _ => rlrig_learn::ppo::DETERMINISTIC_COLUMNS,
+    }
+}
+
+#[test]
+fn two_ranks_train_the_bits_of_one_process() {
+    let bin = env!("CARGO_BIN_EXE_rlrig");
+    for algo in ["ppo", "a2c", "impala", "dqn", "sac", "td3"] {
+        let (one, two) = (tmp(&format!("mpi1-{algo}")), tmp(&format!("mpi2-{algo}")));
+        ok(&args(algo, one.to_str().unwrap(), "2"));
+        let mut cmd = vec!["-n", "2", bin];
+        cmd.extend(args(algo, two.to_str().unwrap(), "1"));
+        let o = mpirun(&cmd);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{algo}: {out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // Rank 0 reports, once.
+        assert_eq!(out.matches("on cpu x 2 ranks").count(), 1, "{algo}: {out}");
+        let rows = learning_columns(&one, cols(algo));
+        assert!(rows.len() > 2, "{algo}: {rows:?}");
+        assert_eq!(rows, learning_columns(&two, cols(algo)), "{algo}");
+        assert_eq!(final_weights(&one), final_weights(&two), "{algo}");
+        for d in [one, two] {
+            std::fs::remove_dir_all(d).ok();
+        }
+    }
+}
+
+/// A SIGTERM to one rank stops both after the same iteration; rank 0 writes the
+/// checkpoint and reports it, and a resume in one process ends as the uninterrupted
+/// one-process run does.
+#[test]
+fn a_stop_on_one_rank_stops_both_and_the_run_resumes_in_one_process() {
+    let (one, two) = (tmp("mpi-ppo-stop-1"), tmp("mpi-ppo-stop-2"));
+    let long = |dir: &std::path::Path, threads: &'static str| -> Vec<String> {
+        let mut v = args("ppo", dir.to_str().unwrap(), threads);
+        let t = v.iter().position(|a| *a == "--total-steps").unwrap();
+        v[t + 1] = "1500000";
+        v.into_iter().map(String::from).collect()
+    };
+    let full = long(&one, "2");
+    ok(&full.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut cmd = vec![
+        "--allow-run-as-root".to_string(),
+        "--oversubscribe".into(),
+        "-n".into(),
+        "2".into(),
+        env!("CARGO_BIN_EXE_rlrig").into(),
+    ];
+    cmd.extend(long(&two, "1"));
+    let child = std::process::Command::new("mpirun")
+        .args(&cmd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("mpirun runs (scripts/test.sh installs Open MPI)");
+    let child = common::wait_for_lines(child, &two.join("metrics.csv"), 20);
+    let ranks = std::process::Command::new("pgrep")
+        .args(["-P", &child.id().to_string()])
+        .output()
+        .unwrap();
+    let ranks = String::from_utf8_lossy(&ranks.stdout).to_string();
+    let rank = ranks
+        .split_whitespace()
+        .last()
+        .expect("the ranks are mpirun's children");
+    let sent = std::process::Command::new("kill")
+        .args(["-s", "TERM", rank])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let o = child.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.matches("interrupted by SIGTERM at step").count(),
+        1,
+        "rank 0 reports the stop: {out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let cols = cols("ppo");
+    let stopped = learning_columns(&two, cols).len();
+    assert!(
+        stopped < learning_columns(&one, cols).len(),
+        "not stopped early: {out}"
+    );
+    let mut resume = long(&two, "2");
+    resume.push("--resume".into());
+    ok(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(learning_columns(&one, cols), learning_columns(&two, cols));
+    assert_eq!(final_weights(&one), final_weights(&two));
+    for d in [one, two] {
+        std::fs::remove_dir_all(d).ok();
+    }
+}
+
+/// What ranks cannot share is an error on every rank, naming why.
+#[test]
+fn what_ranks_cannot_share_is_a_clear_error_on_every_rank() {
+    let bin = env!("CARGO_BIN_EXE_rlrig");
+    let d = tmp("mpi-refused");
+    let ds = d.to_str().unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            argv![
+                "-n 2",
+                bin,
+                "train impala --set actors=2 --set policy_lag=0 --run-dir",
+                ds
+            ],
+            "asynchronous actors (actors > 0) are not reproducible",
+        ),
+        (
+            [
+                argv!["-n 1", bin, "train ppo --seed 1 --run-dir", ds],
+                argv![": -n 1", bin, "train ppo --seed 2 --run-dir", ds],
+            ]
+            .concat(),
+            "runs a different binary or config",
+        ),
+    ];
+    for (cmd, needle) in cases {
+        let o = mpirun(&cmd);
+        assert!(!o.status.success(), "{cmd:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.matches(needle).count(), 2, "every rank reports: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    std::fs::remove_dir_all(d).ok();
+}
