@@ -7,7 +7,8 @@
 //! ES/GA split each generation's members over the ranks
 //! ([`crate::evolution::Evolution::set_collective`]); PPO, A2C, IMPALA (synchronous),
 //! DQN and DDPG/TD3/SAC split each training pass's row chunks
-//! ([`crate::backend::Native::collective`]).
+//! ([`crate::backend::Native::collective`]), and PPO and A2C their envs
+//! ([`crate::rank_envs::RankEnvs`]).
 
 use std::sync::{Arc, Barrier, Mutex};
 

@@ -178,6 +178,9 @@ pub trait Algorithm: Sized {
     fn join(&mut self, c: Arc<dyn Collective>, threads: usize) -> Result<(), LearnError> {
         self.set_backend(&Native::ranks_maker(threads, c))
     }
+    /// Gathers what a checkpoint needs from the other ranks (PPO's envs, split over
+    /// them): a collective call every rank makes before rank 0 writes a checkpoint.
+    fn sync(&mut self) {}
     /// The stats the progress display and summary show after `s`, given the last ones.
     fn carry(_last: &Self::Stats, s: &Self::Stats) -> Self::Stats {
         s.clone()
@@ -428,12 +431,18 @@ pub fn train<A: Algorithm>(
             break;
         }
         if every > 0 && alg.clock() - last_ckpt >= every && !alg.done() {
+            if opts.collective.is_some() {
+                alg.sync();
+            }
             if writes {
                 alg.checkpoint(&dir)?;
             }
             // Every rank keeps the clock: PPO plans its prefetching by it.
             last_ckpt = alg.clock();
         }
+    }
+    if opts.collective.is_some() {
+        alg.sync();
     }
     if writes {
         alg.checkpoint(&dir)?;

@@ -41,7 +41,20 @@ pub fn training_envs(
     seed: u64,
     threads: usize,
 ) -> Result<Box<dyn rlrig_env::VecEnvDyn>, LearnError> {
-    let cfg = env_config(n, args)
+    training_envs_of(env, args, 0..n, seed, threads)
+}
+
+/// [`training_envs`] for envs `envs` of a larger batch (an MPI rank's share, see
+/// [`rank_envs`]): they draw from the streams of their places in the batch.
+pub fn training_envs_of(
+    env: &str,
+    args: &EnvArgs,
+    envs: std::ops::Range<usize>,
+    seed: u64,
+    threads: usize,
+) -> Result<Box<dyn rlrig_env::VecEnvDyn>, LearnError> {
+    let cfg = env_config(envs.len(), args)
+        .first_env(envs.start as u64)
         .threads(threads)
         .seed(seed)
         .autoreset(rlrig_env::AutoReset::SameStep);
@@ -111,6 +124,7 @@ pub mod normalize;
 pub mod offpolicy;
 pub mod optim;
 pub mod ppo;
+pub mod rank_envs;
 pub mod replay;
 pub mod run;
 pub mod saved;

@@ -1,7 +1,7 @@
 //! MPI for `rlrig train`: when the binary is started by `mpirun` (and built with
 //! `--features mpi`), the ranks share the run (see `rlrig_learn::collective`): ES/GA
 //! split each generation's members, PPO, A2C, IMPALA, DQN and DDPG/TD3/SAC each
-//! backward pass's row chunks. The same binary runs without MPI when not started by
+//! backward pass's row chunks, and PPO and A2C their envs. The same binary runs without MPI when not started by
 //! mpirun.
 
 use std::sync::Arc;

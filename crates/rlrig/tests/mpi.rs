@@ -59,10 +59,10 @@ fn two_ranks_train_the_bits_of_one_process() {
 }
 
 /// A SIGTERM to one rank stops both after the same iteration; rank 0 writes the
-/// checkpoint and reports it, and a resume in one process ends as the uninterrupted
-/// one-process run does.
+/// checkpoint (the envs of both ranks' shares in it) and reports it, and a resume
+/// under mpirun ends as the uninterrupted one-process run does.
 #[test]
-fn a_stop_on_one_rank_stops_both_and_the_run_resumes_in_one_process() {
+fn a_stop_on_one_rank_stops_both_and_the_run_resumes_under_mpirun() {
     let (one, two) = (tmp("mpi-ppo-stop-1"), tmp("mpi-ppo-stop-2"));
     let long = |dir: &std::path::Path, threads: &'static str| -> Vec<String> {
         let mut v = args("ppo", dir.to_str().unwrap(), threads);
@@ -116,9 +116,16 @@ fn a_stop_on_one_rank_stops_both_and_the_run_resumes_in_one_process() {
         stopped < learning_columns(&one, cols).len(),
         "not stopped early: {out}"
     );
-    let mut resume = long(&two, "2");
+    let mut resume = vec![
+        "-n".to_string(),
+        "2".into(),
+        env!("CARGO_BIN_EXE_rlrig").into(),
+    ];
+    resume.extend(long(&two, "1"));
     resume.push("--resume".into());
-    ok(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    let o = mpirun(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
     assert_eq!(learning_columns(&one, cols), learning_columns(&two, cols));
     assert_eq!(final_weights(&one), final_weights(&two));
     for d in [one, two] {
@@ -141,6 +148,10 @@ fn what_ranks_cannot_share_is_a_clear_error_on_every_rank() {
                 ds
             ],
             "asynchronous actors (actors > 0) are not reproducible",
+        ),
+        (
+            argv!["-n 2", bin, "train ppo --num-envs 1 --run-dir", ds],
+            "num_envs = 1 cannot be split over 2 MPI ranks",
         ),
         (
             [

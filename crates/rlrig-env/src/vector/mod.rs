@@ -71,6 +71,22 @@ pub struct VecSnapshot {
     pub needs_reset: Vec<bool>,
 }
 
+impl VecSnapshot {
+    /// Envs `envs` of the snapshot, as a snapshot of their own (what the executor of
+    /// that share of the batch restores).
+    pub fn slice(&self, envs: std::ops::Range<usize>) -> VecSnapshot {
+        VecSnapshot {
+            env: self.env.clone(),
+            env_args: self.env_args.clone(),
+            seed: self.seed,
+            states: self.states[envs.clone()].to_vec(),
+            rng_positions: self.rng_positions[envs.clone()].to_vec(),
+            elapsed: self.elapsed[envs.clone()].to_vec(),
+            needs_reset: self.needs_reset[envs].to_vec(),
+        }
+    }
+}
+
 /// Env args as the env sees them: one value per key, the last given (order-free, for
 /// comparing two lists).
 pub fn env_args_map(args: &[(String, String)]) -> std::collections::BTreeMap<&str, &str> {
@@ -98,6 +114,10 @@ pub struct VecConfig {
     /// Env parameters as `(key, value)` text pairs, applied in order over the defaults
     /// (or the params given to `with_params`), as `gym.make(id, key=value)` does.
     pub env_args: Vec<(String, String)>,
+    /// The index of this executor's first env in a larger batch: env `k` draws from the
+    /// stream of env `first_env + k`, so the envs of a batch split over several
+    /// processes (MPI ranks, each stepping its share) are the envs of the whole batch.
+    pub first_env: u64,
 }
 
 impl VecConfig {
@@ -110,7 +130,15 @@ impl VecConfig {
             min_thread_work_ns: 8_000,
             episode_cap: None,
             env_args: Vec::new(),
+            first_env: 0,
         }
+    }
+
+    /// This executor's envs are envs `first..first + num_envs` of a larger batch
+    /// ([`VecConfig::first_env`]).
+    pub fn first_env(mut self, first: u64) -> Self {
+        self.first_env = first;
+        self
     }
 
     pub fn episode_cap(mut self, steps: u32) -> Self {
@@ -174,7 +202,7 @@ impl VecConfig {
 
     pub(crate) fn rngs(&self) -> Vec<Rng> {
         (0..self.num_envs as u64)
-            .map(|k| Rng::stream(self.seed, Purpose::Env, k))
+            .map(|k| Rng::stream(self.seed, Purpose::Env, self.first_env + k))
             .collect()
     }
 }

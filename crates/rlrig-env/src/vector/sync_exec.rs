@@ -337,7 +337,7 @@ impl<E: Env> SyncVecEnv<E> {
                 Rng::at(
                     snap.seed,
                     crate::rng::Purpose::Env,
-                    k as u64,
+                    self.cfg.first_env + k as u64,
                     snap.rng_positions[k],
                 )
             })
@@ -425,6 +425,10 @@ pub trait VecEnvDyn: Send {
     fn final_obs(&self) -> Option<ObsBuf<'_>>;
     fn snapshot(&self) -> VecSnapshot;
     fn restore(&mut self, snap: &VecSnapshot) -> Result<(), EnvError>;
+    /// Brings [`VecEnvDyn::snapshot`] up to date where the envs live in several
+    /// processes (a collective call that every process of the run makes before a
+    /// checkpoint); nothing to do for envs that live here.
+    fn sync_snapshot(&mut self) {}
     fn threads_used(&self) -> usize;
     /// Resets env `i` alone, with a fresh random stream when `rng` is given.
     fn reset_env(&mut self, i: usize, rng: Option<Rng>);

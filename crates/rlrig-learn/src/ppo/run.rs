@@ -176,19 +176,41 @@ impl Algorithm for Ppo {
     fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
         Ppo::set_backend(self, maker)
     }
-    /// The update's backward passes split over the ranks; asynchronous actors are
-    /// refused (their rollouts differ from rank to rank, so the ranks' updates would).
+    /// The update's backward passes split over the ranks, and (PPO, A2C) the envs: each
+    /// rank steps its share of the batch and the ranks gather every step
+    /// ([`crate::rank_envs`]). IMPALA's lagged actor steps the whole batch on every rank
+    /// (it runs beside the learner's collective calls); asynchronous actors are refused
+    /// (their rollouts differ from rank to rank, so the ranks' updates would).
     fn join(
         &mut self,
         c: std::sync::Arc<dyn crate::collective::Collective>,
         threads: usize,
     ) -> Result<(), LearnError> {
-        if let Collection::Async { .. } = self.cfg.collection() {
-            return Err(LearnError::Config(
-                "asynchronous actors (actors > 0) are not reproducible, so MPI ranks cannot share their updates: run IMPALA's deterministic schedule (actors = 0) under mpirun".into(),
-            ));
+        match self.cfg.collection() {
+            Collection::Async { .. } => {
+                return Err(LearnError::Config(
+                    "asynchronous actors (actors > 0) are not reproducible, so MPI ranks cannot share their updates: run IMPALA's deterministic schedule (actors = 0) under mpirun".into(),
+                ));
+            }
+            Collection::Lagged { .. } => {}
+            Collection::OnPolicy => {
+                // The envs as built (and restored from a checkpoint), now split.
+                let snap = self.act().env.snapshot();
+                let (env, args, seed) = (&self.cfg.env, &self.cfg.env_args, self.cfg.seed);
+                let mut envs =
+                    crate::rank_envs::RankEnvs::new(self.cfg.num_envs, c.clone(), |share| {
+                        crate::training_envs_of(env, args, share, seed, threads)
+                    })?;
+                rlrig_env::VecEnvDyn::restore(&mut envs, &snap)?;
+                self.act_mut().env = Box::new(envs);
+            }
         }
         self.set_backend(&crate::backend::Native::ranks_maker(threads, c))
+    }
+    fn sync(&mut self) {
+        if self.quiescent() {
+            self.act_mut().env.sync_snapshot();
+        }
     }
     fn done(&self) -> bool {
         Ppo::done(self)

@@ -236,8 +236,9 @@ pub struct PpoArgs {
     /// depends on the rows only, and summed in order). Idle workers spin briefly
     /// before sleeping; set RLRIG_SPIN_US=0 on a machine shared with other work.
     /// Under `mpirun -n K` (built with `--features mpi`) the K ranks, each with its own
-    /// --threads, split every backward pass's chunks and gather them: the same bits
-    /// as one process (rank 0 writes the run directory; asynchronous IMPALA actors and
+    /// --threads, split every backward pass's chunks (and, for ppo and a2c, the envs:
+    /// each rank steps num_envs / K of them) and gather them: the same bits as one
+    /// process (rank 0 writes the run directory; asynchronous IMPALA actors and
     /// devices other than cpu are refused).
     #[arg(long, default_value_t = default_threads())]
     pub(crate) threads: usize,
