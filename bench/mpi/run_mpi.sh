@@ -24,22 +24,28 @@ JOBS=(
 )
 wall() { sed -n '/ in [0-9.]* s /{s/.* in \([0-9.]*\) s .*/\1/p;q}' "$1"; }
 weights() { cat "$1"/checkpoints/"$(sed 's/.json$/.safetensors/' "$1/checkpoints/latest")" | md5sum; }
+j=0
 for job in "${JOBS[@]}"; do
+  j=$((j + 1))
   [[ -z "$ONLY" || "$job" == *"$ONLY"* ]] || continue
   echo "== rlrig train $job"
   for r in $(seq "$ROUNDS"); do
     line="round $r:"
     for mode in t1 t2 mpi2; do
-      d="$TMP/$mode-$r"
+      d="$TMP/$j-$mode-$r"
+      rc=0
       case $mode in
-        t1) "$RLRIG" train $job --threads 1 --quiet --eval-episodes 1 --run-dir "$d" >"$d.out" 2>&1 ;;
-        t2) "$RLRIG" train $job --threads 2 --quiet --eval-episodes 1 --run-dir "$d" >"$d.out" 2>&1 ;;
+        t1) "$RLRIG" train $job --threads 1 --quiet --eval-episodes 1 --run-dir "$d" >"$d.out" 2>&1 || rc=$? ;;
+        t2) "$RLRIG" train $job --threads 2 --quiet --eval-episodes 1 --run-dir "$d" >"$d.out" 2>&1 || rc=$? ;;
         mpi2) mpirun --allow-run-as-root --oversubscribe -n 2 "$RLRIG" train $job --threads 1 \
-                --quiet --eval-episodes 1 --run-dir "$d" >"$d.out" 2>&1 ;;
+                --quiet --eval-episodes 1 --run-dir "$d" >"$d.out" 2>&1 || rc=$? ;;
       esac
+      if [ "$rc" != 0 ]; then
+        echo "$mode failed (exit $rc):"; tail -20 "$d.out"; exit 1
+      fi
       line="$line $mode $(wall "$d.out") s"
     done
-    same=$([ "$(weights "$TMP/t1-$r")" = "$(weights "$TMP/mpi2-$r")" ] && echo yes || echo NO)
+    same=$([ "$(weights "$TMP/$j-t1-$r")" = "$(weights "$TMP/$j-mpi2-$r")" ] && echo yes || echo NO)
     echo "$line; mpi2 weights = one process's: $same"
   done
 done

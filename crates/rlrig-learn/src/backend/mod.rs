@@ -449,6 +449,7 @@ fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mu
 #[allow(clippy::too_many_arguments)]
 fn chunked_forward(
     pool: Option<&Pool>,
+    ranks: Option<&dyn Collective>,
     chunks: &mut [Chunk],
     use_: Use,
     ids: &[usize],
@@ -472,6 +473,9 @@ fn chunked_forward(
         return;
     }
     for_each(pool, &mut chunks[..k], |c, chunk| {
+        if !mine(ranks, c) {
+            return; // another rank's: its rows come with the gather below
+        }
         let r = chunk_rows(rows, k, c);
         for &i in ids {
             let din = nets[i].input_dim();
@@ -482,11 +486,88 @@ fn chunked_forward(
             chunk.outs[i].extend_from_slice(y);
         }
     });
-    for &i in ids {
-        let od = nets[i].output_dim();
+    let widths: Vec<usize> = ids.iter().map(|&i| nets[i].output_dim()).collect();
+    for (&i, &od) in ids.iter().zip(&widths) {
         for (c, chunk) in chunks[..k].iter().enumerate() {
-            let r = chunk_rows(rows, k, c);
-            outs[i][r.start * od..r.end * od].copy_from_slice(&chunk.outs[i]);
+            if mine(ranks, c) {
+                let r = chunk_rows(rows, k, c);
+                outs[i][r.start * od..r.end * od].copy_from_slice(&chunk.outs[i]);
+            }
+        }
+    }
+    if let Some(c) = ranks {
+        let mut dst: Vec<&mut Vec<f32>> = Vec::with_capacity(ids.len());
+        let mut rest = &mut outs[..];
+        let mut at = 0;
+        // `ids` may come in any order: take each output once, by index.
+        let mut order: Vec<(usize, usize)> =
+            ids.iter().copied().zip(widths.iter().copied()).collect();
+        order.sort_unstable();
+        for (i, _) in &order {
+            let (_, tail) = rest.split_at_mut(i - at);
+            let (head, tail) = tail.split_first_mut().expect("an output per network");
+            dst.push(head);
+            rest = tail;
+            at = i + 1;
+        }
+        let od: Vec<usize> = order.iter().map(|(_, w)| *w).collect();
+        let locals: Vec<Vec<&[f32]>> = (0..k)
+            .map(|ch| {
+                order
+                    .iter()
+                    .map(|(i, _)| chunks[ch].outs[*i].as_slice())
+                    .collect()
+            })
+            .collect();
+        gather_rows(c, rows, k, &od, &locals, &mut dst);
+    }
+}
+
+/// Gives every rank the rows of every chunk of a pass split over the ranks: `locals[c]`
+/// holds chunk `c`'s rows of each output (`widths[j]` floats a row; this rank's chunks
+/// only are read), and the other ranks' chunks are written into `outs[j]`
+/// (`rows x widths[j]`). One collective call.
+fn gather_rows(
+    c: &dyn Collective,
+    rows: usize,
+    k: usize,
+    widths: &[usize],
+    locals: &[Vec<&[f32]>],
+    outs: &mut [&mut Vec<f32>],
+) {
+    let (rank, size) = (c.rank(), c.size());
+    if size < 2 || k < 2 {
+        return;
+    }
+    let slots = k.div_ceil(size);
+    let most = chunk_rows(rows, k, 0).len();
+    let per_slot: usize = widths.iter().map(|w| most * w).sum();
+    let mut local = vec![0.0f32; slots * per_slot];
+    for j in 0..slots {
+        let ch = rank + j * size;
+        if ch >= k {
+            break;
+        }
+        let mut at = j * per_slot;
+        for (o, w) in widths.iter().enumerate() {
+            let v = locals[ch][o];
+            local[at..at + v.len()].copy_from_slice(v);
+            at += most * w;
+        }
+    }
+    let all = c.allgather_f32(&local);
+    for q in (0..size).filter(|&q| q != rank) {
+        for j in 0..slots {
+            let ch = q + j * size;
+            if ch >= k {
+                break;
+            }
+            let r = chunk_rows(rows, k, ch);
+            let mut at = (q * slots + j) * per_slot;
+            for (o, w) in widths.iter().enumerate() {
+                outs[o][r.start * w..r.end * w].copy_from_slice(&all[at..at + r.len() * w]);
+                at += most * w;
+            }
         }
     }
 }
@@ -547,6 +628,7 @@ impl Native {
         };
         chunked_forward(
             self.pool.as_deref(),
+            self.collective.as_deref(),
             &mut self.chunks,
             use_,
             nets,
@@ -833,8 +915,13 @@ impl NetBackend for Native {
             work.push((chunk, head));
             rest = tail;
         }
+        // One chunk: every rank computes it (as the forward pass did).
+        let ranks = self.collective.as_deref().filter(|_| k > 1);
         let params = &self.params;
         for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
+            if !mine(ranks, c) {
+                return; // another rank's: gathered below
+            }
             let r = chunk_rows(rows, k, c);
             let cache = &mut chunk.caches[use_ as usize][net].mlp;
             m.backward_full(
@@ -845,6 +932,16 @@ impl NetBackend for Native {
                 Some(dx),
             );
         });
+        if let Some(c) = ranks {
+            let own = self.dinput.clone();
+            let locals: Vec<Vec<&[f32]>> = (0..k)
+                .map(|ch| {
+                    let r = chunk_rows(rows, k, ch);
+                    vec![&own[r.start * id..r.end * id]]
+                })
+                .collect();
+            gather_rows(c, rows, k, &[id], &locals, &mut [&mut self.dinput]);
+        }
         &self.dinput
     }
 
