@@ -148,40 +148,7 @@ fn a_stop_on_one_mpi_rank_stops_every_rank_at_the_same_generation() {
     }
     let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
     ok(&long(a1, "2", &[]));
-    let mut cmd = vec![
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "-n",
-        "2",
-        env!("CARGO_BIN_EXE_rlrig"),
-    ];
-    cmd.extend(long(a2, "1", &[]));
-    let child = std::process::Command::new("mpirun")
-        .args(&cmd)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("mpirun runs (scripts/test.sh installs Open MPI)");
-    let child = common::wait_for_lines(child, &two.join("metrics.csv"), 3);
-    // One rank gets the SIGTERM (mpirun passes Ctrl-C on as SIGTERM to every rank, but
-    // only once its launch is complete: a signal in the first second may wait for the
-    // job's end). The other rank learns of it from the allgather.
-    let ranks = std::process::Command::new("pgrep")
-        .args(["-P", &child.id().to_string()])
-        .output()
-        .unwrap();
-    let ranks = String::from_utf8_lossy(&ranks.stdout).to_string();
-    let rank = ranks
-        .split_whitespace()
-        .last()
-        .expect("the ranks are mpirun's children");
-    let sent = std::process::Command::new("kill")
-        .args(["-s", "TERM", rank])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let o = child.wait_with_output().unwrap();
+    let o = common::stop_one_of_two_mpi_ranks(&long(a2, "1", &[]), &two.join("metrics.csv"), 3);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         out.matches("interrupted by SIGTERM after generation")

@@ -64,45 +64,16 @@ fn two_ranks_train_the_bits_of_one_process() {
 #[test]
 fn a_stop_on_one_rank_stops_both_and_the_run_resumes_under_mpirun() {
     let (one, two) = (tmp("mpi-ppo-stop-1"), tmp("mpi-ppo-stop-2"));
-    let long = |dir: &std::path::Path, threads: &'static str| -> Vec<String> {
-        let mut v = args("ppo", dir.to_str().unwrap(), threads);
+    // `args` with 1.5M steps: long enough to be stopped part way.
+    fn long<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+        let mut v = args("ppo", dir, threads);
         let t = v.iter().position(|a| *a == "--total-steps").unwrap();
         v[t + 1] = "1500000";
-        v.into_iter().map(String::from).collect()
-    };
-    let full = long(&one, "2");
-    ok(&full.iter().map(String::as_str).collect::<Vec<_>>());
-    let mut cmd = vec![
-        "--allow-run-as-root".to_string(),
-        "--oversubscribe".into(),
-        "-n".into(),
-        "2".into(),
-        env!("CARGO_BIN_EXE_rlrig").into(),
-    ];
-    cmd.extend(long(&two, "1"));
-    let child = std::process::Command::new("mpirun")
-        .args(&cmd)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("mpirun runs (scripts/test.sh installs Open MPI)");
-    let child = common::wait_for_lines(child, &two.join("metrics.csv"), 20);
-    let ranks = std::process::Command::new("pgrep")
-        .args(["-P", &child.id().to_string()])
-        .output()
-        .unwrap();
-    let ranks = String::from_utf8_lossy(&ranks.stdout).to_string();
-    let rank = ranks
-        .split_whitespace()
-        .last()
-        .expect("the ranks are mpirun's children");
-    let sent = std::process::Command::new("kill")
-        .args(["-s", "TERM", rank])
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let o = child.wait_with_output().unwrap();
+        v
+    }
+    let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
+    ok(&long(a1, "2"));
+    let o = common::stop_one_of_two_mpi_ranks(&long(a2, "1"), &two.join("metrics.csv"), 20);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         out.matches("interrupted by SIGTERM at step").count(),
@@ -116,14 +87,11 @@ fn a_stop_on_one_rank_stops_both_and_the_run_resumes_under_mpirun() {
         stopped < learning_columns(&one, cols).len(),
         "not stopped early: {out}"
     );
-    let mut resume = vec![
-        "-n".to_string(),
-        "2".into(),
-        env!("CARGO_BIN_EXE_rlrig").into(),
-    ];
-    resume.extend(long(&two, "1"));
-    resume.push("--resume".into());
-    let o = mpirun(&resume.iter().map(String::as_str).collect::<Vec<_>>());
+    let bin = env!("CARGO_BIN_EXE_rlrig");
+    let mut resume = vec!["-n", "2", bin];
+    resume.extend(long(a2, "1"));
+    resume.push("--resume");
+    let o = mpirun(&resume);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
     assert_eq!(learning_columns(&one, cols), learning_columns(&two, cols));

@@ -263,3 +263,36 @@ pub fn mpirun(args: &[&str]) -> Output {
         .output()
         .expect("mpirun runs (scripts/test.sh installs Open MPI)")
 }
+
+/// Starts `mpirun -n 2 rlrig ARGS`, waits until `metrics` (the run's metrics.csv) has
+/// `lines` lines, SIGTERMs one rank and returns what the job printed once it ends.
+/// mpirun passes Ctrl-C on to every rank as SIGTERM, but only once its launch is
+/// complete (a signal in the first second may wait for the job's end); a signal to one
+/// rank reaches the others through the stop the ranks agree on.
+pub fn stop_one_of_two_mpi_ranks(args: &[&str], metrics: &Path, lines: usize) -> Output {
+    let child = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(env!("CARGO_BIN_EXE_rlrig"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("mpirun runs (scripts/test.sh installs Open MPI)");
+    let child = wait_for_lines(child, metrics, lines);
+    let ranks = Command::new("pgrep")
+        .args(["-P", &child.id().to_string()])
+        .output()
+        .unwrap();
+    let ranks = String::from_utf8_lossy(&ranks.stdout).to_string();
+    let rank = ranks
+        .split_whitespace()
+        .last()
+        .expect("the ranks are mpirun's children");
+    let sent = Command::new("kill")
+        .args(["-s", "TERM", rank])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    child.wait_with_output().unwrap()
+}
