@@ -9,7 +9,7 @@
 # downloaded from PyPI (pinned by SHA-256) into the rlrig cache (~/.cache/rlrig);
 # RLRIG_SKIP_ATARI=1 skips them.
 #
-# The MPI tests (`rlrig train es|ga` under `mpirun -n 2`) need Open MPI and libclang;
+# The MPI tests (`rlrig train es|ga|ppo|sac|...` under `mpirun -n 2`) need Open MPI and libclang;
 # on Debian/Ubuntu they are installed here when missing (as root or with password-less
 # sudo). RLRIG_SKIP_MPI=1 skips them where that is impossible.
 #
@@ -101,16 +101,17 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
 fi
 
 # The binary again with its opt-in features, in one build: MPI (its tests run under
-# mpirun, tests/evolution.rs) and Atari (ALE 0.11.2, GPL-2.0: its C++ comes from ale-py's
-# source distribution on PyPI, which rlrig-ale's build script downloads into the rlrig
-# cache; the ROMs from ale-py's wheel, scripts/fetch_roms.sh): the Atari envs against
+# mpirun: ES/GA in tests/evolution.rs, the learners in tests/mpi.rs) and Atari (ALE
+# 0.11.2, GPL-2.0: its C++ comes from ale-py's source distribution on PyPI, which
+# rlrig-ale's build script downloads into the rlrig cache; the ROMs from ale-py's
+# wheel, scripts/fetch_roms.sh): the Atari envs against
 # ale-py and Gymnasium's wrappers step by step, the executors' tests with Pong's two ids,
 # and the CLI. RLRIG_SKIP_ATARI=1 skips them.
 FEATURES=()
 TESTS=()
 if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
   FEATURES+=(rlrig/mpi)
-  TESTS+=(--test evolution)
+  TESTS+=(--test evolution --test mpi)
 fi
 if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
   FEATURES+=(rlrig/atari)

@@ -118,6 +118,14 @@ fn what_ranks_cannot_share_is_a_clear_error_on_every_rank() {
             "asynchronous actors (actors > 0) are not reproducible",
         ),
         (
+            argv!["-n 2", bin, "train ppo --seeds 1-2 --run-dir", ds],
+            "under mpirun the ranks share one run",
+        ),
+        (
+            argv!["-n 2", bin, "train alphazero --run-dir", ds],
+            "alphazero does not run over MPI ranks yet",
+        ),
+        (
             argv!["-n 2", bin, "train ppo --num-envs 1 --run-dir", ds],
             "num_envs = 1 cannot be split over 2 MPI ranks",
         ),

@@ -320,6 +320,11 @@ pub(crate) fn parse(argv: &[OsString]) -> Result<TrainCommand> {
 /// ...`): `--seeds` runs each seed as this binary with these arguments.
 pub fn train(cmd: TrainCommand, argv: &[OsString]) -> Result<Option<Stop>> {
     let (a, algo) = match cmd {
+        TrainCommand::Alphazero(_) if crate::mpi_support::under_mpirun() => {
+            bail!(
+                "alphazero does not run over MPI ranks yet: start it without mpirun (ppo, a2c, impala, dqn, ddpg, td3, sac, es and ga do)"
+            )
+        }
         TrainCommand::Alphazero(a) => return train_alphazero_cli(a),
         TrainCommand::Es(a) => return train_evolution_cli(a, Method::Es),
         TrainCommand::Ga(a) => return train_evolution_cli(a, Method::Ga),
@@ -336,6 +341,11 @@ pub fn train(cmd: TrainCommand, argv: &[OsString]) -> Result<Option<Stop>> {
     }
     if !a.sweep.is_empty() && a.device == Device::Gpu {
         bail!("--sweep packs processes on the CPU: not available with --device gpu yet");
+    }
+    if crate::mpi_support::under_mpirun() && (a.seeds.is_some() || a.device == Device::Gpu) {
+        bail!(
+            "--seeds and --device gpu run on one machine: under mpirun the ranks share one run on --device cpu (start one mpirun per seed)"
+        );
     }
     if let Some(seeds) = a.seeds.clone()
         && a.device != Device::Gpu
