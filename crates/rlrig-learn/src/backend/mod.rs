@@ -496,29 +496,21 @@ fn chunked_forward(
         }
     }
     if let Some(c) = ranks {
-        let mut dst: Vec<&mut Vec<f32>> = Vec::with_capacity(ids.len());
-        let mut rest = &mut outs[..];
-        let mut at = 0;
-        // `ids` may come in any order: take each output once, by index.
-        let mut order: Vec<(usize, usize)> =
-            ids.iter().copied().zip(widths.iter().copied()).collect();
-        order.sort_unstable();
-        for (i, _) in &order {
-            let (_, tail) = rest.split_at_mut(i - at);
-            let (head, tail) = tail.split_first_mut().expect("an output per network");
-            dst.push(head);
-            rest = tail;
-            at = i + 1;
-        }
-        let od: Vec<usize> = order.iter().map(|(_, w)| *w).collect();
+        // The outputs of `ids`, in network order (each taken once).
+        let mut dst: Vec<(usize, &mut Vec<f32>)> = outs
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| ids.contains(i))
+            .collect();
+        let od: Vec<usize> = dst.iter().map(|(i, _)| nets[*i].output_dim()).collect();
         let locals: Vec<Vec<&[f32]>> = (0..k)
             .map(|ch| {
-                order
-                    .iter()
+                dst.iter()
                     .map(|(i, _)| chunks[ch].outs[*i].as_slice())
                     .collect()
             })
             .collect();
+        let mut dst: Vec<&mut Vec<f32>> = dst.iter_mut().map(|(_, o)| &mut **o).collect();
         gather_rows(c, rows, k, &od, &locals, &mut dst);
     }
 }
