@@ -18,16 +18,28 @@ use crate::stop::Stop;
 pub trait Collective: Send + Sync {
     fn rank(&self) -> usize;
     fn size(&self) -> usize;
-    /// Every rank's `local` (the same length on all), concatenated in rank order.
-    fn allgather(&self, local: &[f64]) -> Vec<f64>;
-    /// [`Collective::allgather`] of `f32`s: gradients. The default goes through `f64`
-    /// (exact: every `f32` is an `f64`); MPI sends them as they are.
-    fn allgather_f32(&self, local: &[f32]) -> Vec<f32> {
+    /// Every rank's `local` (the same length on all), concatenated in rank order, into
+    /// `out` (`local.len() x size` long): buffers a caller keeps across calls.
+    fn allgather_into(&self, local: &[f64], out: &mut [f64]);
+    /// [`Collective::allgather_into`] of `f32`s: gradients, observations. The default
+    /// goes through `f64` (exact: every `f32` is an `f64`); MPI sends them as they are.
+    fn allgather_f32_into(&self, local: &[f32], out: &mut [f32]) {
         let wide: Vec<f64> = local.iter().map(|&x| f64::from(x)).collect();
-        self.allgather(&wide)
-            .into_iter()
-            .map(|x| x as f32)
-            .collect()
+        for (o, x) in out.iter_mut().zip(self.allgather(&wide)) {
+            *o = x as f32;
+        }
+    }
+    /// [`Collective::allgather_into`] into a new vector.
+    fn allgather(&self, local: &[f64]) -> Vec<f64> {
+        let mut out = vec![0.0; local.len() * self.size()];
+        self.allgather_into(local, &mut out);
+        out
+    }
+    /// [`Collective::allgather_f32_into`] into a new vector.
+    fn allgather_f32(&self, local: &[f32]) -> Vec<f32> {
+        let mut out = vec![0.0; local.len() * self.size()];
+        self.allgather_f32_into(local, &mut out);
+        out
     }
 }
 
@@ -77,14 +89,15 @@ impl Collective for LocalRanks {
     fn size(&self) -> usize {
         self.size
     }
-    fn allgather(&self, local: &[f64]) -> Vec<f64> {
+    fn allgather_into(&self, local: &[f64], out: &mut [f64]) {
         let lock = || self.board.lock().unwrap_or_else(|e| e.into_inner());
         lock()[self.rank] = local.to_vec();
         self.barrier.wait();
-        let all = lock().concat();
+        for (dst, src) in out.chunks_exact_mut(local.len().max(1)).zip(lock().iter()) {
+            dst.copy_from_slice(src);
+        }
         // Nobody writes the next round before everyone has read this one.
         self.barrier.wait();
-        all
     }
 }
 

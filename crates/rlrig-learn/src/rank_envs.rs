@@ -33,6 +33,12 @@ pub struct RankEnvs {
     /// The whole batch's snapshot, as of the last [`VecEnvDyn::sync_snapshot`] (or
     /// restore); `None` once the envs have moved on.
     snapshot: Option<VecSnapshot>,
+    /// The gather's buffers, kept across steps: this rank's rows (observations, final
+    /// observations; rewards and flags, then a failure flag) and every rank's.
+    send32: Vec<f32>,
+    send64: Vec<f64>,
+    recv32: Vec<f32>,
+    recv64: Vec<f64>,
 }
 
 /// The envs of rank `rank` of `size` in a batch of `n`: contiguous, the first `n % size`
@@ -86,6 +92,10 @@ impl RankEnvs {
             truncated: vec![false; n],
             pending: vec![false; n],
             snapshot: None,
+            send32: Vec::new(),
+            send64: Vec::new(),
+            recv32: Vec::new(),
+            recv64: Vec::new(),
         };
         envs.gather(None)?;
         Ok(envs)
@@ -99,43 +109,52 @@ impl RankEnvs {
     /// flags; `failed` is this rank's error from the call before, which every rank then
     /// learns of (a rank does not wait forever for one that gave up).
     fn gather(&mut self, failed: Option<EnvError>) -> Result<(), EnvError> {
-        let (d, most) = (self.obs_dim, self.shares[0].len());
+        let (d, most, size) = (self.obs_dim, self.shares[0].len(), self.shares.len());
         let mine = self.mine();
         let rows = if self.has_final { 2 * d } else { d };
-        let mut floats = vec![0.0f32; most * rows];
-        let mut words = vec![0.0f64; most * 4 + 1];
+        let per = most * 4 + 1;
+        // Sized once; padding rows of a smaller share stay as they are (never read).
+        self.send32.resize(most * rows, 0.0);
+        self.send64.resize(per, 0.0);
+        self.recv32.resize(size * most * rows, 0.0);
+        self.recv64.resize(size * per, 0.0);
+        self.send64[most * 4] = f64::from(u8::from(failed.is_some()));
         if failed.is_none() {
             let to_f32 = |b: ObsBuf<'_>, out: &mut [f32]| match b {
                 ObsBuf::F32(v) => out.copy_from_slice(v),
                 ObsBuf::U8(v) => out.iter_mut().zip(v).for_each(|(o, &x)| *o = f32::from(x)),
             };
-            let (obs, fin) = floats.split_at_mut(most * d);
+            let (obs, fin) = self.send32.split_at_mut(most * d);
             to_f32(self.local.obs(), &mut obs[..mine.len() * d]);
             if let Some(f) = self.local.final_obs() {
                 to_f32(f, &mut fin[..mine.len() * d]);
             }
-            for k in 0..mine.len() {
-                words[4 * k] = self.local.rewards()[k];
-                words[4 * k + 1] = f64::from(u8::from(self.local.terminated()[k]));
-                words[4 * k + 2] = f64::from(u8::from(self.local.truncated()[k]));
-                words[4 * k + 3] = f64::from(u8::from(self.local.pending_resets()[k]));
+            let l = &self.local;
+            let flag = |b: bool| f64::from(u8::from(b));
+            for (k, w) in self.send64[..mine.len() * 4]
+                .chunks_exact_mut(4)
+                .enumerate()
+            {
+                w.copy_from_slice(&[
+                    l.rewards()[k],
+                    flag(l.terminated()[k]),
+                    flag(l.truncated()[k]),
+                    flag(l.pending_resets()[k]),
+                ]);
             }
-        } else {
-            words[most * 4] = 1.0;
         }
-        let words = self.c.allgather(&words);
-        let per = most * 4 + 1;
-        if let Some(q) = (0..self.shares.len()).find(|q| words[q * per + most * 4] != 0.0) {
+        self.c.allgather_into(&self.send64, &mut self.recv64);
+        if let Some(q) = (0..size).find(|q| self.recv64[q * per + most * 4] != 0.0) {
             return Err(failed.unwrap_or_else(|| {
                 EnvError::Config(format!(
                     "MPI rank {q} could not step its share of the envs (its error is in its output)"
                 ))
             }));
         }
-        let floats = self.c.allgather_f32(&floats);
+        self.c.allgather_f32_into(&self.send32, &mut self.recv32);
         for (q, share) in self.shares.iter().enumerate() {
-            let f = &floats[q * most * rows..(q + 1) * most * rows];
-            let w = &words[q * per..(q + 1) * per];
+            let f = &self.recv32[q * most * rows..(q + 1) * most * rows];
+            let w = &self.recv64[q * per..(q + 1) * per];
             let (obs, fin) = f.split_at(most * d);
             let len = share.len() * d;
             let at = share.start * d..share.end * d;

@@ -50,23 +50,18 @@ impl Collective for World {
     fn size(&self) -> usize {
         self.size
     }
-    fn allgather(&self, local: &[f64]) -> Vec<f64> {
+    fn allgather_into(&self, local: &[f64], out: &mut [f64]) {
         use mpi::traits::Communicator;
         use mpi::traits::CommunicatorCollectives;
         // MPI_COMM_WORLD's handle: a plain constant while MPI is initialised (the
         // Universe in `Mpi` keeps it so), so no communicator is stored across threads.
         let world = mpi::topology::SimpleCommunicator::world();
         debug_assert_eq!(world.size() as usize, self.size);
-        let mut out = vec![0.0f64; local.len() * self.size];
-        world.all_gather_into(local, &mut out[..]);
-        out
+        world.all_gather_into(local, out);
     }
-    fn allgather_f32(&self, local: &[f32]) -> Vec<f32> {
+    fn allgather_f32_into(&self, local: &[f32], out: &mut [f32]) {
         use mpi::traits::CommunicatorCollectives;
-        let world = mpi::topology::SimpleCommunicator::world();
-        let mut out = vec![0.0f32; local.len() * self.size];
-        world.all_gather_into(local, &mut out[..]);
-        out
+        mpi::topology::SimpleCommunicator::world().all_gather_into(local, out);
     }
 }
 

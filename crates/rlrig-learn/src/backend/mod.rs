@@ -367,6 +367,24 @@ pub struct Native {
     min_rows: (usize, usize),
     /// The ranks that share the backward passes' chunks (see [`Native::collective`]).
     collective: Option<Arc<dyn Collective>>,
+    /// The gathers' buffers (allocated by the first).
+    bufs: Bufs,
+}
+
+/// A gather's send and receive buffers, kept across passes by [`Native`].
+#[derive(Default)]
+struct Bufs {
+    send: Vec<f32>,
+    recv: Vec<f32>,
+}
+
+impl Bufs {
+    /// All-gathers `send` (filled by the caller) into `recv`.
+    fn exchange(&mut self, c: &dyn Collective) -> &[f32] {
+        self.recv.resize(self.send.len() * c.size(), 0.0);
+        c.allgather_f32_into(&self.send, &mut self.recv);
+        &self.recv
+    }
 }
 
 /// Whether chunk `c` is this rank's to compute: chunks go round-robin over the ranks.
@@ -377,14 +395,20 @@ fn mine(collective: Option<&dyn Collective>, c: usize) -> bool {
 /// Gives every rank the pending chunk gradients the others computed: each rank sends
 /// its own chunks' gradients (over each pending range, in order), and copies the
 /// others' into their chunks. One collective call; ranks with fewer chunks pad.
-fn gather_pending(c: &dyn Collective, pending: &[(Range<usize>, usize)], chunks: &mut [Chunk]) {
+fn gather_pending(
+    c: &dyn Collective,
+    pending: &[(Range<usize>, usize)],
+    chunks: &mut [Chunk],
+    bufs: &mut Bufs,
+) {
     let (rank, size) = (c.rank(), c.size());
     if size < 2 || pending.is_empty() {
         return;
     }
     let slots = |k: usize| k.div_ceil(size);
     let per_rank: usize = pending.iter().map(|(r, k)| slots(*k) * r.len()).sum();
-    let mut local = Vec::with_capacity(per_rank);
+    let local = &mut bufs.send;
+    local.clear();
     for (r, k) in pending {
         for j in 0..slots(*k) {
             match chunks.get(rank + j * size).filter(|_| rank + j * size < *k) {
@@ -393,7 +417,7 @@ fn gather_pending(c: &dyn Collective, pending: &[(Range<usize>, usize)], chunks:
             }
         }
     }
-    let all = c.allgather_f32(&local);
+    let all = bufs.exchange(c);
     for (q, theirs) in all.chunks_exact(per_rank).enumerate() {
         if q == rank {
             continue;
@@ -450,6 +474,7 @@ fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mu
 fn chunked_forward(
     pool: Option<&Pool>,
     ranks: Option<&dyn Collective>,
+    bufs: &mut Bufs,
     chunks: &mut [Chunk],
     use_: Use,
     ids: &[usize],
@@ -511,7 +536,7 @@ fn chunked_forward(
             })
             .collect();
         let mut dst: Vec<&mut Vec<f32>> = dst.iter_mut().map(|(_, o)| &mut **o).collect();
-        gather_rows(c, rows, k, &od, &locals, &mut dst);
+        gather_rows(c, rows, k, &od, &locals, &mut dst, bufs);
     }
 }
 
@@ -526,6 +551,7 @@ fn gather_rows(
     widths: &[usize],
     locals: &[Vec<&[f32]>],
     outs: &mut [&mut Vec<f32>],
+    bufs: &mut Bufs,
 ) {
     let (rank, size) = (c.rank(), c.size());
     if size < 2 || k < 2 {
@@ -534,7 +560,8 @@ fn gather_rows(
     let slots = k.div_ceil(size);
     let most = chunk_rows(rows, k, 0).len();
     let per_slot: usize = widths.iter().map(|w| most * w).sum();
-    let mut local = vec![0.0f32; slots * per_slot];
+    let local = &mut bufs.send;
+    local.resize(slots * per_slot, 0.0);
     for j in 0..slots {
         let ch = rank + j * size;
         if ch >= k {
@@ -547,7 +574,7 @@ fn gather_rows(
             at += most * w;
         }
     }
-    let all = c.allgather_f32(&local);
+    let all = bufs.exchange(c);
     for q in (0..size).filter(|&q| q != rank) {
         for j in 0..slots {
             let ch = q + j * size;
@@ -585,6 +612,7 @@ impl Native {
             pool: None,
             min_rows: (layout.min_chunk_rows(false), layout.min_chunk_rows(true)),
             collective: None,
+            bufs: Bufs::default(),
         }
     }
 
@@ -621,6 +649,7 @@ impl Native {
         chunked_forward(
             self.pool.as_deref(),
             self.collective.as_deref(),
+            &mut self.bufs,
             &mut self.chunks,
             use_,
             nets,
@@ -689,7 +718,7 @@ impl Native {
     /// Every rank's pending chunk gradients, on every rank.
     fn gather(&mut self) {
         if let Some(c) = &self.collective {
-            gather_pending(c.as_ref(), &self.pending, &mut self.chunks);
+            gather_pending(c.as_ref(), &self.pending, &mut self.chunks, &mut self.bufs);
         }
     }
 
@@ -821,7 +850,7 @@ impl NetBackend for Native {
             None => add_pending(&mut g, 0, &self.pending, &self.chunks),
             Some(c) => {
                 let mut chunks = self.chunks.clone();
-                gather_pending(c.as_ref(), &self.pending, &mut chunks);
+                gather_pending(c.as_ref(), &self.pending, &mut chunks, &mut Bufs::default());
                 add_pending(&mut g, 0, &self.pending, &chunks);
             }
         }
@@ -932,7 +961,15 @@ impl NetBackend for Native {
                     vec![&own[r.start * id..r.end * id]]
                 })
                 .collect();
-            gather_rows(c, rows, k, &[id], &locals, &mut [&mut self.dinput]);
+            gather_rows(
+                c,
+                rows,
+                k,
+                &[id],
+                &locals,
+                &mut [&mut self.dinput],
+                &mut self.bufs,
+            );
         }
         &self.dinput
     }
