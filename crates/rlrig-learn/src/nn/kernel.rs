@@ -78,69 +78,68 @@ mod x86 {
     use super::Simd;
     use std::arch::x86_64::*;
 
-    pub struct Avx512;
-    // SAFETY (every method of both impls): the intrinsics need their instruction set,
-    // which the trait's contract makes the caller guarantee; loads and stores are
-    // unaligned and read or write exactly LANES floats from `p`, which the caller
-    // guarantees are in bounds.
-    impl Simd for Avx512 {
-        const LANES: usize = 16;
-        type V = __m512;
-        #[inline(always)]
-        unsafe fn zero() -> __m512 {
-            unsafe { _mm512_setzero_ps() }
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> __m512 {
-            unsafe { _mm512_set1_ps(x) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> __m512 {
-            unsafe { _mm512_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn store(p: *mut f32, v: __m512) {
-            unsafe { _mm512_storeu_ps(p, v) }
-        }
-        #[inline(always)]
-        unsafe fn fma(a: __m512, b: __m512, c: __m512) -> __m512 {
-            unsafe { _mm512_fmadd_ps(a, b, c) }
-        }
-        #[inline(always)]
-        unsafe fn add(a: __m512, b: __m512) -> __m512 {
-            unsafe { _mm512_add_ps(a, b) }
-        }
+    /// An x86 vector type's [`Simd`] impl from its intrinsics.
+    macro_rules! x86_simd {
+        ($name:ident, $v:ty, $lanes:expr, $zero:ident, $splat:ident, $load:ident,
+         $store:ident, $fma:ident, $add:ident) => {
+            pub struct $name;
+            // SAFETY (every method): the intrinsics need their instruction set, which
+            // the trait's contract makes the caller guarantee; loads and stores are
+            // unaligned and read or write exactly LANES floats from `p`, which the
+            // caller guarantees are in bounds.
+            impl Simd for $name {
+                const LANES: usize = $lanes;
+                type V = $v;
+                #[inline(always)]
+                unsafe fn zero() -> $v {
+                    unsafe { $zero() }
+                }
+                #[inline(always)]
+                unsafe fn splat(x: f32) -> $v {
+                    unsafe { $splat(x) }
+                }
+                #[inline(always)]
+                unsafe fn load(p: *const f32) -> $v {
+                    unsafe { $load(p) }
+                }
+                #[inline(always)]
+                unsafe fn store(p: *mut f32, v: $v) {
+                    unsafe { $store(p, v) }
+                }
+                #[inline(always)]
+                unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
+                    unsafe { $fma(a, b, c) }
+                }
+                #[inline(always)]
+                unsafe fn add(a: $v, b: $v) -> $v {
+                    unsafe { $add(a, b) }
+                }
+            }
+        };
     }
 
-    pub struct Avx2;
-    impl Simd for Avx2 {
-        const LANES: usize = 8;
-        type V = __m256;
-        #[inline(always)]
-        unsafe fn zero() -> __m256 {
-            unsafe { _mm256_setzero_ps() }
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> __m256 {
-            unsafe { _mm256_set1_ps(x) }
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> __m256 {
-            unsafe { _mm256_loadu_ps(p) }
-        }
-        #[inline(always)]
-        unsafe fn store(p: *mut f32, v: __m256) {
-            unsafe { _mm256_storeu_ps(p, v) }
-        }
-        #[inline(always)]
-        unsafe fn fma(a: __m256, b: __m256, c: __m256) -> __m256 {
-            unsafe { _mm256_fmadd_ps(a, b, c) }
-        }
-        #[inline(always)]
-        unsafe fn add(a: __m256, b: __m256) -> __m256 {
-            unsafe { _mm256_add_ps(a, b) }
-        }
-    }
+    x86_simd!(
+        Avx512,
+        __m512,
+        16,
+        _mm512_setzero_ps,
+        _mm512_set1_ps,
+        _mm512_loadu_ps,
+        _mm512_storeu_ps,
+        _mm512_fmadd_ps,
+        _mm512_add_ps
+    );
+    x86_simd!(
+        Avx2,
+        __m256,
+        8,
+        _mm256_setzero_ps,
+        _mm256_set1_ps,
+        _mm256_loadu_ps,
+        _mm256_storeu_ps,
+        _mm256_fmadd_ps,
+        _mm256_add_ps
+    );
 }
 
 #[cfg(target_arch = "aarch64")]
