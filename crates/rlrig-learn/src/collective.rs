@@ -80,6 +80,22 @@ impl LocalRanks {
             })
             .collect()
     }
+
+    /// Runs `f` on `size` ranks, each on its own thread, and returns their results in
+    /// rank order (a rank's panic is re-raised here).
+    pub fn run<T: Send>(size: usize, f: impl Fn(LocalRanks) -> T + Sync) -> Vec<T> {
+        std::thread::scope(|s| {
+            let f = &f;
+            let handles: Vec<_> = LocalRanks::new(size)
+                .into_iter()
+                .map(|c| s.spawn(move || f(c)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .collect()
+        })
+    }
 }
 
 impl Collective for LocalRanks {
@@ -107,19 +123,13 @@ mod tests {
 
     #[test]
     fn local_ranks_gather_in_rank_order() {
-        let handles: Vec<_> = LocalRanks::new(3)
-            .into_iter()
-            .map(|c| {
-                std::thread::spawn(move || {
-                    let r = c.rank() as f32;
-                    let a = c.allgather_f32(&[r, r + 0.5]);
-                    let b = c.allgather(&[10.0 * r as f64]);
-                    (c.size(), a, b)
-                })
-            })
-            .collect();
-        for h in handles {
-            let (size, a, b) = h.join().unwrap();
+        let results = LocalRanks::run(3, |c| {
+            let r = c.rank() as f32;
+            let a = c.allgather_f32(&[r, r + 0.5]);
+            let b = c.allgather(&[10.0 * r as f64]);
+            (c.size(), a, b)
+        });
+        for (size, a, b) in results {
             assert_eq!(size, 3);
             assert_eq!(a, vec![0.0, 0.5, 1.0, 1.5, 2.0, 2.5]);
             assert_eq!(b, vec![0.0, 10.0, 20.0]);
@@ -129,15 +139,12 @@ mod tests {
     #[test]
     fn the_first_stop_any_rank_got_is_everyones() {
         let stops = [None, Some(Stop::Terminate), Some(Stop::Interrupt)];
-        let handles: Vec<_> = LocalRanks::new(3)
-            .into_iter()
-            .map(|c| std::thread::spawn(move || agree_stop(&c, stops[c.rank()])))
-            .collect();
+        let got = LocalRanks::run(3, |c| agree_stop(&c, stops[c.rank()]));
         let want = [Stop::Terminate, Stop::Interrupt]
             .into_iter()
             .min_by_key(|s| s.signal());
-        for h in handles {
-            assert_eq!(h.join().unwrap(), want);
+        for g in got {
+            assert_eq!(g, want);
         }
     }
 }

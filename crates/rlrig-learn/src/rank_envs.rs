@@ -399,17 +399,12 @@ mod tests {
         for (env, n) in [("CartPole-v1", 7), ("MinAtar/Breakout-v1", 5)] {
             let one = run(envs(env, 0..n), 60);
             for size in [2, 3] {
-                let handles: Vec<_> = LocalRanks::new(size)
-                    .into_iter()
-                    .map(|c| {
-                        std::thread::spawn(move || {
-                            let e = RankEnvs::new(n, Arc::new(c), |s| Ok(envs(env, s))).unwrap();
-                            run(Box::new(e), 60)
-                        })
-                    })
-                    .collect();
-                for h in handles {
-                    assert!(h.join().unwrap() == one, "{env}, {size} ranks");
+                let ranks = LocalRanks::run(size, |c| {
+                    let e = RankEnvs::new(n, Arc::new(c), |s| Ok(envs(env, s))).unwrap();
+                    run(Box::new(e), 60)
+                });
+                for got in ranks {
+                    assert!(got == one, "{env}, {size} ranks");
                 }
             }
         }
@@ -422,21 +417,14 @@ mod tests {
         run_some(&mut *whole);
         let snap = whole.snapshot();
         let after = run(whole, 40);
-        let handles: Vec<_> = LocalRanks::new(2)
-            .into_iter()
-            .map(|c| {
-                let snap = snap.clone();
-                std::thread::spawn(move || {
-                    let mut e =
-                        RankEnvs::new(n, Arc::new(c), |s| Ok(envs("CartPole-v1", s))).unwrap();
-                    e.restore(&snap).unwrap();
-                    assert_eq!(e.snapshot(), snap);
-                    run(Box::new(e), 40)
-                })
-            })
-            .collect();
-        for h in handles {
-            assert!(h.join().unwrap() == after);
+        let ranks = LocalRanks::run(2, |c| {
+            let mut e = RankEnvs::new(n, Arc::new(c), |s| Ok(envs("CartPole-v1", s))).unwrap();
+            e.restore(&snap).unwrap();
+            assert_eq!(e.snapshot(), snap);
+            run(Box::new(e), 40)
+        });
+        for got in ranks {
+            assert!(got == after);
         }
     }
 
@@ -449,20 +437,13 @@ mod tests {
 
     #[test]
     fn a_bad_action_on_one_rank_is_an_error_on_every_rank() {
-        let handles: Vec<_> = LocalRanks::new(2)
-            .into_iter()
-            .map(|c| {
-                std::thread::spawn(move || {
-                    let mut e =
-                        RankEnvs::new(4, Arc::new(c), |s| Ok(envs("CartPole-v1", s))).unwrap();
-                    // Env 3 (rank 1's) gets an action outside Discrete(2).
-                    e.step(ActionBuf::Discrete(&[0, 1, 0, 5]))
-                        .unwrap_err()
-                        .to_string()
-                })
-            })
-            .collect();
-        let errs: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let errs = LocalRanks::run(2, |c| {
+            let mut e = RankEnvs::new(4, Arc::new(c), |s| Ok(envs("CartPole-v1", s))).unwrap();
+            // Env 3 (rank 1's) gets an action outside Discrete(2).
+            e.step(ActionBuf::Discrete(&[0, 1, 0, 5]))
+                .unwrap_err()
+                .to_string()
+        });
         assert!(errs[1].contains("outside Discrete(2)"), "{errs:?}");
         assert!(errs[0].contains("MPI rank 1"), "{errs:?}");
     }

@@ -79,15 +79,10 @@ fn any_rank_count_gives_the_same_bits() {
     for rows in [5, 200, 1100] {
         let one = train(1, rows);
         for (size, threads) in [(2, 1), (3, 2)] {
-            let handles: Vec<_> = crate::collective::LocalRanks::new(size)
-                .into_iter()
-                .map(|c| std::thread::spawn(move || train_on_rank(threads, rows, Some(c))))
-                .collect();
-            for (rank, h) in handles.into_iter().enumerate() {
-                assert!(
-                    one == h.join().unwrap(),
-                    "rows {rows}, rank {rank} of {size}"
-                );
+            let ranks =
+                crate::collective::LocalRanks::run(size, |c| train_on_rank(threads, rows, Some(c)));
+            for (rank, got) in ranks.into_iter().enumerate() {
+                assert!(one == got, "rows {rows}, rank {rank} of {size}");
             }
         }
     }

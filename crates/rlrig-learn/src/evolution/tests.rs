@@ -132,15 +132,9 @@ fn ranks_split_members_and_agree_with_one_process() {
             (format!("{s:?}"), e.best_params())
         };
         let single = run(None);
-        let handles: Vec<_> = crate::collective::LocalRanks::new(2)
-            .into_iter()
-            .map(|c| {
-                let run = run.clone();
-                std::thread::spawn(move || run(Some(std::sync::Arc::new(c))))
-            })
-            .collect();
-        for h in handles {
-            assert_eq!(h.join().unwrap(), single, "{method:?}");
+        let ranks = crate::collective::LocalRanks::run(2, |c| run(Some(std::sync::Arc::new(c))));
+        for got in ranks {
+            assert_eq!(got, single, "{method:?}");
         }
     }
 }
