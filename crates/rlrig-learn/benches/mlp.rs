@@ -91,6 +91,39 @@ fn gemm_shapes(c: &mut Criterion) {
                 )
             })
         });
+        // d W^T with W stored k x n... read through its strides: the backward pass's
+        // input-gradient product (c[m x k] = d[m x n] W^T).
+        let mut cx = vec![0.0f32; m * k];
+        g.bench_function(BenchmarkId::new("nt", format!("{m}x{n}x{k}")), |bch| {
+            bch.iter(|| {
+                gemm(
+                    m,
+                    n,
+                    k,
+                    1.0,
+                    &cbuf,
+                    (n, 1),
+                    &b,
+                    (1, n),
+                    0.0,
+                    &mut cx,
+                    (k, 1),
+                )
+            })
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("activation");
+    for len in [256usize, 4096] {
+        let mut v: Vec<f32> = (0..len).map(|_| normal(&mut rng) as f32).collect();
+        g.throughput(Throughput::Elements(len as u64));
+        g.bench_function(BenchmarkId::new("tanh", len), |bch| {
+            bch.iter(|| {
+                // Keep the inputs spread: tanh of tanh shrinks towards 0.
+                v.iter_mut().for_each(|x| *x *= 3.0);
+                rlrig_learn::nn::tanh_in_place(std::hint::black_box(&mut v));
+            })
+        });
     }
     g.finish();
 }
