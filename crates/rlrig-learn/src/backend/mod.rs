@@ -460,7 +460,11 @@ fn copy_outs(stored: &[Vec<f32>], nets: &[usize], outs: &mut [&mut [f32]]) {
 }
 
 /// Runs `f(c, &mut items[c])` for every item: on the pool when there is one.
-fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+pub(crate) fn for_each<T: Send>(
+    pool: Option<&Pool>,
+    items: &mut [T],
+    f: impl Fn(usize, &mut T) + Sync,
+) {
     match pool {
         Some(p) => p.for_each_mut(items, f),
         None => items.iter_mut().enumerate().for_each(|(c, t)| f(c, t)),

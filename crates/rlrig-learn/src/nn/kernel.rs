@@ -14,6 +14,8 @@
 //! rounded, so AVX-512, AVX2+FMA, NEON and the scalar fallback (`f32::mul_add`) give
 //! the same bits; only the block shapes differ.
 
+use std::ops::Range;
+
 /// Vectors of `f32` lanes on one instruction set.
 trait Simd {
     const LANES: usize;
@@ -464,25 +466,28 @@ fn check_transpose(src: &[f32], ld: usize, rows: usize, cols: usize, dst: &[f32]
     assert!(dst.len() >= rows * cols, "transpose: dst too short");
 }
 
-/// The element-by-element transpose of `rows x cols` from `(r0, c0)` on: the reference,
-/// and the edges of the tiled versions.
-fn transpose_scalar_from(
+/// The element-by-element transpose of the block `rs x cs` of `src` (rows x cols): the
+/// reference, and the edges of the tiled versions. One destination row at a time, so
+/// the stores are contiguous (storing along a source row instead, 256 bytes apart, took
+/// 1.5x as long for a 64 x 2 head on a Cascade Lake core).
+fn transpose_scalar_block(
     src: &[f32],
     ld: usize,
-    (rows, cols): (usize, usize),
-    (r0, c0): (usize, usize),
+    rows: usize,
+    (rs, cs): (Range<usize>, Range<usize>),
     dst: &mut [f32],
 ) {
-    for r in r0..rows {
-        for (j, &v) in src[r * ld + c0..r * ld + cols].iter().enumerate() {
-            dst[(c0 + j) * rows + r] = v;
+    for j in cs {
+        let d = &mut dst[j * rows..(j + 1) * rows];
+        for r in rs.clone() {
+            d[r] = src[r * ld + j];
         }
     }
 }
 
 fn transpose_scalar(src: &[f32], ld: usize, rows: usize, cols: usize, dst: &mut [f32]) {
     check_transpose(src, ld, rows, cols, dst);
-    transpose_scalar_from(src, ld, (rows, cols), (0, 0), dst);
+    transpose_scalar_block(src, ld, rows, (0..rows, 0..cols), dst);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -528,15 +533,10 @@ fn transpose_avx2_body(src: &[f32], ld: usize, rows: usize, cols: usize, dst: &m
                 w(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
             }
         }
-        // The columns past the last whole tile, for these 8 rows.
-        for r in r0..r0 + 8 {
-            for (j, &v) in src[r * ld + full_c..r * ld + cols].iter().enumerate() {
-                dst[(full_c + j) * rows + r] = v;
-            }
-        }
     }
-    // The rows past the last whole tile.
-    transpose_scalar_from(src, ld, (rows, cols), (full_r, 0), dst);
+    // The columns past the last whole tile, then the rows past it.
+    transpose_scalar_block(src, ld, rows, (0..full_r, full_c..cols), dst);
+    transpose_scalar_block(src, ld, rows, (full_r..rows, 0..cols), dst);
 }
 
 #[cfg(target_arch = "x86_64")]

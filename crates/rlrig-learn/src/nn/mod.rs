@@ -182,6 +182,11 @@ fn small_gemm_dots(
 /// `c += a b` for row-major `a` (m x k), `b` (k x n), `c` (m x n): [`small_gemm_dots`]
 /// on `b^T`, made in this thread's scratch.
 fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
+    if n == 1 {
+        // A single column (a value head) is its own transpose.
+        small_gemm_dots(m, k, n, a, b, k, c);
+        return;
+    }
     with_scratch(n * k, |bt| {
         kernel::transpose(b, n, k, n, bt);
         small_gemm_dots(m, k, n, a, bt, k, c);

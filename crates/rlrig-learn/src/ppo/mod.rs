@@ -124,6 +124,9 @@ pub struct Ppo {
     /// With `inference_server`: what the server did (network calls, rows, requests).
     pub server_stats: crate::serve::ServerStats,
     update_bufs: update::UpdateBufs,
+    /// The process's shared pool for `threads` (none for 1): the minibatch loss's row
+    /// blocks run on it (the networks' passes run on the backend's).
+    threads_pool: Option<std::sync::Arc<rlrig_env::pool::Pool>>,
 }
 
 impl Drop for Ppo {
@@ -226,6 +229,8 @@ impl Ppo {
             async_lag: (0, 0),
             server_stats: crate::serve::ServerStats::default(),
             update_bufs: Default::default(),
+            threads_pool: rlrig_env::pool::Pool::shared_for(threads)
+                .map_err(|e| LearnError::Config(e.to_string()))?,
             agent,
             cfg,
         })

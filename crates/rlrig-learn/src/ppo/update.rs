@@ -13,7 +13,8 @@ pub(super) struct UpdateBufs {
     d_val: Vec<f32>,
     mb_adv: Vec<f32>,
     pub(super) logp_row: Vec<f32>,
-    d_logstd: Vec<f32>,
+    /// The minibatch loss's row blocks: each one's sums and log-std gradient.
+    blocks: Vec<LossBlock>,
     pub(super) ls: Vec<f32>,
     out: Vec<f32>,
     newv: Vec<f32>,
@@ -23,6 +24,19 @@ pub(super) struct UpdateBufs {
     /// V-trace: the policy over the whole rollout, and its log importance ratios.
     pub(super) rollout_out: Vec<f32>,
     pub(super) log_rhos: Vec<f32>,
+}
+
+/// Rows of a minibatch's loss one pool task computes. Fixed, so the blocks, their
+/// partial sums and the order they are added in do not depend on the thread count.
+const LOSS_BLOCK_ROWS: usize = 64;
+
+/// One block of a minibatch's loss rows: its sums of the statistics (policy surrogate,
+/// entropy, approximate KL, clipped rows, value loss) and of the log-std gradient.
+#[derive(Default)]
+struct LossBlock {
+    sums: [f64; 5],
+    d_logstd: Vec<f32>,
+    logp_row: Vec<f32>,
 }
 
 impl Ppo {
@@ -81,8 +95,7 @@ impl Ppo {
             d_out,
             d_val,
             mb_adv,
-            logp_row,
-            d_logstd,
+            blocks,
             ls,
             out,
             newv,
@@ -97,14 +110,18 @@ impl Ppo {
             (&mut *d_out, mb * out_dim),
             (&mut *d_val, mb),
             (&mut *mb_adv, mb),
-            (&mut *logp_row, out_dim),
-            (&mut *d_logstd, log_stds),
             (&mut *ls, log_stds),
             (&mut *out, mb * out_dim),
             (&mut *newv, mb),
         ] {
             v.resize(n, 0.0);
         }
+        blocks.resize_with(mb.div_ceil(LOSS_BLOCK_ROWS), LossBlock::default);
+        for b in blocks.iter_mut() {
+            b.d_logstd.resize(log_stds, 0.0);
+            b.logp_row.resize(out_dim, 0.0);
+        }
+        let mut d_logstd = vec![0.0f32; log_stds];
         let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for epoch in 0..cfg.update_epochs {
@@ -141,49 +158,84 @@ impl Ppo {
                 self.agent
                     .forward(&mut *self.backend, mb_obs, mb, true, out, newv);
                 ls.copy_from_slice(self.backend.free_params());
-                let inv = 1.0 / mb as f32;
-                let (mut pg, mut ent, mut kl, mut cf, mut vl) =
-                    (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
-                // Gaussian: log-std gradient accumulates over the minibatch.
-                d_logstd.fill(0.0);
                 let coefs = loss::LossCoefs {
                     clip,
                     ent_coef: cfg.ent_coef as f32,
-                    inv,
+                    inv: 1.0 / mb as f32,
                 };
                 let vclip = cfg.clip_vloss.then_some(clip);
-                for (r, &i) in chunk.iter().enumerate() {
-                    let t = loss::policy_row(
-                        &self.agent.head,
-                        &coefs,
-                        &out[r * out_dim..(r + 1) * out_dim],
-                        &self.buf.actions[i * adim..(i + 1) * adim],
-                        self.buf.logprobs[i],
-                        mb_adv[r],
-                        ls,
-                        logp_row,
-                        &mut d_out[r * out_dim..(r + 1) * out_dim],
-                        d_logstd,
-                    );
-                    kl += f64::from(t.approx_kl);
-                    cf += f64::from(u8::from(t.clipped));
-                    pg += f64::from(t.surrogate);
-                    ent += f64::from(t.entropy);
-                    let (err, grad) = loss::value_row(
-                        newv[r],
-                        self.returns[i],
-                        self.buf.values[i],
-                        vclip,
-                        cfg.vf_coef as f32,
-                        inv,
-                    );
-                    vl += 0.5 * f64::from(err);
-                    d_val[r] = grad;
+                // The rows' losses in blocks on the pool (each row's gradient depends on
+                // its own outputs only); the blocks' sums are added in block order.
+                let (agent, buf, returns) = (&self.agent, &self.buf, &self.returns);
+                let (out, newv, mb_adv, ls) = (&*out, &*newv, &*mb_adv, &*ls);
+                let mut work: Vec<_> = blocks
+                    .iter_mut()
+                    .zip(d_out.chunks_mut(LOSS_BLOCK_ROWS * out_dim))
+                    .zip(d_val.chunks_mut(LOSS_BLOCK_ROWS))
+                    .collect();
+                crate::backend::for_each(
+                    self.threads_pool.as_deref(),
+                    &mut work,
+                    |blk, ((b, d_out), d_val)| {
+                        let LossBlock {
+                            sums,
+                            d_logstd,
+                            logp_row,
+                        } = &mut **b;
+                        *sums = [0.0; 5];
+                        d_logstd.fill(0.0);
+                        let r0 = blk * LOSS_BLOCK_ROWS;
+                        for (j, d_v) in d_val.iter_mut().enumerate() {
+                            let (r, i) = (r0 + j, chunk[r0 + j]);
+                            let t = loss::policy_row(
+                                &agent.head,
+                                &coefs,
+                                &out[r * out_dim..(r + 1) * out_dim],
+                                &buf.actions[i * adim..(i + 1) * adim],
+                                buf.logprobs[i],
+                                mb_adv[r],
+                                ls,
+                                logp_row,
+                                &mut d_out[j * out_dim..(j + 1) * out_dim],
+                                d_logstd,
+                            );
+                            let (err, grad) = loss::value_row(
+                                newv[r],
+                                returns[i],
+                                buf.values[i],
+                                vclip,
+                                cfg.vf_coef as f32,
+                                coefs.inv,
+                            );
+                            *d_v = grad;
+                            for (s, v) in sums.iter_mut().zip([
+                                t.surrogate,
+                                t.entropy,
+                                t.approx_kl,
+                                f32::from(u8::from(t.clipped)),
+                                0.5 * err,
+                            ]) {
+                                *s += f64::from(v);
+                            }
+                        }
+                    },
+                );
+                drop(work);
+                let mut sums = [0.0f64; 5];
+                d_logstd.fill(0.0);
+                for b in blocks.iter() {
+                    for (s, v) in sums.iter_mut().zip(&b.sums) {
+                        *s += v;
+                    }
+                    for (g, v) in d_logstd.iter_mut().zip(&b.d_logstd) {
+                        *g += v;
+                    }
                 }
+                let [pg, ent, kl, cf, vl] = sums;
                 self.agent
                     .backward(&mut *self.backend, d_out, d_val, scratch);
                 if !d_logstd.is_empty() {
-                    self.backend.add_free_grad(d_logstd);
+                    self.backend.add_free_grad(&d_logstd);
                 }
                 self.backend.step(lr, cfg.max_grad_norm);
                 let m = mb as f64;
