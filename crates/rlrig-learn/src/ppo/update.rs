@@ -15,6 +15,8 @@ pub(super) struct UpdateBufs {
     pub(super) logp_row: Vec<f32>,
     /// The minibatch loss's row blocks: each one's sums and log-std gradient.
     blocks: Vec<LossBlock>,
+    /// Their log-std gradients added up.
+    d_logstd: Vec<f32>,
     pub(super) ls: Vec<f32>,
     out: Vec<f32>,
     newv: Vec<f32>,
@@ -96,6 +98,7 @@ impl Ppo {
             d_val,
             mb_adv,
             blocks,
+            d_logstd,
             ls,
             out,
             newv,
@@ -111,6 +114,7 @@ impl Ppo {
             (&mut *d_val, mb),
             (&mut *mb_adv, mb),
             (&mut *ls, log_stds),
+            (&mut *d_logstd, log_stds),
             (&mut *out, mb * out_dim),
             (&mut *newv, mb),
         ] {
@@ -121,7 +125,6 @@ impl Ppo {
             b.d_logstd.resize(log_stds, 0.0);
             b.logp_row.resize(out_dim, 0.0);
         }
-        let mut d_logstd = vec![0.0f32; log_stds];
         let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for epoch in 0..cfg.update_epochs {
@@ -235,7 +238,7 @@ impl Ppo {
                 self.agent
                     .backward(&mut *self.backend, d_out, d_val, scratch);
                 if !d_logstd.is_empty() {
-                    self.backend.add_free_grad(&d_logstd);
+                    self.backend.add_free_grad(d_logstd);
                 }
                 self.backend.step(lr, cfg.max_grad_norm);
                 let m = mb as f64;
