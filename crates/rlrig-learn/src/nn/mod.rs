@@ -1,6 +1,8 @@
 //! The native CPU path for the small networks RL uses: MLPs with tanh hidden layers,
-//! forward and backward over whole batches on `matrixmultiply`'s strided sgemm, a
-//! vectorisable tanh, no allocation after the first call at a given batch size.
+//! forward and backward over whole batches through [`gemm`] (the register-blocked
+//! `kernel` for layer-sized products, plain loops for narrow heads, `matrixmultiply`
+//! for long sums), a vectorised tanh, no allocation after the first call at a given
+//! batch size.
 //!
 //! Parameters live in one flat `f32` buffer owned by the caller (an agent keeps all
 //! its networks in one buffer, so Adam, gradient clipping and checkpoints see a single
