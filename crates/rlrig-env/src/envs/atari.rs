@@ -240,14 +240,22 @@ fn tables() -> &'static Resize {
 /// exact zero), then rows are weighted and summed in OpenCV's order (`beta0 * r0`, then
 /// `+= beta * r`), and rounded half to even. OpenCV redoes the horizontal pass for a
 /// row two destination rows share; it is done once here (same numbers).
+#[multiversion::multiversion(targets(
+    "x86_64+avx512f+avx512vl+avx512dq",
+    "x86_64+avx2+fma",
+    "aarch64+neon"
+))]
 pub fn resize_area(src: &[u8], dst: &mut [u8]) {
     let t = tables();
     // Horizontal pass, eight source rows at a time (lanes = rows, so every tap is one
     // contiguous load and the per-pixel order of operations is unchanged).
     const L: usize = 8;
     let mut rows = [[0f32; SIZE]; HEIGHT.next_multiple_of(L)];
+    // Filled anew by every group; the last group's unused lanes keep the previous
+    // group's values, which only reach padding rows no destination row reads (zeroing
+    // 5 KB per group cost more than the group's arithmetic).
+    let mut cols = [[0f32; L]; WIDTH];
     for (g, group) in src.chunks(L * WIDTH).enumerate() {
-        let mut cols = [[0f32; L]; WIDTH];
         for (lane, row) in group.chunks_exact(WIDTH).enumerate() {
             for (c, &b) in cols.iter_mut().zip(row) {
                 c[lane] = f32::from(b);
