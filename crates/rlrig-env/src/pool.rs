@@ -149,7 +149,11 @@ impl Shared {
     }
 
     fn worker(&self, slot: usize, spin: Duration) {
-        let mut seen = Self::job_number(self.word.load(Ordering::Acquire));
+        // Job numbers start at 1, so a job announced before this thread first looks is
+        // still new to it (reading the word here would take that job for a seen one and
+        // leave all its tasks to the caller). A job that has already finished is harmless:
+        // `work` finds no unclaimed task.
+        let mut seen = 0;
         loop {
             // Spin on the job word for `spin`, then park.
             let start = Instant::now();
@@ -444,6 +448,37 @@ mod tests {
                 .enumerate()
                 .all(|(i, x)| *x == 50 * i as u64 + 49 * 50 / 2)
         );
+    }
+
+    /// A job started the moment a pool is made (before its worker first reads the job
+    /// word) is still shared: task 0 waits for task 1, which only another thread can run
+    /// while task 0 holds its own. Before the fix a fresh worker took the announced job
+    /// for one it had seen and left every task to the caller.
+    #[test]
+    fn a_fresh_pools_first_job_reaches_its_workers() {
+        for _ in 0..5 {
+            let pool = Pool::new(2).unwrap();
+            let second_ran = AtomicBool::new(false);
+            let waited_for_it = AtomicBool::new(true);
+            pool.run(2, &|i| {
+                if i == 1 {
+                    second_ran.store(true, Ordering::Release);
+                    return;
+                }
+                let t0 = Instant::now();
+                while !second_ran.load(Ordering::Acquire) {
+                    if t0.elapsed() > Duration::from_secs(60) {
+                        waited_for_it.store(false, Ordering::Relaxed);
+                        return;
+                    }
+                    std::thread::yield_now();
+                }
+            });
+            assert!(
+                waited_for_it.load(Ordering::Relaxed),
+                "the worker never took task 1"
+            );
+        }
     }
 
     #[test]
