@@ -16,7 +16,7 @@ use rlrig_env::envs::lunar_lander::{
     step_with,
 };
 use rlrig_env::envs::{BipedalWalker, BipedalWalkerHardcore, LunarLander, LunarLanderContinuous};
-use rlrig_env::{Env, Purpose, Rng, Space, Transition, VecConfig, VecEnvDyn, make_sync};
+use rlrig_env::{Env, Purpose, Rng, Transition};
 use serde_json::Value;
 
 /// A golden file: `LunarLander-v3.json` (both landers) or `BipedalWalker-v3.json` (both walkers).
@@ -154,91 +154,71 @@ fn lander_episodes_follow_gymnasium_step_by_step() {
 }
 
 /// Return and length of one episode per env of a vector env, each counted until its end.
-struct Episodes {
-    ret: Vec<f64>,
-    len: Vec<f64>,
-    done: Vec<bool>,
+/// Mean and (population) standard deviation of the returns, then of the lengths.
+fn summary(episodes: &[(f64, f64)]) -> [f64; 4] {
+    let ms = |v: &mut dyn Iterator<Item = f64>| {
+        let v: Vec<f64> = v.collect();
+        let m = v.iter().sum::<f64>() / v.len() as f64;
+        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
+        (m, var.sqrt())
+    };
+    let (mr, sr) = ms(&mut episodes.iter().map(|e| e.0));
+    let (ml, sl) = ms(&mut episodes.iter().map(|e| e.1));
+    [mr, sr, ml, sl]
 }
 
-impl Episodes {
-    fn new(n: usize) -> Episodes {
-        Episodes {
-            ret: vec![0.0; n],
-            len: vec![0.0; n],
-            done: vec![false; n],
-        }
-    }
-
-    fn all_done(&self) -> bool {
-        self.done.iter().all(|&d| d)
-    }
-
-    /// Counts the step `venv` just took.
-    fn record(&mut self, venv: &dyn VecEnvDyn) {
-        for k in 0..self.done.len() {
-            if !self.done[k] {
-                self.ret[k] += venv.rewards()[k];
-                self.len[k] += 1.0;
-                self.done[k] = venv.terminated()[k] || venv.truncated()[k];
+/// Return and length statistics of the first episode of each of `n` envs, as
+/// `make_sync(E::ID, VecConfig::new(n).seed(seed))` starts them (env `k` on stream
+/// `(seed, Env, k)`), acting with `policy(k)`'s actor (fed the step and the observation;
+/// its random draws from stream `(seed, Policy, k)`). Each episode runs alone to its end
+/// on the shared 2-thread pool: a vector env would step every env until the last one ends
+/// (random walkers last 600-700 steps of up to 1,600-2,000), most of its steps wasted.
+fn first_episodes<E, P>(seed: u64, n: usize, policy: impl Fn(Rng) -> P + Sync) -> [f64; 4]
+where
+    E: Env<Obs = f32>,
+    P: FnMut(usize, &[f32]) -> E::Action,
+{
+    let p = E::Params::default();
+    let limit = E::max_episode_steps(&p).unwrap() as usize;
+    let mut episodes = vec![(0.0, 0.0); n];
+    rlrig_env::pool::Pool::shared(2)
+        .unwrap()
+        .for_each_mut(&mut episodes, |k, out| {
+            let mut env_rng = Rng::stream(seed, Purpose::Env, k as u64);
+            let mut act = policy(Rng::stream(seed, Purpose::Policy, k as u64));
+            let mut s = E::reset(&p, &mut env_rng);
+            let mut obs = vec![0f32; E::OBS_DIM];
+            let mut ret = 0.0;
+            for t in 1..=limit {
+                E::observe(&p, &s, &mut obs);
+                let tr = E::step(&p, &mut s, &act(t - 1, &obs), &mut env_rng);
+                ret += tr.reward;
+                if tr.terminated || t == limit {
+                    *out = (ret, t as f64);
+                    return;
+                }
             }
-        }
-    }
-
-    /// Mean and (population) standard deviation of return, then of length.
-    fn stats(&self) -> [f64; 4] {
-        let ms = |v: &[f64]| {
-            let m = v.iter().sum::<f64>() / v.len() as f64;
-            let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
-            (m, var.sqrt())
-        };
-        let (mr, sr) = ms(&self.ret);
-        let (ml, sl) = ms(&self.len);
-        [mr, sr, ml, sl]
-    }
+        });
+    summary(&episodes)
 }
 
 /// Return and length statistics over `n` episodes of the random policy or Gymnasium's
 /// lander heuristic.
 fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 4] {
-    let mut venv = make_sync(env, VecConfig::new(n).seed(77).threads(2)).unwrap();
-    let spec = rlrig_env::spec(env).unwrap();
-    let d = spec.obs_dim;
-    let mut rngs: Vec<Rng> = (0..n)
-        .map(|k| Rng::stream(77, Purpose::Policy, k as u64))
-        .collect();
-    let mut eps = Episodes::new(n);
-    while !eps.all_done() {
-        match spec.action_space {
-            Space::Discrete { .. } => {
-                let a: Vec<i32> = (0..n)
-                    .map(|k| {
-                        if heuristic {
-                            heuristic_discrete(&venv.obs().as_f32().unwrap()[k * d..(k + 1) * d])
-                        } else {
-                            rngs[k].below(4) as i32
-                        }
-                    })
-                    .collect();
-                venv.step(rlrig_env::ActionBuf::Discrete(&a)).unwrap();
-            }
-            Space::Box { .. } => {
-                let mut a = Vec::with_capacity(2 * n);
-                for (k, rng) in rngs.iter_mut().enumerate() {
-                    if heuristic {
-                        a.extend(heuristic_continuous(
-                            &venv.obs().as_f32().unwrap()[k * d..(k + 1) * d],
-                        ));
-                    } else {
-                        a.push(rng.uniform(-1.0, 1.0) as f32);
-                        a.push(rng.uniform(-1.0, 1.0) as f32);
-                    }
-                }
-                venv.step(rlrig_env::ActionBuf::Continuous(&a)).unwrap();
-            }
+    match (env == LunarLander::ID, heuristic) {
+        (true, true) => {
+            first_episodes::<LunarLander, _>(77, n, |_| |_, o: &[f32]| heuristic_discrete(o))
         }
-        eps.record(venv.as_ref());
+        (true, false) => {
+            first_episodes::<LunarLander, _>(77, n, |mut r| move |_, _: &[f32]| r.below(4) as i32)
+        }
+        (false, true) => first_episodes::<LunarLanderContinuous, _>(77, n, |_| {
+            |_, o: &[f32]| heuristic_continuous(o)
+        }),
+        (false, false) => first_episodes::<LunarLanderContinuous, _>(77, n, |mut r| {
+            move |_, _: &[f32]| [r.uniform(-1.0, 1.0) as f32, r.uniform(-1.0, 1.0) as f32]
+        }),
     }
-    eps.stats()
 }
 
 /// `got` (mean, sd over `n`) against the reference's (mean, sd over `wn`): the difference in
@@ -365,10 +345,7 @@ fn walker_episodes_follow_gymnasium_step_by_step() {
 }
 
 /// Mean/std of return and length over `n` episodes of the random policy, the gait or
-/// Gymnasium's walker heuristic: the first episode of each env of
-/// `make_sync(env, VecConfig::new(n).seed(78))` (same streams), each stepped alone to its
-/// end on one of two threads. A vector env would step every env until the last one ends
-/// (random walkers last 600-700 steps of up to 1,600-2,000): two thirds of its steps wasted.
+/// Gymnasium's walker heuristic (one controller per env, fed every observation).
 fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
     if env.contains("Hardcore") {
         walker_episodes::<BipedalWalkerHardcore>(policy, n)
@@ -377,47 +354,15 @@ fn walker_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
     }
 }
 
-fn walker_episodes<E>(policy: &str, n: usize) -> [f64; 4]
-where
-    E: Env<State = walker::WalkerState, Action = [f32; 4], Obs = f32>,
-{
-    let p = E::Params::default();
-    let limit = E::max_episode_steps(&p).unwrap() as usize;
-    let episode = |k: usize| {
-        let mut env_rng = Rng::stream(78, Purpose::Env, k as u64);
-        let mut rng = Rng::stream(78, Purpose::Policy, k as u64);
+fn walker_episodes<E: Env<Action = [f32; 4], Obs = f32>>(policy: &str, n: usize) -> [f64; 4] {
+    first_episodes::<E, _>(78, n, |mut rng| {
         let mut heuristic = walker::WalkerHeuristic::default();
-        let mut s = E::reset(&p, &mut env_rng);
-        let mut obs = [0f32; 24];
-        let (mut ret, mut t) = (0.0, 0);
-        loop {
-            E::observe(&p, &s, &mut obs);
-            let a = match policy {
-                "gait" => gait(t),
-                "heuristic" => heuristic.act(&obs),
-                _ => std::array::from_fn(|_| rng.uniform(-1.0, 1.0) as f32),
-            };
-            let tr = E::step(&p, &mut s, &a, &mut env_rng);
-            ret += tr.reward;
-            t += 1;
-            if tr.terminated || t >= limit {
-                return (ret, t as f64);
-            }
+        move |t, obs: &[f32]| match policy {
+            "gait" => gait(t),
+            "heuristic" => heuristic.act(obs),
+            _ => std::array::from_fn(|_| rng.uniform(-1.0, 1.0) as f32),
         }
-    };
-    let mut eps = Episodes::new(n);
-    let half = n / 2;
-    let (first, second) = std::thread::scope(|sc| {
-        let h = sc.spawn(|| (half..n).map(episode).collect::<Vec<_>>());
-        let a = (0..half).map(episode).collect::<Vec<_>>();
-        (a, h.join().unwrap())
-    });
-    for (k, (ret, len)) in first.into_iter().chain(second).enumerate() {
-        eps.ret[k] = ret;
-        eps.len[k] = len;
-        eps.done[k] = true;
-    }
-    eps.stats()
+    })
 }
 
 #[test]

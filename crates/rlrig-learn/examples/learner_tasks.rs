@@ -41,34 +41,28 @@ fn main() {
     let iters = 20000;
     // phases: 0 forward, 1 forward again (twice), 2 backward, 3 step
     let mut marks: Vec<(Instant, usize)> = Vec::new();
-    for w in 0..2 {
-        if w == 1 {
+    // Pass 0 warms up; pass 1 records every task and marks where each phase starts.
+    for pass in 0..2 {
+        if pass == 1 {
             record_tasks(true);
             take_recorded_tasks();
+            marks.clear();
         }
         let t0 = Instant::now();
         for _ in 0..iters {
-            if w == 1 {
-                marks.push((Instant::now(), 0));
-            }
+            marks.push((Instant::now(), 0));
             b.forward_train_into(&[0, 1], &x, rows, &mut [&mut o0, &mut o1]);
             if twice {
-                if w == 1 {
-                    marks.push((Instant::now(), 1));
-                }
+                marks.push((Instant::now(), 1));
                 b.forward_train_into(&[0, 1], &x, rows, &mut [&mut o0, &mut o1]);
             }
-            if w == 1 {
-                marks.push((Instant::now(), 2));
-            }
+            marks.push((Instant::now(), 2));
             b.backward_many(&[(0, &d0), (1, &d1)]);
-            if w == 1 {
-                marks.push((Instant::now(), 3));
-            }
+            marks.push((Instant::now(), 3));
             b.step(1e-5, 0.5);
         }
         println!(
-            "pass {w}: {:.2} us / iteration",
+            "pass {pass}: {:.2} us / iteration",
             t0.elapsed().as_secs_f64() * 1e6 / iters as f64
         );
     }
