@@ -22,6 +22,7 @@ pub mod games;
 pub mod pool;
 pub mod registry;
 pub mod replay;
+pub mod resize;
 pub mod rng;
 pub mod sample;
 pub mod space;

@@ -24,11 +24,9 @@ use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// Screen height and width of every game.
-pub const HEIGHT: usize = 210;
-pub const WIDTH: usize = 160;
-/// The preprocessed frame's side and the stack depth.
-pub const SIZE: usize = 84;
+/// Screen height and width of every game, and the preprocessed frame's side.
+pub use crate::resize::{HEIGHT, SIZE, WIDTH, resize_area};
+/// The preprocessed frames' stack depth.
 pub const STACK: usize = 4;
 
 /// One game: its ROM and the ids it is registered under.
@@ -170,137 +168,6 @@ impl Clone for AtariState {
 
 /// An Atari game; `PRE` selects the preprocessed id.
 pub struct Atari<G, const PRE: bool>(PhantomData<G>);
-
-fn resize_tables(src: usize, dst: usize) -> Vec<(usize, usize, f32)> {
-    // OpenCV's INTER_AREA for a non-integer shrink: each destination cell covers `scale`
-    // source pixels; partial pixels at its ends weigh their covered fraction; weights are
-    // divided by the cell's width and kept as f32 (cv::computeResizeAreaTab).
-    let scale = 1.0 / (dst as f64 / src as f64);
-    let mut tab = Vec::new();
-    for d in 0..dst {
-        let f1 = d as f64 * scale;
-        let f2 = f1 + scale;
-        let cell = scale.min(src as f64 - f1);
-        let mut s2 = f2.floor() as usize;
-        s2 = s2.min(src - 1);
-        let s1 = (f1.ceil() as usize).min(s2);
-        if s1 as f64 - f1 > 1e-3 {
-            tab.push((d, s1 - 1, ((s1 as f64 - f1) / cell) as f32));
-        }
-        for s in s1..s2 {
-            tab.push((d, s, (1.0 / cell) as f32));
-        }
-        if f2 - s2 as f64 > 1e-3 {
-            tab.push((d, s2, ((f2 - s2 as f64).min(1.0).min(cell) / cell) as f32));
-        }
-    }
-    tab
-}
-
-/// Entries of one destination column or row: OpenCV's table regrouped per destination,
-/// at most `TAPS` source pixels each (a shrink by less than 3), zero-weight padded.
-const TAPS: usize = 3;
-
-struct Resize {
-    /// Per destination column: source columns and weights.
-    x_src: [[usize; SIZE]; TAPS],
-    x_w: [[f32; SIZE]; TAPS],
-    /// Per destination row: its (source row, weight) entries in OpenCV's order.
-    y: Vec<Vec<(usize, f32)>>,
-}
-
-fn tables() -> &'static Resize {
-    static T: std::sync::OnceLock<Resize> = std::sync::OnceLock::new();
-    T.get_or_init(|| {
-        let mut r = Resize {
-            x_src: [[0; SIZE]; TAPS],
-            x_w: [[0.0; SIZE]; TAPS],
-            y: vec![Vec::new(); SIZE],
-        };
-        let mut taps = [0usize; SIZE];
-        for (d, src, w) in resize_tables(WIDTH, SIZE) {
-            assert!(
-                taps[d] < TAPS,
-                "INTER_AREA column {d} has more than {TAPS} taps"
-            );
-            r.x_src[taps[d]][d] = src;
-            r.x_w[taps[d]][d] = w;
-            taps[d] += 1;
-        }
-        for (d, src, w) in resize_tables(HEIGHT, SIZE) {
-            r.y[d].push((src, w));
-        }
-        r
-    })
-}
-
-/// `src` (HEIGHT x WIDTH) shrunk to SIZE x SIZE as `cv2.resize(src, (84, 84),
-/// interpolation=cv2.INTER_AREA)` computes it, bit for bit: each source row is shrunk
-/// horizontally (`0 + p0 + p1 + p2` in f32, in OpenCV's order; a padded tap adds an
-/// exact zero), then rows are weighted and summed in OpenCV's order (`beta0 * r0`, then
-/// `+= beta * r`), and rounded half to even. OpenCV redoes the horizontal pass for a
-/// row two destination rows share; it is done once here (same numbers).
-#[multiversion::multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx512dq",
-    "x86_64+avx2+fma",
-    "aarch64+neon"
-))]
-pub fn resize_area(src: &[u8], dst: &mut [u8]) {
-    let t = tables();
-    // Horizontal pass, eight source rows at a time (lanes = rows, so every tap is one
-    // contiguous load and the per-pixel order of operations is unchanged).
-    const L: usize = 8;
-    let mut rows = [[0f32; SIZE]; HEIGHT.next_multiple_of(L)];
-    // Filled anew by every group; the last group's unused lanes keep the previous
-    // group's values, which only reach padding rows no destination row reads (zeroing
-    // 5 KB per group cost more than the group's arithmetic).
-    let mut cols = [[0f32; L]; WIDTH];
-    for (g, group) in src.chunks(L * WIDTH).enumerate() {
-        for (lane, row) in group.chunks_exact(WIDTH).enumerate() {
-            for (c, &b) in cols.iter_mut().zip(row) {
-                c[lane] = f32::from(b);
-            }
-        }
-        let mut out = [[0f32; L]; SIZE];
-        for (d, o) in out.iter_mut().enumerate() {
-            let (c0, w0) = (&cols[t.x_src[0][d]], t.x_w[0][d]);
-            let mut acc = [0f32; L];
-            for l in 0..L {
-                acc[l] = c0[l] * w0;
-            }
-            for k in 1..TAPS {
-                let (c, w) = (&cols[t.x_src[k][d]], t.x_w[k][d]);
-                for l in 0..L {
-                    acc[l] += c[l] * w;
-                }
-            }
-            *o = acc;
-        }
-        for (lane, row) in rows[g * L..(g + 1) * L].iter_mut().enumerate() {
-            for (r, o) in row.iter_mut().zip(&out) {
-                *r = o[lane];
-            }
-        }
-    }
-    for (entries, out) in t.y.iter().zip(dst.chunks_exact_mut(SIZE)) {
-        let (s0, b0) = entries[0];
-        let mut sum = [0f32; SIZE];
-        for (s, r) in sum.iter_mut().zip(&rows[s0]) {
-            *s = b0 * r;
-        }
-        for &(sy, beta) in &entries[1..] {
-            for (s, r) in sum.iter_mut().zip(&rows[sy]) {
-                *s += beta * r;
-            }
-        }
-        for (o, s) in out.iter_mut().zip(&sum) {
-            // Round half to even (cvRound) without a libm call: for 0 <= s < 2^23, adding
-            // and subtracting 2^23 in f32 rounds to an integer in the default mode.
-            const MAGIC: f32 = 8_388_608.0;
-            *o = ((s.max(0.0) + MAGIC) - MAGIC).min(255.0) as u8;
-        }
-    }
-}
 
 impl<G: Game, const PRE: bool> Atari<G, PRE> {
     /// Bytes of the max-pool buffers (two grayscale screens; none for the raw ids). The
