@@ -25,6 +25,7 @@ pub mod replay;
 pub mod resize;
 pub mod rng;
 pub mod sample;
+pub mod simd;
 pub mod space;
 pub mod trig;
 pub mod vector;

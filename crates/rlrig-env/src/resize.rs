@@ -223,48 +223,6 @@ fn horizontal_portable(
     }
 }
 
-/// The 8 x 8 transpose of eight AVX vectors in 24 shuffles (pairs interleaved, then
-/// pairs of pairs, then the 128-bit halves exchanged).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn transpose8(a: [std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
-    use std::arch::x86_64::*;
-    let (t0, t1) = (
-        _mm256_unpacklo_ps(a[0], a[1]),
-        _mm256_unpackhi_ps(a[0], a[1]),
-    );
-    let (t2, t3) = (
-        _mm256_unpacklo_ps(a[2], a[3]),
-        _mm256_unpackhi_ps(a[2], a[3]),
-    );
-    let (t4, t5) = (
-        _mm256_unpacklo_ps(a[4], a[5]),
-        _mm256_unpackhi_ps(a[4], a[5]),
-    );
-    let (t6, t7) = (
-        _mm256_unpacklo_ps(a[6], a[7]),
-        _mm256_unpackhi_ps(a[6], a[7]),
-    );
-    let u0 = _mm256_shuffle_ps::<0b01_00_01_00>(t0, t2);
-    let u1 = _mm256_shuffle_ps::<0b11_10_11_10>(t0, t2);
-    let u2 = _mm256_shuffle_ps::<0b01_00_01_00>(t1, t3);
-    let u3 = _mm256_shuffle_ps::<0b11_10_11_10>(t1, t3);
-    let u4 = _mm256_shuffle_ps::<0b01_00_01_00>(t4, t6);
-    let u5 = _mm256_shuffle_ps::<0b11_10_11_10>(t4, t6);
-    let u6 = _mm256_shuffle_ps::<0b01_00_01_00>(t5, t7);
-    let u7 = _mm256_shuffle_ps::<0b11_10_11_10>(t5, t7);
-    [
-        _mm256_permute2f128_ps::<0x20>(u0, u4),
-        _mm256_permute2f128_ps::<0x20>(u1, u5),
-        _mm256_permute2f128_ps::<0x20>(u2, u6),
-        _mm256_permute2f128_ps::<0x20>(u3, u7),
-        _mm256_permute2f128_ps::<0x31>(u0, u4),
-        _mm256_permute2f128_ps::<0x31>(u1, u5),
-        _mm256_permute2f128_ps::<0x31>(u2, u6),
-        _mm256_permute2f128_ps::<0x31>(u3, u7),
-    ]
-}
-
 /// The shrink with the portable version's two transposes (bytes into row lanes, sums
 /// back into rows) done eight by eight in shuffles instead of one scalar store per
 /// value, and the rounding done by the vector unit: `cvtps2dq` rounds half to even in
@@ -282,7 +240,7 @@ fn resize_avx2(src: &[u8], dst: &mut [u8]) {
                 let b = _mm_cvtsi64_si128(i64::from_le_bytes(b));
                 _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b))
             };
-            let v = transpose8([
+            let v = crate::simd::transpose8x8([
                 row(0),
                 row(1),
                 row(2),
@@ -303,7 +261,7 @@ fn resize_avx2(src: &[u8], dst: &mut [u8]) {
             *o = acc;
         }
         for d0 in (0..PAD).step_by(L) {
-            let v = transpose8(out[d0..d0 + L].try_into().unwrap());
+            let v = crate::simd::transpose8x8(out[d0..d0 + L].try_into().unwrap());
             for (row, v) in rows.iter_mut().zip(v) {
                 let dst = &mut row[d0..d0 + L];
                 // SAFETY: `dst` is 8 f32 of a live, exclusively borrowed slice; an

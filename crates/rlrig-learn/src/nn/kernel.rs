@@ -505,32 +505,10 @@ fn transpose_avx2_body(src: &[f32], ld: usize, rows: usize, cols: usize, dst: &m
             // c0..c0+8 < cols are written at columns r0..r0+8 <= rows, inside
             // rows * cols <= dst.len().
             unsafe {
-                let r = |i: usize| _mm256_loadu_ps(s.add((r0 + i) * ld + c0));
-                let (a0, a1, a2, a3) = (r(0), r(1), r(2), r(3));
-                let (a4, a5, a6, a7) = (r(4), r(5), r(6), r(7));
-                // Pairs of rows interleaved, then pairs of pairs, then the 128-bit
-                // halves exchanged: the classic 8 x 8 transpose in 24 shuffles.
-                let (t0, t1) = (_mm256_unpacklo_ps(a0, a1), _mm256_unpackhi_ps(a0, a1));
-                let (t2, t3) = (_mm256_unpacklo_ps(a2, a3), _mm256_unpackhi_ps(a2, a3));
-                let (t4, t5) = (_mm256_unpacklo_ps(a4, a5), _mm256_unpackhi_ps(a4, a5));
-                let (t6, t7) = (_mm256_unpacklo_ps(a6, a7), _mm256_unpackhi_ps(a6, a7));
-                let u0 = _mm256_shuffle_ps::<0b01_00_01_00>(t0, t2);
-                let u1 = _mm256_shuffle_ps::<0b11_10_11_10>(t0, t2);
-                let u2 = _mm256_shuffle_ps::<0b01_00_01_00>(t1, t3);
-                let u3 = _mm256_shuffle_ps::<0b11_10_11_10>(t1, t3);
-                let u4 = _mm256_shuffle_ps::<0b01_00_01_00>(t4, t6);
-                let u5 = _mm256_shuffle_ps::<0b11_10_11_10>(t4, t6);
-                let u6 = _mm256_shuffle_ps::<0b01_00_01_00>(t5, t7);
-                let u7 = _mm256_shuffle_ps::<0b11_10_11_10>(t5, t7);
-                let w = |j: usize, v: __m256| _mm256_storeu_ps(d.add((c0 + j) * rows + r0), v);
-                w(0, _mm256_permute2f128_ps::<0x20>(u0, u4));
-                w(1, _mm256_permute2f128_ps::<0x20>(u1, u5));
-                w(2, _mm256_permute2f128_ps::<0x20>(u2, u6));
-                w(3, _mm256_permute2f128_ps::<0x20>(u3, u7));
-                w(4, _mm256_permute2f128_ps::<0x31>(u0, u4));
-                w(5, _mm256_permute2f128_ps::<0x31>(u1, u5));
-                w(6, _mm256_permute2f128_ps::<0x31>(u2, u6));
-                w(7, _mm256_permute2f128_ps::<0x31>(u3, u7));
+                let a = std::array::from_fn(|i| _mm256_loadu_ps(s.add((r0 + i) * ld + c0)));
+                for (j, v) in rlrig_env::simd::transpose8x8(a).into_iter().enumerate() {
+                    _mm256_storeu_ps(d.add((c0 + j) * rows + r0), v);
+                }
             }
         }
     }
