@@ -4,6 +4,10 @@
 /// The 8 x 8 transpose of eight AVX vectors (row `i` of the result holds element `i` of
 /// every input) in 24 shuffles: pairs of rows interleaved, then pairs of pairs, then the
 /// 128-bit halves exchanged.
+///
+/// # Safety
+/// Outside code compiled with AVX, the caller must know that the CPU has AVX (for
+/// example from `is_x86_feature_detected!("avx")`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
 #[inline]
