@@ -1,6 +1,7 @@
 //! `cargo bench -p rlrig-env --bench resize`: one Atari screen (210 x 160) shrunk to
 //! 84 x 84 as OpenCV's INTER_AREA does, per call: the version `resize_area` picks on
-//! this CPU (AVX2 shuffles on x86-64 that has it) and the portable one.
+//! this CPU (AVX2 shuffles on x86-64 that has it) and the portable one (what a CPU
+//! without AVX2 runs: SSE, x86-64's baseline; NEON on aarch64).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rlrig_env::resize::{HEIGHT, SIZE, WIDTH, resize_area, resize_portable};

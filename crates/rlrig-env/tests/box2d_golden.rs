@@ -153,17 +153,16 @@ fn lander_episodes_follow_gymnasium_step_by_step() {
     }
 }
 
-/// Return and length of one episode per env of a vector env, each counted until its end.
-/// Mean and (population) standard deviation of the returns, then of the lengths.
+/// Mean and (population) standard deviation of the returns, then of the lengths, of
+/// (return, length) pairs.
 fn summary(episodes: &[(f64, f64)]) -> [f64; 4] {
-    let ms = |v: &mut dyn Iterator<Item = f64>| {
-        let v: Vec<f64> = v.collect();
-        let m = v.iter().sum::<f64>() / v.len() as f64;
-        let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64;
+    let n = episodes.len() as f64;
+    let ms = |x: fn(&(f64, f64)) -> f64| {
+        let m = episodes.iter().map(x).sum::<f64>() / n;
+        let var = episodes.iter().map(|e| (x(e) - m).powi(2)).sum::<f64>() / n;
         (m, var.sqrt())
     };
-    let (mr, sr) = ms(&mut episodes.iter().map(|e| e.0));
-    let (ml, sl) = ms(&mut episodes.iter().map(|e| e.1));
+    let ((mr, sr), (ml, sl)) = (ms(|e| e.0), ms(|e| e.1));
     [mr, sr, ml, sl]
 }
 
