@@ -388,10 +388,11 @@ fn minatar_asterix_matches_the_minatar_package() {
 #[test]
 fn minatar_freeway_matches_the_minatar_package() {
     use rlrig_env::envs::Freeway;
+    use rlrig_env::envs::minatar_freeway::FreewayParams;
     let total = check_minatar_game::<Freeway>(
         "MinAtar-Freeway-v1",
         |d| Freeway::reset_game(d),
-        |s, a, d| Freeway::step_game(s, a, d),
+        |s, a, d| Freeway::step_game(&FreewayParams::default(), s, a, d),
     );
     assert!(total >= 20.0, "the golden episodes should cross: {total}");
 }
@@ -417,7 +418,7 @@ fn minatar_space_invaders_matches_the_minatar_package() {
     let total = check_minatar_game::<SpaceInvaders>(
         "MinAtar-SpaceInvaders-v1",
         |_| SpaceInvaders::reset_game(),
-        |s, a, _| SpaceInvaders::step_game(&p, s, a),
+        |s, a, d| SpaceInvaders::step_game(&p, s, a, d),
     );
     assert!(
         total >= 20.0,

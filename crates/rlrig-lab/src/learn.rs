@@ -11,7 +11,7 @@ use std::path::Path;
 use rlrig_learn::run::Metrics;
 
 use crate::LabError;
-use crate::suite::letter;
+use crate::compare::{legend, letter, ratio, ratio_bars, ratio_cell};
 use serde::{Deserialize, Serialize};
 
 /// The `suite` field of a `bench learn` result.
@@ -485,7 +485,7 @@ pub fn load(path: &Path) -> Result<LearnResult, LabError> {
 /// file's time to the threshold relative to the first's.
 pub fn compare_table(results: &[(String, LearnResult)]) -> String {
     let mut s = String::new();
-    s += &crate::suite::legend(
+    s += &legend(
         "bench learn",
         "cells",
         results.iter().map(|(name, r)| {
@@ -548,10 +548,7 @@ pub fn compare_table(results: &[(String, LearnResult)]) -> String {
         }
         let base = found[0].and_then(|f| f.seconds_to_threshold);
         for f in &found[1..] {
-            s += &match (f.and_then(|f| f.seconds_to_threshold), base) {
-                (Some(b), Some(a)) if a > 0.0 => format!(" {:.2} |", b / a),
-                _ => " - |".into(),
-            };
+            s += &ratio_cell(f.and_then(|f| f.seconds_to_threshold), base);
         }
         s += "\n";
     }
@@ -565,34 +562,26 @@ pub fn compare_plot(path: &Path, results: &[(String, LearnResult)]) -> Result<()
         return Err(LabError::Selection("nothing to compare".into()));
     };
     let cats: Vec<String> = first.cells.iter().map(CellResult::name).collect();
-    let series: Vec<(String, Vec<f64>)> = results
-        .iter()
-        .enumerate()
-        .map(|(i, (name, r))| {
-            let v = first
+    ratio_bars(
+        path,
+        "training time to the threshold relative to A",
+        &cats,
+        results.iter().map(|(name, _)| name.as_str()),
+        |i| {
+            first
                 .cells
                 .iter()
                 .map(|c| {
-                    let t = r
+                    let t = results[i]
+                        .1
                         .cells
                         .iter()
                         .find(|x| x.algo == c.algo && x.env == c.env)
                         .and_then(|x| x.seconds_to_threshold);
-                    match (t, c.seconds_to_threshold) {
-                        (Some(b), Some(a)) if a > 0.0 => b / a,
-                        _ => f64::NAN,
-                    }
+                    ratio(t, c.seconds_to_threshold)
                 })
-                .collect();
-            (format!("{} {name}", letter(i)), v)
-        })
-        .collect();
-    crate::plot::grouped_bars(
-        path,
-        "training time to the threshold relative to A",
-        "ratio to A",
-        &cats,
-        &series,
+                .collect()
+        },
     )
 }
 

@@ -5,6 +5,7 @@
 //! times into a breakdown and says which stage bounds it; [`suite`] and [`learn`] are
 //! `rlrig bench suite` and `rlrig bench learn` with the files `rlrig compare` reads.
 
+mod compare;
 mod error;
 pub mod learn;
 pub mod metrics;

@@ -10,6 +10,7 @@ use rlrig_learn::ppo::{Agent, GreedyBuffers, Ppo, PpoConfig, greedy_actions};
 use serde::{Deserialize, Serialize};
 
 use crate::LabError;
+use crate::compare::{legend, letter, ratio, ratio_bars, ratio_cell};
 
 /// Bumped whenever a workload's definition changes: results of different versions
 /// are not comparable.
@@ -316,33 +317,6 @@ pub fn rows(results: &[(String, SuiteResult)]) -> Vec<(String, &'static str, Vec
     out
 }
 
-/// `A`, `B`, ...: how compare tables name the files.
-pub(crate) fn letter(i: usize) -> char {
-    (b'A' + i as u8) as char
-}
-
-/// The lines above a compare table: one per file (`A: name: machine (KIND vVERSION,
-/// detail)`), and a warning when the files' versions differ.
-pub(crate) fn legend<'a>(
-    kind: &str,
-    rows_are: &str,
-    files: impl Iterator<Item = (&'a str, &'a str, u32, String)>,
-) -> String {
-    let mut s = String::new();
-    let mut versions = Vec::new();
-    for (i, (name, machine, version, detail)) in files.enumerate() {
-        s += &format!(
-            "{}: {name}: {machine} ({kind} v{version}, {detail})\n",
-            letter(i)
-        );
-        versions.push(version);
-    }
-    if versions.iter().any(|&v| v != versions[0]) {
-        s += &format!("warning: {kind} versions differ; {rows_are} may not be comparable\n");
-    }
-    s
-}
-
 /// A markdown table: each file's figure and its ratio to the first file's.
 pub fn compare_table(results: &[(String, SuiteResult)]) -> String {
     let mut s = String::new();
@@ -378,10 +352,7 @@ pub fn compare_table(results: &[(String, SuiteResult)]) -> String {
             s += &format!(" {} |", v.map_or("-".into(), crate::plot::human));
         }
         for v in &vals[1..] {
-            s += &match (v, vals[0]) {
-                (Some(b), Some(a)) if a > 0.0 => format!(" {:.2} |", b / a),
-                _ => " - |".into(),
-            };
+            s += &ratio_cell(*v, vals[0]);
         }
         s += "\n";
     }
@@ -404,25 +375,15 @@ pub fn compare_plot(
             )
         })
         .collect();
-    let series: Vec<(String, Vec<f64>)> = results
-        .iter()
-        .enumerate()
-        .map(|(i, (name, _))| {
-            let v = rows
-                .iter()
-                .map(|(_, _, vals)| match (vals[i], vals[0]) {
-                    (Some(b), Some(a)) if a > 0.0 => b / a,
-                    _ => f64::NAN,
-                })
-                .collect();
-            (format!("{} {name}", letter(i)), v)
-        })
-        .collect();
-    crate::plot::grouped_bars(
+    ratio_bars(
         path,
         "throughput relative to A",
-        "ratio to A",
         &cats,
-        &series,
+        results.iter().map(|(name, _)| name.as_str()),
+        |i| {
+            rows.iter()
+                .map(|(_, _, vals)| ratio(vals[i], vals[0]))
+                .collect()
+        },
     )
 }

@@ -280,6 +280,16 @@ pub(crate) fn set_param(
 /// `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws). A game's
 /// impl names its id, step cost, reset, step and state layout itself.
 macro_rules! minatar_env {
+    // A game written as the package's `act` (`step_game(params, state, action, draws)`,
+    // sticky actions aside): `step` applies sticky actions, then plays the action.
+    ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame, played by step_game) => {
+        super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions, drawn as a frame);
+
+        fn step(p: &$params, s: &mut $state, a: &i32, rng: &mut Rng) -> Transition {
+            let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
+            Self::step_game(p, s, a, rng)
+        }
+    };
     ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame) => {
         super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions);
 

@@ -4,7 +4,7 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, Reader, put, sticky};
+use super::minatar::{Draws, Reader, put};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -185,17 +185,12 @@ const LAYOUT: &str = "[player_x, player_y, spawn_speed, spawn_timer, move_speed,
     ramp_timer, ramp_index, terminal, last_action, then for rows 1..=8: present, x, right, gold]";
 
 impl Env for Asterix {
-    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame);
+    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame, played by step_game);
     const ID: &'static str = "MinAtar/Asterix-v1";
     const STEP_COST_NS: u64 = 40;
 
     fn reset(_: &AsterixParams, _: &mut Rng) -> AsterixState {
         Self::reset_game()
-    }
-
-    fn step(p: &AsterixParams, s: &mut AsterixState, a: &i32, rng: &mut Rng) -> Transition {
-        let a = sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-        Self::step_game(p, s, a, rng)
     }
 
     fn observe(_: &AsterixParams, s: &AsterixState, out: &mut [f32]) {

@@ -5,7 +5,7 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, Reader, put, sticky};
+use super::minatar::{Draws, Reader, put};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -89,7 +89,12 @@ impl Freeway {
     }
 
     /// The package's `act` for a minimal-set action (sticky actions aside).
-    pub fn step_game(s: &mut FreewayState, a: u8, d: &mut impl Draws) -> Transition {
+    pub fn step_game(
+        _: &FreewayParams,
+        s: &mut FreewayState,
+        a: u8,
+        d: &mut impl Draws,
+    ) -> Transition {
         if s.terminal {
             return Transition {
                 reward: 0.0,
@@ -148,17 +153,12 @@ const LAYOUT: &str = "[pos, move_timer, terminate_timer, terminal, last_action, 
     1..=8: x, timer, speed]";
 
 impl Env for Freeway {
-    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame);
+    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame, played by step_game);
     const ID: &'static str = "MinAtar/Freeway-v1";
     const STEP_COST_NS: u64 = 40;
 
     fn reset(_: &FreewayParams, rng: &mut Rng) -> FreewayState {
         Self::reset_game(rng)
-    }
-
-    fn step(p: &FreewayParams, s: &mut FreewayState, a: &i32, rng: &mut Rng) -> Transition {
-        let a = sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-        Self::step_game(s, a, rng)
     }
 
     fn observe(_: &FreewayParams, s: &FreewayState, out: &mut [f32]) {

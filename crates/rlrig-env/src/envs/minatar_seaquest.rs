@@ -9,7 +9,7 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, PyList, Reader, put, sticky};
+use super::minatar::{Draws, PyList, Reader, put};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -426,17 +426,12 @@ const LAYOUT: &str = "[oxygen, diver_count, sub_x, sub_y, sub_or, e_spawn_speed,
     entries x, y, right, move_timer, shot_timer]";
 
 impl Env for Seaquest {
-    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame);
+    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame, played by step_game);
     const ID: &'static str = "MinAtar/Seaquest-v1";
     const STEP_COST_NS: u64 = 150;
 
     fn reset(_: &SeaquestParams, _: &mut Rng) -> SeaquestState {
         Self::reset_game()
-    }
-
-    fn step(p: &SeaquestParams, s: &mut SeaquestState, a: &i32, rng: &mut Rng) -> Transition {
-        let a = sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-        Self::step_game(p, s, a, rng)
     }
 
     fn observe(_: &SeaquestParams, s: &SeaquestState, out: &mut [f32]) {

@@ -8,7 +8,7 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Reader, grid_to_vec, put, put_grid, sticky};
+use super::minatar::{Draws, Reader, grid_to_vec, put, put_grid};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -127,7 +127,12 @@ impl SpaceInvaders {
     }
 
     /// The package's `act` for a minimal-set action (sticky actions aside).
-    pub fn step_game(p: &SpaceInvadersParams, s: &mut SpaceInvadersState, a: u8) -> Transition {
+    pub fn step_game(
+        p: &SpaceInvadersParams,
+        s: &mut SpaceInvadersState,
+        a: u8,
+        _: &mut impl Draws,
+    ) -> Transition {
         if s.terminal {
             return Transition {
                 reward: 0.0,
@@ -210,22 +215,12 @@ const LAYOUT: &str = "[pos, alien_dir, enemy_move_interval, alien_move_timer, al
     enemy bullets (100)]";
 
 impl Env for SpaceInvaders {
-    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame);
+    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame, played by step_game);
     const ID: &'static str = "MinAtar/SpaceInvaders-v1";
     const STEP_COST_NS: u64 = 40;
 
     fn reset(_: &SpaceInvadersParams, _: &mut Rng) -> SpaceInvadersState {
         Self::reset_game()
-    }
-
-    fn step(
-        p: &SpaceInvadersParams,
-        s: &mut SpaceInvadersState,
-        a: &i32,
-        rng: &mut Rng,
-    ) -> Transition {
-        let a = sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-        Self::step_game(p, s, a)
     }
 
     fn observe(_: &SpaceInvadersParams, s: &SpaceInvadersState, out: &mut [f32]) {

@@ -674,10 +674,7 @@ impl Mlp {
             }
             // d_prev = (d W^T) * act'(h_in), W^T read through W's strides.
             let w = &params[l.w..l.w + l.fan_in * l.fan_out];
-            let (wt, wt_strides) = (w, (1, l.fan_out));
-            if i == 0 {
-                // The input has no activation: d input = d W^T.
-                let dx = dinput.take().expect("checked above");
+            let d_wt = |out: &mut [f32]| {
                 gemm(
                     batch,
                     l.fan_out,
@@ -685,30 +682,22 @@ impl Mlp {
                     1.0,
                     d,
                     (l.fan_out, 1),
-                    wt,
-                    wt_strides,
+                    w,
+                    (1, l.fan_out),
                     0.0,
-                    dx,
+                    out,
                     (l.fan_in, 1),
                 );
+            };
+            if i == 0 {
+                // The input has no activation: d input = d W^T.
+                d_wt(dinput.take().expect("checked above"));
                 cache.delta[0] = cur;
                 break;
             }
             let mut prev = std::mem::take(&mut cache.delta[i - 1]);
             let dp = &mut prev[..batch * l.fan_in];
-            gemm(
-                batch,
-                l.fan_out,
-                l.fan_in,
-                1.0,
-                d,
-                (l.fan_out, 1),
-                wt,
-                wt_strides,
-                0.0,
-                dp,
-                (l.fan_in, 1),
-            );
+            d_wt(dp);
             activation_grad(self.layers[i - 1].act, dp, h_in);
             cache.delta[i] = cur;
             cur = prev;

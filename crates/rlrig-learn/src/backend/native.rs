@@ -1,0 +1,756 @@
+//! [`Native`], the default backend: the fused path of [`crate::nn`] and [`crate::conv`] over
+//! a host parameter vector, data-parallel over fixed chunks of rows (so the thread count
+//! never changes a bit), with the chunks shared out over MPI ranks when asked.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use super::{BackendMaker, Net, NetBackend, NetCache, NetLayout, OptimState};
+use crate::LearnError;
+use crate::collective::Collective;
+use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
+use rlrig_env::pool::Pool;
+
+/// Rows of a training pass are split into this many chunks: `rows / min_rows`, at
+/// least 1 and at most [`MAX_CHUNKS`], where `min_rows` is the layout's
+/// [`NetLayout::min_chunk_rows`]. The count depends on the rows and the networks only,
+/// never on the thread count, and chunk gradients are summed in chunk order, so any
+/// `--threads` gives the same bits (see [`Native`]).
+pub const MIN_CHUNK_ROWS: usize = 64;
+/// The fewest rows a chunk holds however large the network.
+pub const MIN_CHUNK_ROWS_LARGE: usize = 4;
+/// A chunk of an inference pass holds at least this much forward work (2 x
+/// multiply-adds), within [`MIN_CHUNK_ROWS_LARGE`]..=[`MIN_CHUNK_ROWS`] rows: networks
+/// under 2 MFLOP per row (MLPs, MinAtar's CNN) keep 64 rows a chunk, the Atari CNN
+/// (18.7 MFLOP) 8: every chunk reads its 6.4 MB 512-unit layer once, so A2C's 16 envs
+/// take 2 chunks (measured on 2 cores: 7 % less inference time than 4 chunks).
+pub const MIN_CHUNK_FLOPS: f64 = 150e6;
+/// The same for a training pass, whose chunks each also zero and add a whole gradient
+/// (the Atari CNN's 1.7 M floats): its training chunks take 34 rows, so A2C's 80-row
+/// update is 2 chunks and PPO's 256-row minibatch 7 (measured on 2 cores: 0.82x the
+/// update time of 13-row chunks).
+pub const MIN_TRAIN_CHUNK_FLOPS: f64 = 640e6;
+/// The most chunks a pass is split into: enough for 16 cores.
+pub const MAX_CHUNKS: usize = 16;
+
+/// Chunks of a pass over `rows` rows, chunks of at least `min_rows` rows.
+pub fn chunk_count(rows: usize, min_rows: usize) -> usize {
+    (rows / min_rows).clamp(1, MAX_CHUNKS)
+}
+
+/// Rows of chunk `c` of `k` over `rows` rows: the first `rows % k` chunks take one more.
+pub fn chunk_rows(rows: usize, k: usize, c: usize) -> std::ops::Range<usize> {
+    let (base, extra) = (rows / k, rows % k);
+    let start = c * base + c.min(extra);
+    start..start + base + usize::from(c < extra)
+}
+
+/// Which activations of a chunk a pass keeps: a training pass's (for the backward pass
+/// after it), an inference pass's, or a target-parameter pass's. Apart, so that passes of
+/// different sizes that alternate (a rollout's inference, the update's minibatches) each
+/// keep their buffers instead of resizing (and zero-filling) them on every switch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(usize)]
+enum Use {
+    Train,
+    Infer,
+    Target,
+}
+
+/// One chunk's working memory: activations of each network and its gradient.
+#[derive(Clone, Default)]
+struct Chunk {
+    /// Each network's caches, per [`Use`].
+    caches: [Vec<NetCache>; 3],
+    /// Each network's output of this chunk's last pass.
+    outs: Vec<Vec<f32>>,
+    grads: Vec<f32>,
+}
+
+/// The native CPU path: [`Mlp`] and [`ConvNet`] over a host parameter vector, [`Adam`] in
+/// place.
+///
+/// Data-parallel and deterministic: a pass over `rows` rows is split into
+/// [`chunk_count`]`(rows)` chunks of rows that the worker pool runs at once; each chunk
+/// keeps its own activations and computes its own gradient, and the chunk gradients are
+/// added to the accumulator in chunk order. How many threads run the chunks changes
+/// nothing in the result.
+pub struct Native {
+    layout: NetLayout,
+    params: Vec<f32>,
+    grads: Vec<f32>,
+    opt: Adam,
+    target: Vec<f32>,
+    chunks: Vec<Chunk>,
+    /// Rows, chunks and caches of each network's last pass (its backward pass splits
+    /// them the same way and reads those caches).
+    pass_rows: Vec<Option<(usize, usize, Use)>>,
+    /// Each network's output of its last pass, `rows x out`.
+    outs: Vec<Vec<f32>>,
+    target_outs: Vec<Vec<f32>>,
+    dinput: Vec<f32>,
+    /// Networks whose chunk gradients wait to be added to `grads` (by the next `step`):
+    /// their parameter range and chunk count.
+    pending: Vec<(Range<usize>, usize)>,
+    /// Squared gradient norm of each [`NORM_SLICE`] slice, summed in order.
+    sumsq: Vec<f64>,
+    pool: Option<Arc<Pool>>,
+    /// [`NetLayout::min_chunk_rows`] of the layout: inference, training passes.
+    min_rows: (usize, usize),
+    /// The ranks that share the backward passes' chunks (see [`Native::collective`]).
+    collective: Option<Arc<dyn Collective>>,
+    /// The gathers' buffers (allocated by the first).
+    bufs: Bufs,
+}
+
+/// A gather's send and receive buffers, kept across passes by [`Native`].
+#[derive(Default)]
+struct Bufs {
+    send: Vec<f32>,
+    recv: Vec<f32>,
+}
+
+impl Bufs {
+    /// All-gathers `send` (filled by the caller) into `recv`.
+    fn exchange(&mut self, c: &dyn Collective) -> &[f32] {
+        self.recv.resize(self.send.len() * c.size(), 0.0);
+        c.allgather_f32_into(&self.send, &mut self.recv);
+        &self.recv
+    }
+}
+
+/// Whether chunk `c` is this rank's to compute: chunks go round-robin over the ranks.
+pub(super) fn mine(collective: Option<&dyn Collective>, c: usize) -> bool {
+    collective.is_none_or(|r| c % r.size() == r.rank())
+}
+
+/// Gives every rank the pending chunk gradients the others computed: each rank sends
+/// its own chunks' gradients (over each pending range, in order), and copies the
+/// others' into their chunks. One collective call; ranks with fewer chunks pad.
+fn gather_pending(
+    c: &dyn Collective,
+    pending: &[(Range<usize>, usize)],
+    chunks: &mut [Chunk],
+    bufs: &mut Bufs,
+) {
+    let (rank, size) = (c.rank(), c.size());
+    if size < 2 || pending.is_empty() {
+        return;
+    }
+    let slots = |k: usize| k.div_ceil(size);
+    let per_rank: usize = pending.iter().map(|(r, k)| slots(*k) * r.len()).sum();
+    let local = &mut bufs.send;
+    local.clear();
+    for (r, k) in pending {
+        for j in 0..slots(*k) {
+            match chunks.get(rank + j * size).filter(|_| rank + j * size < *k) {
+                Some(chunk) => local.extend_from_slice(&chunk.grads[r.clone()]),
+                None => local.resize(local.len() + r.len(), 0.0),
+            }
+        }
+    }
+    let all = bufs.exchange(c);
+    for (q, theirs) in all.chunks_exact(per_rank).enumerate() {
+        if q == rank {
+            continue;
+        }
+        let mut at = 0;
+        for (r, k) in pending {
+            for j in 0..slots(*k) {
+                let ch = q + j * size;
+                if ch < *k {
+                    chunks[ch].grads[r.clone()].copy_from_slice(&theirs[at..at + r.len()]);
+                }
+                at += r.len();
+            }
+        }
+    }
+}
+
+/// Adds the pending chunk gradients that fall in `g` (the parameters from `at`).
+fn add_pending(g: &mut [f32], at: usize, pending: &[(Range<usize>, usize)], chunks: &[Chunk]) {
+    let end = at + g.len();
+    for (r, k) in pending {
+        let (a, b) = (r.start.max(at), r.end.min(end));
+        if a >= b {
+            continue;
+        }
+        let dst = &mut g[a - at..b - at];
+        for chunk in &chunks[..*k] {
+            for (x, y) in dst.iter_mut().zip(&chunk.grads[a..b]) {
+                *x += y;
+            }
+        }
+    }
+}
+
+/// Copies the stored outputs of `nets` into `outs`, in order.
+fn copy_outs(stored: &[Vec<f32>], nets: &[usize], outs: &mut [&mut [f32]]) {
+    for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+        out.copy_from_slice(&stored[net]);
+    }
+}
+
+/// Runs `f(c, &mut items[c])` for every item: on the pool when there is one.
+pub(crate) fn for_each<T: Send>(
+    pool: Option<&Pool>,
+    items: &mut [T],
+    f: impl Fn(usize, &mut T) + Sync,
+) {
+    match pool {
+        Some(p) => p.for_each_mut(items, f),
+        None => items.iter_mut().enumerate().for_each(|(c, t)| f(c, t)),
+    }
+}
+
+/// The forward passes of networks `ids` over `rows` rows of `x`, split in chunks (one
+/// pool job for all of them); each chunk's activations stay in its caches for `use_`,
+/// the outputs are gathered into `outs[id]`.
+#[allow(clippy::too_many_arguments)]
+fn chunked_forward(
+    pool: Option<&Pool>,
+    ranks: Option<&dyn Collective>,
+    bufs: &mut Bufs,
+    chunks: &mut [Chunk],
+    use_: Use,
+    ids: &[usize],
+    nets: &[Net],
+    params: &[f32],
+    x: &[f32],
+    rows: usize,
+    k: usize,
+    outs: &mut [Vec<f32>],
+) {
+    for &i in ids {
+        assert_eq!(x.len(), rows * nets[i].input_dim(), "forward: input shape");
+        outs[i].resize(rows * nets[i].output_dim(), 0.0);
+    }
+    if k == 1 {
+        let chunk = &mut chunks[0];
+        for &i in ids {
+            let c = &mut chunk.caches[use_ as usize][i];
+            outs[i].copy_from_slice(nets[i].forward(params, x, rows, c));
+        }
+        return;
+    }
+    for_each(pool, &mut chunks[..k], |c, chunk| {
+        if !mine(ranks, c) {
+            return; // another rank's: its rows come with the gather below
+        }
+        let r = chunk_rows(rows, k, c);
+        for &i in ids {
+            let din = nets[i].input_dim();
+            let xs = &x[r.start * din..r.end * din];
+            let c = &mut chunk.caches[use_ as usize][i];
+            let y = nets[i].forward(params, xs, r.len(), c);
+            chunk.outs[i].clear();
+            chunk.outs[i].extend_from_slice(y);
+        }
+    });
+    let widths: Vec<usize> = ids.iter().map(|&i| nets[i].output_dim()).collect();
+    for (&i, &od) in ids.iter().zip(&widths) {
+        for (c, chunk) in chunks[..k].iter().enumerate() {
+            if mine(ranks, c) {
+                let r = chunk_rows(rows, k, c);
+                outs[i][r.start * od..r.end * od].copy_from_slice(&chunk.outs[i]);
+            }
+        }
+    }
+    if let Some(c) = ranks {
+        // The outputs of `ids`, in network order (each taken once).
+        let mut dst: Vec<(usize, &mut Vec<f32>)> = outs
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| ids.contains(i))
+            .collect();
+        let od: Vec<usize> = dst.iter().map(|(i, _)| nets[*i].output_dim()).collect();
+        let locals: Vec<Vec<&[f32]>> = (0..k)
+            .map(|ch| {
+                dst.iter()
+                    .map(|(i, _)| chunks[ch].outs[*i].as_slice())
+                    .collect()
+            })
+            .collect();
+        let mut dst: Vec<&mut Vec<f32>> = dst.iter_mut().map(|(_, o)| &mut **o).collect();
+        gather_rows(c, rows, k, &od, &locals, &mut dst, bufs);
+    }
+}
+
+/// Gives every rank the rows of every chunk of a pass split over the ranks: `locals[c]`
+/// holds chunk `c`'s rows of each output (`widths[j]` floats a row; this rank's chunks
+/// only are read), and the other ranks' chunks are written into `outs[j]`
+/// (`rows x widths[j]`). One collective call.
+fn gather_rows(
+    c: &dyn Collective,
+    rows: usize,
+    k: usize,
+    widths: &[usize],
+    locals: &[Vec<&[f32]>],
+    outs: &mut [&mut Vec<f32>],
+    bufs: &mut Bufs,
+) {
+    let (rank, size) = (c.rank(), c.size());
+    if size < 2 || k < 2 {
+        return;
+    }
+    let slots = k.div_ceil(size);
+    let most = chunk_rows(rows, k, 0).len();
+    let per_slot: usize = widths.iter().map(|w| most * w).sum();
+    let local = &mut bufs.send;
+    local.resize(slots * per_slot, 0.0);
+    for j in 0..slots {
+        let ch = rank + j * size;
+        if ch >= k {
+            break;
+        }
+        let mut at = j * per_slot;
+        for (o, w) in widths.iter().enumerate() {
+            let v = locals[ch][o];
+            local[at..at + v.len()].copy_from_slice(v);
+            at += most * w;
+        }
+    }
+    let all = bufs.exchange(c);
+    for q in (0..size).filter(|&q| q != rank) {
+        for j in 0..slots {
+            let ch = q + j * size;
+            if ch >= k {
+                break;
+            }
+            let r = chunk_rows(rows, k, ch);
+            let mut at = (q * slots + j) * per_slot;
+            for (o, w) in widths.iter().enumerate() {
+                outs[o][r.start * w..r.end * w].copy_from_slice(&all[at..at + r.len() * w]);
+                at += most * w;
+            }
+        }
+    }
+}
+
+impl Native {
+    pub fn new(layout: &NetLayout, params: &[f32], opt: Adam) -> Native {
+        assert_eq!(params.len(), layout.total, "Native::new: parameter count");
+        assert_eq!(opt.m.len(), layout.total, "Native::new: optimiser size");
+        let nets = layout.nets.len();
+        Native {
+            layout: layout.clone(),
+            params: params.to_vec(),
+            grads: vec![0.0; layout.total],
+            opt,
+            target: Vec::new(),
+            chunks: Vec::new(),
+            pass_rows: vec![None; nets],
+            outs: vec![Vec::new(); nets],
+            target_outs: vec![Vec::new(); nets],
+            dinput: Vec::new(),
+            pending: Vec::new(),
+            sumsq: Vec::new(),
+            pool: None,
+            min_rows: (layout.min_chunk_rows(false), layout.min_chunk_rows(true)),
+            collective: None,
+            bufs: Bufs::default(),
+        }
+    }
+
+    /// Forward passes of `nets` on the same rows, with the parameters (outputs in
+    /// `self.outs`; the backward pass splits by this pass's chunks) or the target
+    /// parameters (outputs in `self.target_outs`). A `train` pass is split into the
+    /// larger chunks of a pass a backward pass follows.
+    fn pass(&mut self, target: bool, train: bool, nets: &[usize], x: &[f32], rows: usize) {
+        let min_rows = if train {
+            self.min_rows.1
+        } else {
+            self.min_rows.0
+        };
+        let k = chunk_count(rows, min_rows);
+        self.ensure_chunks(k);
+        let use_ = match (target, train) {
+            (true, _) => Use::Target,
+            (false, true) => Use::Train,
+            (false, false) => Use::Infer,
+        };
+        let (params, outs) = if target {
+            assert_eq!(
+                self.target.len(),
+                self.params.len(),
+                "forward_target before init_target"
+            );
+            (&self.target, &mut self.target_outs)
+        } else {
+            for &n in nets {
+                self.pass_rows[n] = Some((rows, k, use_));
+            }
+            (&self.params, &mut self.outs)
+        };
+        chunked_forward(
+            self.pool.as_deref(),
+            self.collective.as_deref(),
+            &mut self.bufs,
+            &mut self.chunks,
+            use_,
+            nets,
+            &self.layout.nets,
+            params,
+            x,
+            rows,
+            k,
+            outs,
+        );
+    }
+
+    /// The backward passes `(net, dout)` of forward passes over `rows` rows split in
+    /// `k > 1` chunks: one pool job computes every chunk's gradients; the next step adds
+    /// them up in chunk order.
+    fn chunked_backward(&mut self, passes: &[(usize, &[f32])], rows: usize, k: usize, use_: Use) {
+        let ranges: Vec<Range<usize>> = passes
+            .iter()
+            .map(|(n, _)| self.layout.nets[*n].start()..self.layout.nets[*n].end())
+            .collect();
+        let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+        if self
+            .pending
+            .iter()
+            .any(|(r, _)| ranges.iter().any(|q| overlaps(r, q)))
+        {
+            // A second pass of the same parameters before the step: add the first one's.
+            self.flush();
+        }
+        let (nets, params) = (&self.layout.nets, &self.params);
+        let ranks = self.collective.as_deref();
+        for_each(self.pool.as_deref(), &mut self.chunks[..k], |c, chunk| {
+            if !mine(ranks, c) {
+                return; // another rank's: gathered before the gradients are added
+            }
+            let r = chunk_rows(rows, k, c);
+            for ((net, dout), range) in passes.iter().zip(&ranges) {
+                let od = nets[*net].output_dim();
+                chunk.grads[range.clone()].fill(0.0);
+                nets[*net].backward(
+                    params,
+                    &mut chunk.grads,
+                    &dout[r.start * od..r.end * od],
+                    &mut chunk.caches[use_ as usize][*net],
+                );
+            }
+        });
+        // Added to the accumulator, in chunk order, by the next step (or `grads`).
+        self.pending.extend(ranges.into_iter().map(|r| (r, k)));
+    }
+
+    /// Adds every pending chunk gradient to the accumulator.
+    fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        self.gather();
+        let (pending, chunks) = (&self.pending, &self.chunks);
+        let mut slices: Vec<&mut [f32]> = self.grads.chunks_mut(NORM_SLICE).collect();
+        for_each(self.pool.as_deref(), &mut slices, |s, g| {
+            add_pending(g, s * NORM_SLICE, pending, chunks);
+        });
+        self.pending.clear();
+    }
+
+    /// Every rank's pending chunk gradients, on every rank.
+    fn gather(&mut self) {
+        if let Some(c) = &self.collective {
+            gather_pending(c.as_ref(), &self.pending, &mut self.chunks, &mut self.bufs);
+        }
+    }
+
+    /// Shares the backward passes with the other ranks of `c` (MPI data-parallel
+    /// training): chunk `i` of a pass's gradient is computed by rank `i % size` only, the
+    /// chunk gradients are gathered before they are added, and every rank adds them in
+    /// chunk order and takes the same step. The chunks are the ones a single process
+    /// splits a pass into, so the result equals a one-process run's, bit for bit, with
+    /// any number of ranks and threads. Every rank runs the forward passes whole (the
+    /// losses need every row's output) and must make the same calls.
+    pub fn collective(mut self, c: Arc<dyn Collective>) -> Native {
+        self.collective = Some(c);
+        self
+    }
+
+    /// Runs the chunks of each pass on the process's shared pool of `threads` threads
+    /// (1: on the calling thread). The results do not depend on it.
+    pub fn threads(mut self, threads: usize) -> Result<Native, LearnError> {
+        self.pool = Pool::shared_for(threads).map_err(|e| LearnError::Config(e.to_string()))?;
+        Ok(self)
+    }
+
+    /// The [`BackendMaker`] for the native path.
+    pub fn maker() -> BackendMaker {
+        Arc::new(|layout, params, opt| Ok(Box::new(Native::new(layout, params, opt))))
+    }
+
+    /// The [`BackendMaker`] of the native path on `threads` threads, sharing its
+    /// backward passes with the ranks of `c` ([`Native::collective`]).
+    pub fn ranks_maker(threads: usize, c: Arc<dyn Collective>) -> BackendMaker {
+        Arc::new(move |layout, params, opt| {
+            let n = Native::new(layout, params, opt).threads(threads)?;
+            Ok(Box::new(n.collective(c.clone())))
+        })
+    }
+
+    /// Makes sure `k` chunks exist with room for every network.
+    fn ensure_chunks(&mut self, k: usize) {
+        let nets = self.layout.nets.len();
+        while self.chunks.len() < k {
+            self.chunks.push(Chunk {
+                caches: std::array::from_fn(|_| vec![NetCache::default(); nets]),
+                outs: vec![Vec::new(); nets],
+                grads: vec![0.0; self.layout.total],
+            });
+        }
+    }
+}
+
+impl NetBackend for Native {
+    fn device(&self) -> String {
+        "cpu".into()
+    }
+
+    fn forward(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        self.pass(false, false, &[net], x, rows);
+        &self.outs[net]
+    }
+
+    fn forward_train(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        // The native forward always keeps its activations; a training pass is split
+        // into a backward pass's chunks.
+        self.pass(false, true, &[net], x, rows);
+        &self.outs[net]
+    }
+
+    fn forward_train_into(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        self.pass(false, true, nets, x, rows);
+        copy_outs(&self.outs, nets, outs);
+    }
+
+    fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
+        let rows_of = |n: usize| {
+            self.pass_rows[n]
+                .unwrap_or_else(|| panic!("backward of network {n} before its forward pass"))
+        };
+        let Some((rows, k, use_)) = passes.first().map(|(n, _)| rows_of(*n)) else {
+            return;
+        };
+        if passes.iter().any(|(n, _)| rows_of(*n) != (rows, k, use_)) {
+            // Passes split differently: one at a time.
+            for pass in passes {
+                self.backward_many(std::slice::from_ref(pass));
+            }
+            return;
+        }
+        for (n, dout) in passes {
+            let od = self.layout.nets[*n].output_dim();
+            assert_eq!(dout.len(), rows * od, "backward: gradient shape");
+        }
+        if k > 1 {
+            self.chunked_backward(passes, rows, k, use_);
+            return;
+        }
+        // One chunk: straight into the accumulator.
+        for (n, dout) in passes {
+            self.layout.nets[*n].backward(
+                &self.params,
+                &mut self.grads,
+                dout,
+                &mut self.chunks[0].caches[use_ as usize][*n],
+            );
+        }
+    }
+
+    fn backward(&mut self, net: usize, dout: &[f32]) {
+        self.backward_many(&[(net, dout)]);
+    }
+
+    fn add_free_grad(&mut self, g: &[f32]) {
+        for (a, b) in self.grads[self.layout.free.clone()].iter_mut().zip(g) {
+            *a += b;
+        }
+    }
+
+    fn free_params(&mut self) -> &[f32] {
+        &self.params[self.layout.free.clone()]
+    }
+
+    fn grads(&self) -> Vec<f32> {
+        let mut g = self.grads.clone();
+        match &self.collective {
+            None => add_pending(&mut g, 0, &self.pending, &self.chunks),
+            Some(c) => {
+                let mut chunks = self.chunks.clone();
+                gather_pending(c.as_ref(), &self.pending, &mut chunks, &mut Bufs::default());
+                add_pending(&mut g, 0, &self.pending, &chunks);
+            }
+        }
+        g
+    }
+
+    fn step(&mut self, lr: f64, max_grad_norm: f64) -> f64 {
+        // Pass 1, per slice of parameters: the pending chunk gradients, then the slice's
+        // squared norm. Pass 2: clip and the optimiser update. Slices are fixed, so the
+        // norm and every parameter come out the same on any number of threads.
+        self.gather();
+        let pool = self.pool.as_deref();
+        let slices = self.grads.len().div_ceil(NORM_SLICE);
+        self.sumsq.resize(slices, 0.0);
+        {
+            let (pending, chunks) = (&self.pending, &self.chunks);
+            let mut work: Vec<(&mut [f32], &mut f64)> = self
+                .grads
+                .chunks_mut(NORM_SLICE)
+                .zip(self.sumsq.iter_mut())
+                .collect();
+            for_each(pool, &mut work, |s, (g, sq)| {
+                add_pending(g, s * NORM_SLICE, pending, chunks);
+                **sq = sum_squares(g);
+            });
+        }
+        self.pending.clear();
+        let norm = self.sumsq.iter().sum::<f64>().sqrt();
+        let clip = clip_factor(norm, max_grad_norm);
+        let rule = self.opt.begin(lr);
+        let Adam { m, v, .. } = &mut self.opt;
+        let mut work: Vec<_> = self
+            .params
+            .chunks_mut(NORM_SLICE)
+            .zip(self.grads.chunks_mut(NORM_SLICE))
+            .zip(m.chunks_mut(NORM_SLICE).zip(v.chunks_mut(NORM_SLICE)))
+            .collect();
+        for_each(pool, &mut work, |_, ((p, g), (m, v))| {
+            if let Some(c) = clip {
+                g.iter_mut().for_each(|x| *x *= c);
+            }
+            rule.apply(p, g, m, v);
+            g.fill(0.0);
+        });
+        norm
+    }
+
+    fn params(&self) -> Vec<f32> {
+        self.params.clone()
+    }
+
+    fn set_params(&mut self, params: &[f32]) {
+        assert_eq!(
+            params.len(),
+            self.params.len(),
+            "set_params: parameter count"
+        );
+        self.params.copy_from_slice(params);
+    }
+
+    fn optimizer(&self) -> OptimState {
+        self.opt.clone()
+    }
+
+    fn set_optimizer(&mut self, state: OptimState) {
+        assert_eq!(state.m.len(), self.params.len(), "set_optimizer: size");
+        self.opt = state;
+    }
+
+    fn input_grad(&mut self, net: usize, dout: &[f32]) -> &[f32] {
+        let Net::Mlp(m) = &self.layout.nets[net] else {
+            panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
+        };
+        let (rows, k, use_) = self.pass_rows[net]
+            .unwrap_or_else(|| panic!("input_grad of network {net} before its forward pass"));
+        let (id, od) = (m.input_dim(), m.output_dim());
+        assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
+        self.dinput.resize(rows * id, 0.0);
+        let mut work: Vec<(&mut Chunk, &mut [f32])> = Vec::with_capacity(k);
+        let mut rest = self.dinput.as_mut_slice();
+        for (c, chunk) in self.chunks[..k].iter_mut().enumerate() {
+            let (head, tail) = rest.split_at_mut(chunk_rows(rows, k, c).len() * id);
+            work.push((chunk, head));
+            rest = tail;
+        }
+        // One chunk: every rank computes it (as the forward pass did).
+        let ranks = self.collective.as_deref().filter(|_| k > 1);
+        let params = &self.params;
+        for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
+            if !mine(ranks, c) {
+                return; // another rank's: gathered below
+            }
+            let r = chunk_rows(rows, k, c);
+            let cache = &mut chunk.caches[use_ as usize][net].mlp;
+            m.backward_full(
+                params,
+                None,
+                &dout[r.start * od..r.end * od],
+                cache,
+                Some(dx),
+            );
+        });
+        if let Some(c) = ranks {
+            let own = self.dinput.clone();
+            let locals: Vec<Vec<&[f32]>> = (0..k)
+                .map(|ch| {
+                    let r = chunk_rows(rows, k, ch);
+                    vec![&own[r.start * id..r.end * id]]
+                })
+                .collect();
+            gather_rows(
+                c,
+                rows,
+                k,
+                &[id],
+                &locals,
+                &mut [&mut self.dinput],
+                &mut self.bufs,
+            );
+        }
+        &self.dinput
+    }
+
+    fn init_target(&mut self) {
+        self.target.clone_from(&self.params);
+    }
+
+    fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
+        self.pass(true, false, &[net], x, rows);
+        &self.target_outs[net]
+    }
+
+    fn forward_target_into(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        self.pass(true, false, nets, x, rows);
+        copy_outs(&self.target_outs, nets, outs);
+    }
+
+    fn soft_update(&mut self, tau: f32) {
+        assert_eq!(
+            self.target.len(),
+            self.params.len(),
+            "soft_update before init_target"
+        );
+        for (t, o) in self.target.iter_mut().zip(&self.params) {
+            *t += tau * (o - *t);
+        }
+    }
+
+    fn target_params(&self) -> Vec<f32> {
+        self.target.clone()
+    }
+
+    fn set_target_params(&mut self, target: &[f32]) {
+        assert_eq!(
+            target.len(),
+            self.params.len(),
+            "set_target_params: parameter count"
+        );
+        self.target = target.to_vec();
+    }
+}
