@@ -8,9 +8,9 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rlrig_burn::{Kind, maker};
 use rlrig_env::{Purpose, Rng};
-use rlrig_learn::backend::{BackendMaker, Native, NetLayout};
-use rlrig_learn::nn::{Mlp, normal};
-use rlrig_learn::optim::Adam;
+use rlrig_nn::backend::{BackendMaker, Native, NetLayout};
+use rlrig_nn::nn::{Mlp, normal};
+use rlrig_nn::optim::Adam;
 
 fn benches(c: &mut Criterion) {
     let mlp = Mlp::new(&[4, 64, 64, 3], 0);

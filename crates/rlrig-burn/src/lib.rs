@@ -1,6 +1,6 @@
 //! # rlrig-burn
 //!
-//! rlrig's learning interface ([`rlrig_learn::backend::NetBackend`]) on Burn devices:
+//! rlrig's learning interface ([`rlrig_nn::backend::NetBackend`]) on Burn devices:
 //! `flex` (Burn's CPU backend, the reference the native path is checked against) and
 //! `wgpu` (Vulkan on NVIDIA, AMD and Intel, Metal on Apple, DX12 on Windows: one GPU
 //! path for every vendor, with no vendor toolkit at build time).
@@ -9,7 +9,7 @@
 //! layer's `fan_in x fan_out` weights row-major, then its bias), with the optimiser's
 //! moments beside them, so a training step moves only a minibatch's inputs and its
 //! output gradients: the loss heads of RL are a few floats per sample and run on the
-//! host ([`rlrig_learn::backend`] explains the split). Gradients come from Burn's
+//! host ([`rlrig_nn::backend`] explains the split). Gradients come from Burn's
 //! autodiff, an implementation independent of the native path's hand-written
 //! backward, which is what makes the two worth comparing.
 //!
@@ -23,9 +23,9 @@ use burn::tensor::activation::relu;
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, DeviceKind, DeviceType, Tensor, TensorData};
-use rlrig_learn::backend::{BackendMaker, Net, NetBackend, NetLayout, OptimState};
-use rlrig_learn::conv::Conv2d;
-use rlrig_learn::nn::{Activation, Mlp};
+use rlrig_nn::backend::{BackendMaker, Net, NetBackend, NetLayout, OptimState};
+use rlrig_nn::conv::Conv2d;
+use rlrig_nn::nn::{Activation, Mlp};
 
 /// The Burn devices rlrig knows, as `--device` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,13 +59,13 @@ pub fn wgpu_adapters() -> Vec<String> {
 }
 
 /// Opens a device of `kind`, or says why there is none (no wgpu adapter).
-pub fn open(kind: Kind) -> Result<(Device, String), rlrig_learn::LearnError> {
+pub fn open(kind: Kind) -> Result<(Device, String), rlrig_nn::NnError> {
     match kind {
         Kind::Cpu => Ok((Device::flex(), "burn-cpu (flex)".into())),
         Kind::Wgpu => {
             let found = Device::enumerate(DeviceType::Wgpu);
             if found.is_empty() {
-                return Err(rlrig_learn::LearnError::Backend(
+                return Err(rlrig_nn::NnError::Backend(
                     "--device wgpu: no GPU adapter found (Vulkan, Metal or DX12). \
                      Install the GPU's driver; on a machine without a GPU, Mesa's software \
                      Vulkan works for testing (Debian: apt install mesa-vulkan-drivers libvulkan1)"
@@ -82,7 +82,7 @@ pub fn open(kind: Kind) -> Result<(Device, String), rlrig_learn::LearnError> {
 }
 
 /// The [`BackendMaker`] for `kind`: checks the device once, then builds backends on it.
-pub fn maker(kind: Kind) -> Result<BackendMaker, rlrig_learn::LearnError> {
+pub fn maker(kind: Kind) -> Result<BackendMaker, rlrig_nn::NnError> {
     let (device, name) = open(kind)?;
     Ok(Arc::new(move |layout, params, opt| {
         Burn::new(device.clone(), name.clone(), layout, params, opt)
@@ -134,10 +134,10 @@ impl Burn {
         layout: &NetLayout,
         params: &[f32],
         opt: OptimState,
-    ) -> Result<Burn, rlrig_learn::LearnError> {
+    ) -> Result<Burn, rlrig_nn::NnError> {
         layout.validate()?;
         if params.len() != layout.total || opt.m.len() != layout.total {
-            return Err(rlrig_learn::LearnError::Backend(format!(
+            return Err(rlrig_nn::NnError::Backend(format!(
                 "{} parameters and {} optimiser moments for a layout of {}",
                 params.len(),
                 opt.m.len(),

@@ -59,6 +59,15 @@ pub enum LearnError {
     Encode { what: &'static str, why: String },
 }
 
+impl From<rlrig_nn::NnError> for LearnError {
+    fn from(e: rlrig_nn::NnError) -> Self {
+        match e {
+            rlrig_nn::NnError::Config(m) => LearnError::Config(m),
+            rlrig_nn::NnError::Backend(m) => LearnError::Backend(m),
+        }
+    }
+}
+
 impl LearnError {
     /// An [`LearnError::Encode`] from any displayable error.
     pub(crate) fn encode<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> LearnError {

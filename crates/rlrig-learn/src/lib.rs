@@ -103,13 +103,13 @@ pub mod env_args_serde {
 }
 
 pub use error::LearnError;
+/// The network layer (the `rlrig-nn` crate), where the learners have always found it.
+pub use rlrig_nn::{NnError, backend, conv, nn, optim};
 
 pub mod alphazero;
-pub mod backend;
 pub mod buffer;
 pub mod collective;
 pub mod collector;
-pub mod conv;
 pub mod dist;
 pub mod dqn;
 pub mod driver;
@@ -119,10 +119,8 @@ pub mod evolution;
 pub mod export;
 pub mod mcts;
 pub mod memory;
-pub mod nn;
 pub mod normalize;
 pub mod offpolicy;
-pub mod optim;
 pub mod ppo;
 pub mod rank_envs;
 pub mod replay;

@@ -258,7 +258,7 @@ fn a_layout_that_does_not_tile_its_parameters_is_refused() {
         Ok(_) => panic!("a bad layout was accepted"),
         Err(e) => e,
     };
-    assert!(matches!(err, rlrig_learn::LearnError::Config(_)), "{err:?}");
+    assert!(matches!(err, rlrig_learn::NnError::Config(_)), "{err:?}");
     assert!(err.to_string().contains("covers"), "{err}");
 }
 

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rlrig_env::{Purpose, Rng};
-use rlrig_learn::nn::{Mlp, MlpCache, normal};
-use rlrig_learn::optim::{Adam, clip_grad_norm};
+use rlrig_nn::nn::{Mlp, MlpCache, normal};
+use rlrig_nn::optim::{Adam, clip_grad_norm};
 
 fn benches(c: &mut Criterion) {
     let mlp = Mlp::new(&[4, 64, 64, 3], 0);
@@ -55,7 +55,7 @@ criterion_group! {
 
 /// The gemm shapes of a PPO minibatch (128 rows, 64 hidden): forward, dW and dX.
 fn gemm_shapes(c: &mut Criterion) {
-    use rlrig_learn::nn::gemm;
+    use rlrig_nn::nn::gemm;
     let mut rng = Rng::stream(1, Purpose::Bench, 0);
     let mut g = c.benchmark_group("gemm");
     for (m, k, n) in [
@@ -121,7 +121,7 @@ fn gemm_shapes(c: &mut Criterion) {
             bch.iter(|| {
                 // Keep the inputs spread: tanh of tanh shrinks towards 0.
                 v.iter_mut().for_each(|x| *x *= 3.0);
-                rlrig_learn::nn::tanh_in_place(std::hint::black_box(&mut v));
+                rlrig_nn::nn::tanh_in_place(std::hint::black_box(&mut v));
             })
         });
     }
@@ -137,7 +137,7 @@ criterion_group! {
 /// 512 -> 7 outputs), on one thread: inference on 16 rows (A2C's envs) and a training
 /// pass (forward and backward) on 80 rows (A2C's 16 envs x 5 steps).
 fn nature_cnn(c: &mut Criterion) {
-    use rlrig_learn::conv::{ConvCache, ConvNet, NATURE};
+    use rlrig_nn::conv::{ConvCache, ConvNet, NATURE};
     let net = ConvNet::tower((4, 84, 84), &NATURE, 0, &[512], 7, 0).with_scale(1.0 / 255.0);
     let mut rng = Rng::stream(2, Purpose::Bench, 0);
     let mut params = vec![0.0; net.end()];

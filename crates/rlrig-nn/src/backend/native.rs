@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::{BackendMaker, Net, NetBackend, NetCache, NetLayout, OptimState};
-use crate::LearnError;
+use crate::NnError;
 use crate::collective::Collective;
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
 use rlrig_env::pool::Pool;
@@ -191,12 +191,9 @@ fn copy_outs(stored: &[Vec<f32>], nets: &[usize], outs: &mut [&mut [f32]]) {
     }
 }
 
-/// Runs `f(c, &mut items[c])` for every item: on the pool when there is one.
-pub(crate) fn for_each<T: Send>(
-    pool: Option<&Pool>,
-    items: &mut [T],
-    f: impl Fn(usize, &mut T) + Sync,
-) {
+/// Runs `f(c, &mut items[c])` for every item: on the pool when there is one (what the
+/// native backend and PPO's loss blocks run their chunks with).
+pub fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
     match pool {
         Some(p) => p.for_each_mut(items, f),
         None => items.iter_mut().enumerate().for_each(|(c, t)| f(c, t)),
@@ -472,8 +469,8 @@ impl Native {
 
     /// Runs the chunks of each pass on the process's shared pool of `threads` threads
     /// (1: on the calling thread). The results do not depend on it.
-    pub fn threads(mut self, threads: usize) -> Result<Native, LearnError> {
-        self.pool = Pool::shared_for(threads).map_err(|e| LearnError::Config(e.to_string()))?;
+    pub fn threads(mut self, threads: usize) -> Result<Native, NnError> {
+        self.pool = Pool::shared_for(threads).map_err(|e| NnError::Config(e.to_string()))?;
         Ok(self)
     }
 

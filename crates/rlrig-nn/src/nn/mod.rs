@@ -795,9 +795,9 @@ pub fn normal(rng: &mut Rng) -> f64 {
 }
 
 /// Checks `grads` against central differences of `loss` around `params` (step `h`):
-/// every entry within `tol * (1 + |analytic|)`. Shared by the network tests.
-#[cfg(test)]
-pub(crate) fn assert_matches_central_differences(
+/// every entry within `tol * (1 + |analytic|)`; panics naming the first parameter that is
+/// not. What the network and loss tests of rlrig check hand-written gradients with.
+pub fn assert_matches_central_differences(
     params: &[f32],
     grads: &[f32],
     h: f32,

@@ -17,7 +17,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use crate::LearnError;
+use crate::NnError;
 use crate::conv::{ConvCache, ConvNet};
 use crate::nn::{Mlp, MlpCache};
 use crate::optim::Adam;
@@ -141,7 +141,7 @@ impl NetLayout {
     }
 
     /// Checks that the networks and the free range tile `0..total` without overlap.
-    pub fn validate(&self) -> Result<(), LearnError> {
+    pub fn validate(&self) -> Result<(), NnError> {
         let mut spans: Vec<Range<usize>> = self.nets.iter().map(|n| n.start()..n.end()).collect();
         if !self.free.is_empty() {
             spans.push(self.free.clone());
@@ -150,14 +150,14 @@ impl NetLayout {
         let mut at = 0;
         for r in &spans {
             if r.start != at {
-                return Err(LearnError::Config(format!(
+                return Err(NnError::Config(format!(
                     "parameter layout has a gap or overlap at index {at} (next range {r:?})"
                 )));
             }
             at = r.end;
         }
         if at != self.total {
-            return Err(LearnError::Config(format!(
+            return Err(NnError::Config(format!(
                 "parameter layout covers {at} parameters, total is {}",
                 self.total
             )));
@@ -274,7 +274,7 @@ pub trait NetBackend: Send {
 /// Builds a backend for a layout, its initial parameters and optimiser; what
 /// `--device` chooses. `None` in the trainers means [`Native`].
 pub type BackendMaker = Arc<
-    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, LearnError> + Send + Sync,
+    dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, NnError> + Send + Sync,
 >;
 
 mod native;
