@@ -324,6 +324,48 @@ macro_rules! minatar_env {
 }
 pub(crate) use minatar_env;
 
+/// Test support shared by the five games: plays `E` from a reset (stream `seed`) with
+/// `policy(t)` until it terminates or `steps` steps have passed, checking after every step
+/// that the state's vector reads back as the same state, and calling `each` on it. Returns
+/// the last state and the steps taken.
+#[cfg(test)]
+pub(crate) fn play_checking_states<E: crate::Env<Action = i32>>(
+    seed: u64,
+    steps: usize,
+    policy: impl Fn(usize) -> i32,
+    mut each: impl FnMut(&E::State),
+) -> (E::State, usize)
+where
+    E::Params: Default,
+    E::State: PartialEq + std::fmt::Debug,
+{
+    let mut rng = Rng::stream(seed, crate::rng::Purpose::User, 0);
+    let p = E::Params::default();
+    let mut s = E::reset(&p, &mut rng);
+    for t in 0..steps {
+        let done = E::step(&p, &mut s, &policy(t), &mut rng).terminated;
+        assert_eq!(E::state_from_slice(&p, &E::state_to_vec(&s)).unwrap(), s);
+        each(&s);
+        if done {
+            return (s, t + 1);
+        }
+    }
+    (s, steps)
+}
+
+/// Test support: `s`'s vector with `value` at `index` is refused, the message naming
+/// `want` (the index and the field).
+#[cfg(test)]
+pub(crate) fn assert_refused<E: crate::Env>(s: &E::State, index: usize, value: f64, want: &str)
+where
+    E::Params: Default,
+{
+    let mut bad = E::state_to_vec(s);
+    bad[index] = value;
+    let e = E::state_from_slice(&E::Params::default(), &bad).unwrap_err();
+    assert!(e.contains(want), "{e}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

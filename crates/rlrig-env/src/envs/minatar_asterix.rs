@@ -262,23 +262,13 @@ impl Env for Asterix {
 
 #[cfg(test)]
 mod tests {
+    use super::super::minatar::{assert_refused, play_checking_states};
     use super::*;
-    use crate::rng::Purpose;
 
     #[test]
     fn state_vector_round_trips() {
-        let mut rng = Rng::stream(3, Purpose::User, 0);
-        let p = AsterixParams::default();
-        let mut s = Asterix::reset(&p, &mut rng);
-        for t in 0..300 {
-            Asterix::step(&p, &mut s, &(t % 5), &mut rng);
-            let v = Asterix::state_to_vec(&s);
-            assert_eq!(Asterix::state_from_slice(&p, &v).unwrap(), s);
-        }
+        let (s, _) = play_checking_states::<Asterix>(3, 300, |t| t as i32 % 5, |_| {});
         assert!(s.entities.iter().any(|e| e.is_some()), "enemies spawn");
-        let mut bad = Asterix::state_to_vec(&s);
-        bad[1] = 9.0;
-        let e = Asterix::state_from_slice(&p, &bad).unwrap_err();
-        assert!(e.contains("state[1] (player_y)"), "{e}");
+        assert_refused::<Asterix>(&s, 1, 9.0, "state[1] (player_y)");
     }
 }

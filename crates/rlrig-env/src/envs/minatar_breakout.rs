@@ -201,26 +201,13 @@ impl Env for Breakout {
 
 #[cfg(test)]
 mod tests {
+    use super::super::minatar::{assert_refused, play_checking_states};
     use super::*;
-    use crate::rng::Purpose;
 
     #[test]
     fn state_vector_round_trips() {
-        let mut rng = Rng::stream(0, Purpose::User, 0);
-        let p = BreakoutParams::default();
-        let mut s = Breakout::reset(&p, &mut rng);
-        for t in 0..40 {
-            Breakout::step(&p, &mut s, &(t % 3), &mut rng);
-            let v = Breakout::state_to_vec(&s);
-            assert_eq!(Breakout::state_from_slice(&p, &v).unwrap(), s);
-        }
-        assert!(Breakout::state_from_slice(&p, &[0.0; 5]).is_err());
-        let mut bad = Breakout::state_to_vec(&s);
-        bad[0] = 12.0;
-        assert!(
-            Breakout::state_from_slice(&p, &bad)
-                .unwrap_err()
-                .contains("state[0]")
-        );
+        let (s, _) = play_checking_states::<Breakout>(0, 40, |t| t as i32 % 3, |_| {});
+        assert!(Breakout::state_from_slice(&BreakoutParams::default(), &[0.0; 5]).is_err());
+        assert_refused::<Breakout>(&s, 0, 12.0, "state[0]");
     }
 }

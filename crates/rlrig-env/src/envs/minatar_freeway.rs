@@ -218,28 +218,14 @@ impl Env for Freeway {
 
 #[cfg(test)]
 mod tests {
+    use super::super::minatar::{assert_refused, play_checking_states};
     use super::*;
-    use crate::rng::Purpose;
 
     #[test]
     fn state_vector_round_trips_and_the_game_ends_at_2500() {
-        let mut rng = Rng::stream(3, Purpose::User, 0);
-        let p = FreewayParams::default();
-        let mut s = Freeway::reset(&p, &mut rng);
-        let mut steps = 0;
-        loop {
-            steps += 1;
-            let t = Freeway::step(&p, &mut s, &1, &mut rng);
-            let v = Freeway::state_to_vec(&s);
-            assert_eq!(Freeway::state_from_slice(&p, &v).unwrap(), s);
-            if t.terminated {
-                break;
-            }
-        }
-        assert_eq!(steps, TIME_LIMIT + 1);
-        let mut bad = Freeway::state_to_vec(&s);
-        bad[5] = 10.0;
-        let e = Freeway::state_from_slice(&p, &bad).unwrap_err();
-        assert!(e.contains("state[5] (car x)"), "{e}");
+        let (s, steps) = play_checking_states::<Freeway>(3, 10_000, |_| 1, |_| {});
+        assert_eq!(steps, TIME_LIMIT as usize + 1);
+        assert!(s.terminal);
+        assert_refused::<Freeway>(&s, 5, 10.0, "state[5] (car x)");
     }
 }

@@ -560,29 +560,23 @@ impl Env for Seaquest {
 
 #[cfg(test)]
 mod tests {
+    use super::super::minatar::{assert_refused, play_checking_states};
     use super::*;
-    use crate::rng::Purpose;
 
     #[test]
     fn state_vector_round_trips() {
-        let mut rng = Rng::stream(3, Purpose::User, 0);
-        let p = SeaquestParams::default();
-        let mut s = Seaquest::reset(&p, &mut rng);
         let mut seen = 0;
-        for t in 0..400usize {
-            // Dive, then patrol and shoot.
-            let a = if t < 3 { 4 } else { [5, 1, 5, 3][t % 4] };
-            if Seaquest::step(&p, &mut s, &a, &mut rng).terminated {
-                break;
-            }
+        // Dive, then patrol and shoot.
+        let policy = |t: usize| if t < 3 { 4 } else { [5, 1, 5, 3][t % 4] };
+        play_checking_states::<Seaquest>(3, 400, policy, |s| {
             seen = seen.max(s.e_fish.len() + s.e_subs.len());
-            let v = Seaquest::state_to_vec(&s);
-            assert_eq!(Seaquest::state_from_slice(&p, &v).unwrap(), s);
-        }
+        });
         assert!(seen > 0, "enemies spawn");
-        let mut bad = Seaquest::state_to_vec(&Seaquest::reset_game());
-        bad[14] = 100.0;
-        let e = Seaquest::state_from_slice(&p, &bad).unwrap_err();
-        assert!(e.contains("state[14] (friendly bullet count)"), "{e}");
+        assert_refused::<Seaquest>(
+            &Seaquest::reset_game(),
+            14,
+            100.0,
+            "state[14] (friendly bullet count)",
+        );
     }
 }

@@ -285,19 +285,12 @@ impl Env for SpaceInvaders {
 
 #[cfg(test)]
 mod tests {
+    use super::super::minatar::play_checking_states;
     use super::*;
-    use crate::rng::Purpose;
 
     #[test]
     fn state_vector_round_trips_and_the_nearest_alien_ties_left() {
-        let mut rng = Rng::stream(3, Purpose::User, 0);
-        let p = SpaceInvadersParams::default();
-        let mut s = SpaceInvaders::reset(&p, &mut rng);
-        for t in 0..200 {
-            SpaceInvaders::step(&p, &mut s, &(t % 4), &mut rng);
-            let v = SpaceInvaders::state_to_vec(&s);
-            assert_eq!(SpaceInvaders::state_from_slice(&p, &v).unwrap(), s);
-        }
+        play_checking_states::<SpaceInvaders>(3, 200, |t| t as i32 % 4, |_| {});
         // Columns 3 and 7 hold aliens, the cannon is at 5: column 3 (its lowest alien) wins.
         let aliens = bit(1, 3) | bit(2, 3) | bit(4, 7);
         assert_eq!(SpaceInvaders::nearest_alien(aliens, 5), Some((2, 3)));
