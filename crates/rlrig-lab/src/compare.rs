@@ -33,35 +33,33 @@ pub(crate) fn legend<'a>(
 }
 
 /// `b / a` where both were measured and `a` is positive: a figure relative to A's.
-pub(crate) fn ratio(b: Option<f64>, a: Option<f64>) -> f64 {
+pub(crate) fn ratio(b: Option<f64>, a: Option<f64>) -> Option<f64> {
     match (b, a) {
-        (Some(b), Some(a)) if a > 0.0 => b / a,
-        _ => f64::NAN,
+        (Some(b), Some(a)) if a > 0.0 => Some(b / a),
+        _ => None,
     }
 }
 
 /// A table's ratio cell, ` 1.23 |`, or ` - |` where there is no ratio.
 pub(crate) fn ratio_cell(b: Option<f64>, a: Option<f64>) -> String {
-    let r = ratio(b, a);
-    if r.is_nan() {
-        " - |".into()
-    } else {
-        format!(" {r:.2} |")
-    }
+    ratio(b, a).map_or(" - |".into(), |r| format!(" {r:.2} |"))
 }
 
 /// Grouped bars of every file's figures relative to the first file's, one group per
-/// category: `ratios(i)` is file `i`'s ratio in each category (NaN where it has none).
+/// category: `ratios(i)` is file `i`'s ratio in each category (no bar where it has none).
 pub(crate) fn ratio_bars<'a>(
     path: &Path,
     title: &str,
     categories: &[String],
     names: impl Iterator<Item = &'a str>,
-    ratios: impl Fn(usize) -> Vec<f64>,
+    ratios: impl Fn(usize) -> Vec<Option<f64>>,
 ) -> Result<(), LabError> {
     let series: Vec<(String, Vec<f64>)> = names
         .enumerate()
-        .map(|(i, name)| (format!("{} {name}", letter(i)), ratios(i)))
+        .map(|(i, name)| {
+            let bars = ratios(i).into_iter().map(|r| r.unwrap_or(f64::NAN));
+            (format!("{} {name}", letter(i)), bars.collect())
+        })
         .collect();
     crate::plot::grouped_bars(path, title, "ratio to A", categories, &series)
 }

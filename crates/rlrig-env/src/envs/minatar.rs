@@ -277,11 +277,11 @@ pub(crate) fn set_param(
 
 /// The items of `impl Env` every MinAtar game shares: i32 actions, a `10 x 10 x
 /// channels` frame, no time limit of its own, and the sticky-action parameter; with
-/// `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws). A game's
-/// impl names its id, step cost, reset, step and state layout itself.
+/// `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws); with
+/// `played by step_game`, `step` draws the sticky action and hands it to the game's
+/// `step_game(params, state, action, draws)` (the package's `act`). A game's impl names
+/// its id, step cost, reset, state layout and (without `played by`) step itself.
 macro_rules! minatar_env {
-    // A game written as the package's `act` (`step_game(params, state, action, draws)`,
-    // sticky actions aside): `step` applies sticky actions, then plays the action.
     ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame, played by step_game) => {
         super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions, drawn as a frame);
 
