@@ -1,5 +1,16 @@
-# Shared by the bench scripts that log runs (bench/scaling/run_cores.sh,
-# bench/gpu/run_envs.sh): source it after setting LOG and JSONL.
+# Shared by the bench scripts: the ones that log runs (bench/scaling/run_cores.sh,
+# bench/gpu/run_envs.sh) source it after setting LOG and JSONL; the peers' run_*.sh take
+# their results file from `results_file`.
+
+# Prints PATH (bench/peers/results/NAME-DATE.jsonl) if no file is there yet, else the first
+# free PATH with -2, -3, ... before .jsonl: a second run on the same day must not overwrite
+# results already committed. Quick runs (-quick.jsonl, git-ignored scratch) keep one file.
+results_file() { # path
+  local path=$1 n=2
+  case $path in *-quick.jsonl) echo "$path"; return ;; esac
+  while [ -e "$path" ]; do path=${1%.jsonl}-$n.jsonl; n=$((n + 1)); done
+  echo "$path"
+}
 
 # Prints a line and appends it to $LOG.
 say() { echo "$@" | tee -a "$LOG"; }

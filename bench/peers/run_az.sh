@@ -13,6 +13,8 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 exec </dev/null
 BUILD=1 STEPS=2
 while [ $# -gt 0 ]; do
@@ -29,7 +31,7 @@ PY="$HERE/.venv/bin/python"
 RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
 [ "$BUILD" = 1 ] && { (cd "$ROOT" && cargo build --release -p rlrig -q) >&2 || exit 1; }
 mkdir -p "$HERE/results"
-OUT="$HERE/results/az-$(date +%Y-%m-%d).jsonl"
+OUT=$(results_file "$HERE/results/az-$(date +%Y-%m-%d).jsonl")
 python3 - "$ROOT" >"$OUT" <<'EOF'
 import json, os, platform, subprocess, sys, datetime
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())

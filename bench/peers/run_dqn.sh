@@ -28,6 +28,8 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 exec </dev/null
 
 NSEEDS=3 THRESHOLD=475
@@ -46,7 +48,7 @@ RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
 [ -x "$RLRIG" ] || { echo "run_dqn.sh: $RLRIG missing; cargo build --release -p rlrig" >&2; exit 1; }
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT="$HERE/results/dqn-$DATE.jsonl"
+OUT=$(results_file "$HERE/results/dqn-$DATE.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-dqn-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 # Run a copy, so a rebuild of target/release/rlrig during the benchmark changes nothing.

@@ -25,6 +25,8 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 exec </dev/null
 
 QUICK=0 BUILD=1 TARGET=2 ONLY=
@@ -66,7 +68,7 @@ fi
 
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT="$HERE/results/env-$DATE${ONLY:+-$ONLY}$([ "$QUICK" = 1 ] && echo -quick).jsonl"
+OUT=$(results_file "$HERE/results/env-$DATE${ONLY:+-$ONLY}$([ "$QUICK" = 1 ] && echo -quick).jsonl")
 LOG=$(mktemp /tmp/rlrig-peers-XXXX.log)
 : > "$OUT"
 

@@ -22,6 +22,8 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 exec </dev/null
 
 BUILD=1 STEPS=${PPO_TOTAL_STEPS:-500000} SEED=1 ENV=CartPole-v1
@@ -64,7 +66,7 @@ DATE=$(date +%Y-%m-%d)
 SLUG=$([ "$ENV" = CartPole-v1 ] || echo "-$ENV" | tr '/' '-' | tr 'A-Z' 'a-z')
 # Quick (git-ignored) runs: CartPole with another step count than the recorded 500k.
 QUICK=$([ "$ENV" != CartPole-v1 ] || [ "$STEPS" = 500000 ] || echo -quick)
-OUT="$HERE/results/ppo$SLUG-$DATE$QUICK.jsonl"
+OUT=$(results_file "$HERE/results/ppo$SLUG-$DATE$QUICK.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-ppo-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 

@@ -19,6 +19,8 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=../lib.sh
+source "$HERE/../lib.sh"
 exec </dev/null
 
 BUILD=1 SEEDS="1 2 3" BIG=3000
@@ -40,7 +42,7 @@ if [ "$BUILD" = 1 ]; then
 fi
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT="$HERE/results/sac-$DATE.jsonl"
+OUT=$(results_file "$HERE/results/sac-$DATE.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-sac-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 

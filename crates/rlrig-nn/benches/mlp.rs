@@ -1,4 +1,4 @@
-//! `cargo bench -p rlrig-learn`: the native path on STACK.md's reference shape,
+//! `cargo bench -p rlrig-nn --bench mlp`: the native path on STACK.md's reference shape,
 //! a 4 -> 64 -> 64 -> 3 tanh MLP (2 logits + value): one training step (forward,
 //! backward, Adam) and one inference call, at several batch sizes.
 

@@ -24,7 +24,7 @@ pub mod conv;
 pub mod nn;
 pub mod optim;
 
-/// What building a backend can refuse. `rlrig-learn`'s `NnError` takes each variant
+/// What building a backend can refuse. `rlrig-learn`'s `LearnError` takes each variant
 /// as its own of the same name and message.
 #[derive(Debug, thiserror::Error)]
 pub enum NnError {

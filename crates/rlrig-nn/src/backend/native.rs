@@ -67,8 +67,8 @@ struct Chunk {
     grads: Vec<f32>,
 }
 
-/// The native CPU path: [`Mlp`] and [`ConvNet`] over a host parameter vector, [`Adam`] in
-/// place.
+/// The native CPU path: [`crate::nn::Mlp`] and [`crate::conv::ConvNet`] over a host
+/// parameter vector, [`Adam`] in place.
 ///
 /// Data-parallel and deterministic: a pass over `rows` rows is split into
 /// [`chunk_count`]`(rows)` chunks of rows that the worker pool runs at once; each chunk
