@@ -8,7 +8,8 @@ mod common;
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, learning_columns, ok, resumes_like, rlrig, rlrig_in, stderr, tmp,
+    Tmp, fails_with, final_weights, learning_columns, ok, read_json, resumes_like, rlrig, rlrig_in,
+    stderr, stdout, tmp,
 };
 
 /// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
@@ -19,10 +20,9 @@ fn default_run_beats_random_and_the_depth_2_solver() {
     let d = tmp("az-learn");
     let ds = d.to_str().unwrap();
     let o = ok(&["train", "alphazero", "--run-dir", ds, "--quiet"]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(out.contains("samples/s"), "{out}");
-    let ev: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
+    let ev = read_json(d.join("eval.json"));
     assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
     assert!(
         ev["win_rate_solver"].as_f64().unwrap() > ev["loss_rate_solver"].as_f64().unwrap(),
@@ -56,13 +56,12 @@ fn default_run_beats_random_and_the_depth_2_solver() {
     assert_eq!(sum, 4);
     // A terminal game: the human plays column 4 until the agent wins or input ends.
     let o = rlrig_in(&["play", "--run", ds], Some("4\n4\n4\n4\n4\n4\n9\n"));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
     assert!(
         out.contains("1 2 3 4 5 6 7") && out.contains("agent plays"),
         "{out}"
     );
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// Gumbel root selection learns with few simulations: 16 per move, same budget
@@ -71,16 +70,8 @@ fn default_run_beats_random_and_the_depth_2_solver() {
 /// loads back for `eval` (which rebuilds the network from the run's config).
 #[test]
 fn residual_cnn_option_learns_and_evaluates() {
-    let d = tmp("az-cnn");
+    let d = beats_random("az-cnn", "--iterations 30 --set channels=8 --set blocks=1");
     let ds = d.to_str().unwrap();
-    ok(&argv![
-        "train alphazero --iterations 30 --set channels=8 --set blocks=1 --run-dir",
-        ds,
-        "--quiet",
-    ]);
-    let ev: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
-    assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
     let cfg = std::fs::read_to_string(d.join("config.toml")).unwrap();
     assert!(cfg.contains("channels = 8"), "{cfg}");
     let o = ok(&argv![
@@ -90,22 +81,26 @@ fn residual_cnn_option_learns_and_evaluates() {
     ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["win_rate"].as_f64().unwrap() >= 0.9, "{v}");
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
 fn gumbel_alphazero_learns_with_16_simulations() {
-    let d = tmp("az-gumbel");
-    let ds = d.to_str().unwrap();
-    ok(&argv![
-        "train alphazero --run-dir",
-        ds,
-        "--quiet --simulations 16 --set gumbel=true --set eval_simulations=16",
-    ]);
-    let ev: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
+    beats_random(
+        "az-gumbel",
+        "--simulations 16 --set gumbel=true --set eval_simulations=16",
+    );
+}
+
+/// Trains AlphaZero with the extra flags `extra` in a fresh directory `name` and
+/// checks that training's own evaluation beats random play in >= 95 % of games.
+fn beats_random(name: &str, extra: &'static str) -> Tmp {
+    let d = tmp(name);
+    let mut args = argv!["train alphazero --quiet --run-dir", d.to_str().unwrap()];
+    args.extend(common::words(extra));
+    ok(&args);
+    let ev = read_json(d.join("eval.json"));
     assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.95, "{ev}");
-    std::fs::remove_dir_all(d).ok();
+    d
 }
 
 fn small(dir: &str) -> Vec<&str> {
@@ -161,9 +156,6 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
     let k = tmp("az-killed");
     let ks = k.to_str().unwrap().to_string();
     resumes_like(&a, &k, COLS, &small(&ks), &small(&ks));
-    for d in [a, b, k] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 #[test]
@@ -221,7 +213,6 @@ fn alphazero_bad_input_is_a_clear_error() {
         None,
         &["alphazero checkpoint, not sac"],
     );
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]

@@ -5,7 +5,9 @@
 #[macro_use]
 mod common;
 
-use common::{final_weights, kill_after_first_checkpoint, ok, rlrig, stderr, tmp};
+use common::{
+    final_weights, kill_after_first_checkpoint, ok, read_json, rlrig, stderr, stdout, tmp,
+};
 
 fn ppo_args<'a>(dir: &'a str, device: &'a str, steps: &'a str) -> Vec<&'a str> {
     argv![
@@ -20,8 +22,7 @@ fn ppo_args<'a>(dir: &'a str, device: &'a str, steps: &'a str) -> Vec<&'a str> {
 }
 
 fn eval_return(dir: &std::path::Path) -> f64 {
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("eval.json")).unwrap()).unwrap();
+    let v = read_json(dir.join("eval.json"));
     v["mean_return"].as_f64().unwrap()
 }
 
@@ -38,11 +39,7 @@ fn ppo_on_wgpu_learns_like_the_cpu_run() {
     let (cpu, gpu) = (tmp("burn-cpu-ref"), tmp("burn-wgpu"));
     for (d, dev) in [(&cpu, "cpu"), (&gpu, "wgpu")] {
         let o = rlrig(&ppo_args(d.to_str().unwrap(), dev, "40960"));
-        assert!(
-            o.status.success(),
-            "{dev}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert!(o.status.success(), "{dev}: {}", stderr(&o));
     }
     let (a, b) = (eval_return(&cpu), eval_return(&gpu));
     // Random play scores ~22; both runs must have learned, and to a similar level.
@@ -51,9 +48,6 @@ fn ppo_on_wgpu_learns_like_the_cpu_run() {
         b >= 150.0 && b >= 0.6 * a,
         "wgpu run reached {b}, cpu run {a}"
     );
-    for d in [cpu, gpu] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 #[test]
@@ -69,9 +63,6 @@ fn a_burn_cpu_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
     args.push("--resume");
     ok(&args);
     assert_eq!(final_weights(&full), final_weights(&killed));
-    for d in [full, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// The default AlphaZero run on a Burn device: self-play inference and training go
@@ -85,12 +76,10 @@ fn alphazero_on_burn_cpu_beats_random_play() {
         ds,
         "--quiet",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(out.contains("alphazero on burn-cpu"), "{out}");
-    let ev: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(d.join("eval.json")).unwrap()).unwrap();
+    let ev = read_json(d.join("eval.json"));
     assert!(ev["win_rate_random"].as_f64().unwrap() >= 0.9, "{ev}");
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
@@ -102,7 +91,6 @@ fn an_unknown_device_is_refused() {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains("invalid value 'tpu' for '--device"));
     }
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// A small TD3 run on Pendulum (its critics' action gradient and target networks on
@@ -142,12 +130,8 @@ fn offpolicy_on_burn_devices_runs_resumes_and_evaluates() {
             tmp(&format!("burn-{algo}-killed")),
         );
         let o = rlrig(&replay_args(algo, full.to_str().unwrap(), device));
-        assert!(
-            o.status.success(),
-            "{device}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{device}: {}", stderr(&o));
+        let out = stdout(&o);
         let shown = format!("{algo} on {device}");
         assert!(out.contains(&shown), "{out}");
         // The run report must not credit the native path with a Burn run.
@@ -160,24 +144,13 @@ fn offpolicy_on_burn_devices_runs_resumes_and_evaluates() {
         let mut args = replay_args(algo, killed.to_str().unwrap(), device);
         args.push("--resume");
         let o = rlrig(&args);
-        assert!(
-            o.status.success(),
-            "{device}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert!(o.status.success(), "{device}: {}", stderr(&o));
         assert_eq!(
             final_weights(&full),
             final_weights(&killed),
             "{algo} {device}"
         );
         let o = rlrig(&["eval", "--run", full.to_str().unwrap(), "--episodes", "2"]);
-        assert!(
-            o.status.success(),
-            "{device}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        for d in [full, killed] {
-            std::fs::remove_dir_all(d).ok();
-        }
+        assert!(o.status.success(), "{device}: {}", stderr(&o));
     }
 }

@@ -4,7 +4,7 @@
 #[macro_use]
 mod common;
 
-use common::{fails_with, rlrig_in as rlrig, stderr};
+use common::{fails_with, read_json, rlrig_in as rlrig, stderr, stdout, tmp};
 
 /// `rlrig replay --env ENV --state STATE --actions - EXTRA...`.
 fn replay_stdin<'a>(env: &'a str, state: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
@@ -54,8 +54,7 @@ fn replay_reproduces_a_golden_gymnasium_episode() {
         env!("CARGO_MANIFEST_DIR"),
         "/../rlrig-env/tests/golden/Pendulum-v1.json"
     );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc = read_json(path);
     let ep = &doc["episodes"][0];
     let state = ep["state"].to_string();
     let actions: String = ep["actions"]
@@ -89,8 +88,7 @@ fn replay_reproduces_a_golden_gymnasium_episode() {
 
 #[test]
 fn replay_reads_an_actions_file_and_stops_at_episode_end() {
-    let dir = std::env::temp_dir().join(format!("rlrig-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = tmp("replay");
     let file = dir.join("actions.txt");
     // Always push right: the pole falls long before 100 actions run out.
     std::fs::write(&file, "# push right\n".to_string() + &"1\n".repeat(100)).unwrap();
@@ -118,7 +116,6 @@ fn replay_reads_an_actions_file_and_stops_at_episode_end() {
             .iter()
             .all(|l| l.contains("\"terminated\":false"))
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
@@ -252,7 +249,7 @@ fn bench_env_without_steps_times_a_few_seconds_in_a_readable_unit() {
         None,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     let line = out.lines().find(|l| l.contains("steps/s total")).unwrap();
     assert!(!line.contains(" 0.00 "), "{line}");
     let steps: u64 = line

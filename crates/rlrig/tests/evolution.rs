@@ -49,9 +49,6 @@ fn es_ga_and_pruning_ga_are_identical_with_1_and_2_threads() {
         assert_eq!(final_weights(&a), final_weights(&b), "{algo} {extra:?}");
         common::eval_episodes(&a, 2);
         common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "5"]);
-        for d in [a, b] {
-            std::fs::remove_dir_all(d).ok();
-        }
     }
 }
 
@@ -62,9 +59,6 @@ fn a_killed_es_run_resumes_to_the_same_centre() {
     let ks = killed.to_str().unwrap().to_string();
     let (run, resume) = (args("es", &ks, "2", &[]), args("es", &ks, "1", &[]));
     resumes_like(&full, &killed, COLS, &run, &resume);
-    for d in [full, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 #[test]
@@ -103,17 +97,14 @@ fn two_mpi_ranks_equal_one_process() {
         let mut cmd = vec!["-n", "2", bin];
         cmd.extend(args(algo, two.to_str().unwrap(), "1", &extra));
         let o = mpirun(&cmd);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert!(String::from_utf8_lossy(&o.stdout).contains("x 2 ranks"));
+        assert!(o.status.success(), "{}", common::stderr(&o));
+        assert!(common::stdout(&o).contains("x 2 ranks"));
         assert_eq!(
             learning_columns(&one, COLS),
             learning_columns(&two, COLS),
             "{algo}"
         );
         assert_eq!(final_weights(&one), final_weights(&two), "{algo}");
-        for d in [one, two] {
-            std::fs::remove_dir_all(d).ok();
-        }
     }
     let d = tmp("mpi-mismatch");
     let ds = d.to_str().unwrap();
@@ -123,14 +114,13 @@ fn two_mpi_ranks_equal_one_process() {
     cmd.extend(args("es", ds, "1", &["--seed", "2"]));
     let o = mpirun(&cmd);
     assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = common::stderr(&o);
     // Every rank finds it and exits with it; mpirun ends the job when the first rank
     // exits, which can cut the other's message short, so one report is the least.
     assert!(
         err.contains("runs a different binary or config"),
         "a rank reports: {err}"
     );
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// A stop under `mpirun -n 2`: a SIGTERM to one rank stops every rank after the same
@@ -150,22 +140,19 @@ fn a_stop_on_one_mpi_rank_stops_every_rank_at_the_same_generation() {
     let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
     ok(&long(a1, "2", &[]));
     let o = common::stop_one_of_two_mpi_ranks(&long(a2, "1", &[]), &two.join("metrics.csv"), 3);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = common::stdout(&o);
     assert_eq!(
         out.matches("interrupted by SIGTERM after generation")
             .count(),
         1,
         "rank 0 reports the stop: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
+        common::stderr(&o)
     );
     let stopped_rows = learning_columns(&two, COLS).len();
     assert!(stopped_rows < 301, "not stopped early: {out}");
     ok(&long(a2, "2", &["--resume"]));
     assert_eq!(learning_columns(&one, COLS), learning_columns(&two, COLS));
     assert_eq!(final_weights(&one), final_weights(&two));
-    for d in [one, two] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// Gymnasium's lander heuristic through the CLI: in Gymnasium 1.4, 200 episodes of it
@@ -259,7 +246,4 @@ fn the_pruning_ga_on_bipedal_walker_is_thread_count_independent() {
     assert_eq!(final_weights(&a), final_weights(&b));
     let gif = a.join("walker.gif");
     common::play_gif(&a, &gif, &["--max-frames", "4"]);
-    for d in [a, b] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }

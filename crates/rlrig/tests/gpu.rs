@@ -6,7 +6,7 @@
 #[macro_use]
 mod common;
 
-use common::{fails_with, ok, rlrig, tmp};
+use common::{fails_with, ok, read_json, rlrig, stdout, tmp};
 
 /// Whether this machine has a wgpu adapter; CI (RLRIG_REQUIRE_WGPU=1) insists on one.
 fn adapter_here() -> bool {
@@ -25,11 +25,10 @@ fn two_seeds_train_cartpole_on_the_device_and_pass_the_cpu_evaluation() {
         d,
         "--quiet",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", common::stderr(&o));
     assert!(out.contains("2 runs x 20480 steps"), "{out}");
-    let runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let runs = read_json(dir.join("runs.json"));
     let per = runs["per_run"].as_array().unwrap();
     assert_eq!(per.len(), 2);
     // After 20k steps the CPU path's greedy CartPole return is ~150-500; a random
@@ -149,7 +148,7 @@ fn acrobot_trains_on_the_device_with_its_env_args() {
         d,
         "--quiet",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", common::stderr(&o));
     assert!(
         out.contains("Acrobot-v1 ppo")
@@ -171,8 +170,7 @@ fn acrobot_trains_on_the_device_with_its_env_args() {
         assert!((8..=12).contains(&episodes), "{r:?}");
         assert!((-50.0..=0.0).contains(&mean), "{r:?}");
     }
-    let runs: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("runs.json")).unwrap()).unwrap();
+    let runs = read_json(dir.join("runs.json"));
     for r in runs["per_run"].as_array().unwrap() {
         for x in r["eval_returns"].as_array().unwrap() {
             assert!((-50.0..=0.0).contains(&x.as_f64().unwrap()), "{r}");
@@ -204,7 +202,7 @@ fn bench_env_on_the_device_reports_steps_and_episodes() {
             env,
             "--num-envs 2048 --steps 2000000 --warmup 0 --json",
         ]);
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = stdout(&o);
         assert!(o.status.success(), "{env}: {out}{}", common::stderr(&o));
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert_eq!(v["env"], env);
@@ -263,7 +261,7 @@ fn probe_times_host_device_copies() {
         assert!(c[k].as_f64().unwrap() > 0.0, "{c}");
     }
     let o = rlrig(&["probe"]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(
         out.contains("host -> device") && out.contains("MB/s"),
         "{out}"

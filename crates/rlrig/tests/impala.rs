@@ -9,7 +9,7 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use common::{
     fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, resumes_like,
-    rlrig, tmp,
+    rlrig, stderr, stdout, tmp,
 };
 
 fn args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -40,7 +40,7 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
     let (a, b, killed) = (tmp("impala1"), tmp("impala2"), tmp("impala-killed"));
     for (d, t) in [(&a, "1"), (&b, "2")] {
         let o = ok(&args(d.to_str().unwrap(), t));
-        let out = String::from_utf8_lossy(&o.stdout);
+        let out = stdout(&o);
         assert!(out.contains("MinAtar/Breakout-v1 impala on cpu"), "{out}");
     }
     let cols = learning_columns(&a, COLS);
@@ -65,9 +65,6 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
 
     let gif = a.join("breakout.gif");
     common::play_gif(&a, &gif, &["--max-frames", "20"]);
-    for d in [a, b, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 #[test]
@@ -140,8 +137,8 @@ fn async_impala_runs_checkpoints_and_resumes() {
     };
     let run = |args: &[String]| rlrig(&args.iter().map(String::as_str).collect::<Vec<_>>());
     let o = run(&args(a.to_str().unwrap()));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
     assert!(
         out.contains("asynchronous actors: 2, mean policy lag"),
         "{out}"
@@ -159,21 +156,18 @@ fn async_impala_runs_checkpoints_and_resumes() {
     let mut srv = args(s.to_str().unwrap());
     srv.extend(["--set", "inference_server=true"].map(String::from));
     let o = run(&srv);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
     assert!(out.contains("; inference server: "), "{out}");
     assert_eq!(learning_columns(&s, COLS).len(), 201);
-    std::fs::remove_dir_all(s).ok();
+    drop(s);
 
     let k = args(killed.to_str().unwrap());
     kill_after_first_checkpoint(&k.iter().map(String::as_str).collect::<Vec<_>>(), &killed);
     let mut resume = k.clone();
     resume.push("--resume".into());
     let o = run(&resume);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("resumed from step"));
     assert_eq!(learning_columns(&killed, COLS).len(), 201);
-    for d in [a, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }

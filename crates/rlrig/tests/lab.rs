@@ -3,7 +3,7 @@
 #[macro_use]
 mod common;
 
-use common::{ok, rlrig, tmp};
+use common::{ok, rlrig, stderr, stdout, tmp};
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -35,8 +35,7 @@ fn compare_prints_the_golden_table_and_draws_a_png() {
         &fixture("compare-home-cloud.txt"),
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("compare-home-cloud.txt"));
-    std::fs::remove_dir_all(d).ok();
+    assert!(stderr(&o).contains("compare-home-cloud.txt"));
 }
 
 #[test]
@@ -55,10 +54,9 @@ fn bench_suite_writes_results_that_compare_reads() {
     }
     assert!(v["machine"].as_str().unwrap().contains("cores"));
     let o = rlrig(&["compare", out.to_str().unwrap(), out.to_str().unwrap()]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("| env/CartPole-v1 | stepping |"));
+    assert!(stdout(&o).contains("| env/CartPole-v1 | stepping |"));
     let o = rlrig(&["bench", "suite", "--quick", "--only", "nothing-like-this"]);
     assert_eq!(o.status.code(), Some(1));
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
@@ -116,13 +114,13 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
     assert!(common::stderr(&o).contains("--resume"));
     let o = run(&["--resume"]);
     assert!(o.status.success(), "{}", common::stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("finished in an earlier leg"));
+    assert!(stdout(&o).contains("finished in an earlier leg"));
     assert_eq!(std::fs::read(&metrics).unwrap(), before);
     let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(again["cells"][0]["final_return"], cell["final_return"]);
     // compare reads it, and refuses to mix it with a bench suite result.
     let o = rlrig(&["compare", out.to_str().unwrap(), out.to_str().unwrap()]);
-    let table = String::from_utf8_lossy(&o.stdout);
+    let table = stdout(&o);
     assert!(table.contains("| ppo CartPole-v1 | 475 |"), "{table}");
     let o = rlrig(&["compare", out.to_str().unwrap(), &fixture("home.json")]);
     assert_eq!(o.status.code(), Some(1));
@@ -151,7 +149,6 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
             common::stderr(&o)
         );
     }
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
@@ -179,8 +176,7 @@ fn plot_draws_learning_curves_of_runs() {
         png.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("metrics.csv"));
-    std::fs::remove_dir_all(d).ok();
+    assert!(stderr(&o).contains("metrics.csv"));
 }
 
 #[test]
@@ -225,11 +221,7 @@ fn play_renders_a_trained_agent_to_an_animated_gif() {
             "--quiet --eval-episodes 1 --run-dir",
             run.to_str().unwrap(),
         ]);
-        assert!(
-            o.status.success(),
-            "{env}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert!(o.status.success(), "{env}: {}", stderr(&o));
         let gif = d.join(format!("{}.gif", env.replace('/', "-")));
         let out = common::play_gif(&run, &gif, &["--episodes", "2", "--max-frames", "20"]);
         let bytes = std::fs::read(&gif).unwrap();
@@ -246,6 +238,5 @@ fn play_renders_a_trained_agent_to_an_animated_gif() {
         d.join("x.gif").to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("checkpoints/latest"));
-    std::fs::remove_dir_all(d).ok();
+    assert!(stderr(&o).contains("checkpoints/latest"));
 }

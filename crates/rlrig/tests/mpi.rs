@@ -7,7 +7,7 @@
 #[macro_use]
 mod common;
 
-use common::{final_weights, learning_columns, mpirun, ok, tmp};
+use common::{final_weights, learning_columns, mpirun, ok, stderr, stdout, tmp};
 
 /// A short run of `algo` in `dir` on `threads` threads.
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -40,21 +40,14 @@ fn two_ranks_train_the_bits_of_one_process() {
         let mut cmd = vec!["-n", "2", bin];
         cmd.extend(args(algo, two.to_str().unwrap(), "1"));
         let o = mpirun(&cmd);
-        let out = String::from_utf8_lossy(&o.stdout);
-        assert!(
-            o.status.success(),
-            "{algo}: {out}{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let out = stdout(&o);
+        assert!(o.status.success(), "{algo}: {out}{}", stderr(&o));
         // Rank 0 reports, once.
         assert_eq!(out.matches("on cpu x 2 ranks").count(), 1, "{algo}: {out}");
         let rows = learning_columns(&one, cols(algo));
         assert!(rows.len() > 2, "{algo}: {rows:?}");
         assert_eq!(rows, learning_columns(&two, cols(algo)), "{algo}");
         assert_eq!(final_weights(&one), final_weights(&two), "{algo}");
-        for d in [one, two] {
-            std::fs::remove_dir_all(d).ok();
-        }
     }
 }
 
@@ -74,12 +67,12 @@ fn a_stop_on_one_rank_stops_both_and_the_run_resumes_under_mpirun() {
     let (a1, a2) = (one.to_str().unwrap(), two.to_str().unwrap());
     ok(&long(a1, "2"));
     let o = common::stop_one_of_two_mpi_ranks(&long(a2, "1"), &two.join("metrics.csv"), 20);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert_eq!(
         out.matches("interrupted by SIGTERM at step").count(),
         1,
         "rank 0 reports the stop: {out}{}",
-        String::from_utf8_lossy(&o.stderr)
+        stderr(&o)
     );
     let cols = cols("ppo");
     let stopped = learning_columns(&two, cols).len();
@@ -92,13 +85,10 @@ fn a_stop_on_one_rank_stops_both_and_the_run_resumes_under_mpirun() {
     resume.extend(long(a2, "1"));
     resume.push("--resume");
     let o = mpirun(&resume);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("resumed from step"));
     assert_eq!(learning_columns(&one, cols), learning_columns(&two, cols));
     assert_eq!(final_weights(&one), final_weights(&two));
-    for d in [one, two] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// What ranks cannot share is an error, naming why, and a failed job.
@@ -141,11 +131,10 @@ fn what_ranks_cannot_share_is_a_clear_error() {
     for (cmd, needle) in cases {
         let o = mpirun(&cmd);
         assert!(!o.status.success(), "{cmd:?}");
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = stderr(&o);
         // Every rank finds it and exits with it; mpirun ends the job when the first
         // rank exits, which can cut the other's message short.
         assert!(err.contains(needle), "a rank reports: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
-    std::fs::remove_dir_all(d).ok();
 }

@@ -6,21 +6,38 @@ mod common;
 
 const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
-use common::{fails_with, final_weights, learning_columns, ok, resumes_like, rlrig, tmp};
+use common::{
+    damage_latest_weights, fails_with, final_weights, learning_columns, ok, resumes_like, rlrig,
+    stderr, stdout, tmp,
+};
 
-/// A small, fast run: 3000 steps on 4 envs, tiny nets.
-fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
-    argv![
+/// A small, fast run of `algo` on `env`: 3000 steps on 4 envs (`--total-steps` the
+/// sixth argument), tiny nets, a checkpoint every 1000 steps, `extra` on top.
+fn small_run<'a>(
+    algo: &'a str,
+    env: &'a str,
+    extra: &'static str,
+    dir: &'a str,
+    threads: &'a str,
+) -> Vec<&'a str> {
+    let mut a = argv![
         "train",
         algo,
-        "--env Pendulum-v1 --total-steps 3000 --num-envs 4 --set learning_starts=500 --set",
-        "hidden=[32,32] --set batch_size=128 --set log_every=500 --set checkpoint_every=1000",
-        "--threads",
+        "--env",
+        env,
+        "--total-steps 3000 --num-envs 4 --set learning_starts=500 --set hidden=[32,32]",
+        "--set batch_size=128 --set log_every=500 --set checkpoint_every=1000 --threads",
         threads,
         "--run-dir",
         dir,
         "--quiet --eval-episodes 2",
-    ]
+    ];
+    a.extend(common::words(extra));
+    a
+}
+
+fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    small_run(algo, "Pendulum-v1", "", dir, threads)
 }
 
 /// Replay batches of 128 rows: two chunks for the data-parallel learner.
@@ -41,7 +58,7 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
         assert_eq!(ma, learning_columns(&c, COLS), "{algo}");
         assert_eq!(final_weights(&a), final_weights(&b), "{algo}");
         assert_eq!(final_weights(&a), final_weights(&c), "{algo}");
-        std::fs::remove_dir_all(c).ok();
+        drop(c);
         // 3000 steps, one update per transition after step 500.
         assert!(ma[6].starts_with("3000,"), "{}", ma[6]);
         assert_eq!(ma[6].split(',').nth(4), Some("2500"), "{algo} updates");
@@ -56,9 +73,6 @@ fn same_seed_same_run_with_1_2_and_7_threads_and_eval_play_read_it() {
         );
         let gif = a.join("p.gif");
         common::play_gif(&a, &gif, &["--max-frames", "10"]);
-        for d in [a, b] {
-            std::fs::remove_dir_all(d).ok();
-        }
     }
 }
 
@@ -73,16 +87,9 @@ fn a_killed_run_resumes_exactly(name: &str, args: impl Fn(&str, &str) -> Vec<Str
         v
     };
     let o = rlrig(&strs(&with(&full, "2", &[])));
-    assert!(
-        o.status.success(),
-        "{name}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert!(o.status.success(), "{name}: {}", stderr(&o));
     let (run, resume) = (with(&killed, "2", &[]), with(&killed, "1", &[]));
     resumes_like(&full, &killed, COLS, &strs(&run), &strs(&resume));
-    for d in [full, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 fn strs(v: &[String]) -> Vec<&str> {
@@ -138,30 +145,14 @@ fn off_policy_bad_input_is_a_clear_error() {
         &["already holds a run", "--resume"],
     );
     // A damaged weights file is caught by its checksum.
-    let ck = d.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    let w = ck.join(latest.trim().replace(".json", ".safetensors"));
-    let mut bytes = std::fs::read(&w).unwrap();
-    let n = bytes.len();
-    bytes[n - 3] ^= 0x55;
-    std::fs::write(&w, bytes).unwrap();
+    damage_latest_weights(&d, 0x55);
     fails_with(&["eval", "--run", ds], None, &["checksum mismatch"]);
-    std::fs::remove_dir_all(d).ok();
 }
 
-/// A small DQN run: 3000 CartPole steps on 4 envs, tiny net, an update round every 4
-/// env steps after step 500.
+/// A small DQN run on CartPole: an update round every 4 env steps after step 500.
 fn dqn_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
-    argv![
-        "train dqn --env CartPole-v1 --total-steps 3000 --num-envs 4 --set learning_starts=500",
-        "--set hidden=[32,32] --set batch_size=128 --set train_frequency=4 --set gradient_steps=1",
-        "--set target_network_frequency=100 --set log_every=500 --set checkpoint_every=1000",
-        "--threads",
-        threads,
-        "--run-dir",
-        dir,
-        "--quiet --eval-episodes 2",
-    ]
+    let dqn = "--set train_frequency=4 --set gradient_steps=1 --set target_network_frequency=100";
+    small_run("dqn", "CartPole-v1", dqn, dir, threads)
 }
 
 #[test]
@@ -169,7 +160,7 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     let (a, b) = (tmp("dqn-t1"), tmp("dqn-t2"));
     for (d, t) in [(&a, "1"), (&b, "2")] {
         let o = ok(&dqn_args(d.to_str().unwrap(), t));
-        assert!(String::from_utf8_lossy(&o.stdout).contains("CartPole-v1 dqn on cpu"));
+        assert!(stdout(&o).contains("CartPole-v1 dqn on cpu"));
     }
     let (ma, mb) = (learning_columns(&a, COLS), learning_columns(&b, COLS));
     assert_eq!(ma.len(), 7, "header + 6 rows");
@@ -184,9 +175,6 @@ fn dqn_same_seed_same_run_with_1_and_2_threads_and_eval_play_read_it() {
     let m = v["mean_return"].as_f64().unwrap();
     assert!((1.0..=500.0).contains(&m), "CartPole returns: {m}");
     common::play_gif(&a, &a.join("p.gif"), &["--max-frames", "10"]);
-    for d in [a, b] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 #[test]
@@ -221,7 +209,6 @@ fn dqn_bad_input_is_a_clear_error() {
         None,
         &["dqn checkpoint, not sac"],
     );
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// rlrig keeps two checkpoints so that one damaged file loses nothing: with the newest
@@ -233,20 +220,14 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     for d in [&intact, &damaged] {
         ok(&dqn_args(d.to_str().unwrap(), "2"));
     }
-    let ck = damaged.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    let w = ck.join(latest.trim().replace(".json", ".safetensors"));
-    let mut bytes = std::fs::read(&w).unwrap();
-    let n = bytes.len();
-    bytes[n - 3] ^= 0x55;
-    std::fs::write(&w, bytes).unwrap();
+    let w = damage_latest_weights(&damaged, 0x55);
     let ds = damaged.to_str().unwrap();
     let o = ok(&["eval", "--run", ds, "--episodes", "2"]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr(&o);
     for needle in [
         "skipped a damaged checkpoint",
         "checksum mismatch",
-        latest.trim().trim_end_matches(".json"),
+        w.file_stem().unwrap().to_str().unwrap(),
         "ckpt-000000002000",
     ] {
         assert!(err.contains(needle), "{needle}: {err}");
@@ -255,16 +236,13 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     resume.push("--resume");
     let o = ok(&resume);
     assert!(
-        String::from_utf8_lossy(&o.stdout).contains("resumed from step 2000"),
+        stdout(&o).contains("resumed from step 2000"),
         "{}",
-        String::from_utf8_lossy(&o.stdout)
+        stdout(&o)
     );
     assert_eq!(final_weights(&intact), final_weights(&damaged));
     assert_eq!(
         learning_columns(&intact, COLS),
         learning_columns(&damaged, COLS)
     );
-    for d in [intact, damaged] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }

@@ -9,7 +9,7 @@ mod common;
 
 use common::{
     fails_with, final_weights, learning_columns, ok, rlrig, signal, spawn, spawn_with_env, stderr,
-    tmp, wait_for_lines, wait_until,
+    stdout, tmp, wait_for_lines, wait_until,
 };
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -35,7 +35,7 @@ fn stop_and_resume(name: &str, args: &[&str], sig: &str, rows: usize, cols: usiz
     let child = wait_for_lines(child, &stopped.join("metrics.csv"), rows);
     signal(&child, sig);
     let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     let code = if sig == "INT" { 130 } else { 143 };
     assert_eq!(o.status.code(), Some(code), "{name}: {out}{}", stderr(&o));
     assert!(
@@ -63,7 +63,7 @@ fn stop_and_resume(name: &str, args: &[&str], sig: &str, rows: usize, cols: usiz
     assert!(o.status.success(), "{name}: {}", stderr(&o));
     let o = run(&with_dir(&stopped, &["--resume"]));
     assert!(o.status.success(), "{name}: {}", stderr(&o));
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from"));
+    assert!(stdout(&o).contains("resumed from"));
     assert_eq!(
         learning_columns(&full, cols),
         learning_columns(&stopped, cols),
@@ -74,9 +74,6 @@ fn stop_and_resume(name: &str, args: &[&str], sig: &str, rows: usize, cols: usiz
         final_weights(&stopped),
         "{name}: final weights after the resume"
     );
-    for d in [full, stopped] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// `train ALGO` on CartPole for 300k steps (hundreds of iterations) with no periodic
@@ -178,7 +175,7 @@ fn a_second_sigint_exits_at_once() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
     assert!(
         !out.contains("interrupted by"),
@@ -189,7 +186,6 @@ fn a_second_sigint_exits_at_once() {
         "an iteration finished before the second SIGINT"
     );
     assert!(!d.join("checkpoints/latest").exists());
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// Sizes no machine has are refused before anything is allocated, naming what was
@@ -254,7 +250,6 @@ fn impossible_sizes_are_refused_with_the_flag_to_lower() {
         );
         assert!(!run.exists(), "{args:?} made its run directory");
     }
-    std::fs::remove_dir_all(d).ok();
 }
 
 fn ppo_args(dir: &str) -> Vec<&str> {
@@ -330,7 +325,6 @@ fn a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint() {
     resume.push("--resume");
     ok(&resume);
     assert!(d.join("eval.json").exists());
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// A run directory on a filesystem that fills up after the first checkpoint: the run
@@ -359,7 +353,7 @@ fn a_full_disk_names_the_file_and_keeps_the_last_checkpoint() {
         eprintln!(
             "no tmpfs can be mounted here (not root?): the write failure is checked by a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint"
         );
-        std::fs::remove_dir_all(d).ok();
+        drop(d);
         return;
     }
     let run = mnt.join("run");
@@ -399,7 +393,7 @@ fn a_full_disk_names_the_file_and_keeps_the_last_checkpoint() {
     };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check));
     let _ = Command::new("umount").arg(&mnt).status();
-    std::fs::remove_dir_all(d).ok();
+    drop(d);
     if let Err(e) = result {
         std::panic::resume_unwind(e);
     }
@@ -424,7 +418,7 @@ fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
     });
     signal(&child, "INT");
     let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
     assert!(
         out.contains("interrupted by SIGINT") && out.contains("seeds not started: 1"),
@@ -443,7 +437,7 @@ fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
     assert!(!d.join("seed3").exists());
     args.push("--resume");
     let o = rlrig(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
     assert!(out.contains("greedy return over 3 seeds"), "{out}");
     let s = alone.to_str().unwrap();
@@ -455,9 +449,6 @@ fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
         learning_columns(&alone, 12),
         learning_columns(&d.join("seed2"), 12)
     );
-    for p in [d, alone] {
-        std::fs::remove_dir_all(p).ok();
-    }
 }
 
 /// A run that `--seeds` started may get one stop twice (from a scheduler that signals
@@ -481,11 +472,10 @@ fn a_packed_run_checkpoints_even_when_signalled_twice() {
     std::thread::sleep(Duration::from_millis(50));
     signal(&child, "INT");
     let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
     assert!(out.contains("interrupted by SIGINT"), "{out}");
     assert!(d.join("checkpoints/latest").exists());
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// `bench learn` stopped in its first cell: the cell's seeds checkpoint, the command
@@ -510,7 +500,7 @@ fn sigint_stops_bench_learn_at_a_checkpoint_and_resume_finishes_it() {
     });
     signal(&child, "INT");
     let o = child.wait_with_output().unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert_eq!(o.status.code(), Some(130), "{out}{}", stderr(&o));
     assert!(out.contains("--resume"), "{out}");
     for s in ["seed1", "seed2"] {
@@ -528,7 +518,7 @@ fn sigint_stops_bench_learn_at_a_checkpoint_and_resume_finishes_it() {
     assert_eq!(v["cells"].as_array().map(Vec::len), Some(0));
     args.push("--resume");
     let o = rlrig(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
     let v: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("learn.json")).unwrap()).unwrap();
@@ -544,5 +534,4 @@ fn sigint_stops_bench_learn_at_a_checkpoint_and_resume_finishes_it() {
             assert!(steps > 290_000.0 && steps <= 300_000.0, "{c}");
         }
     }
-    std::fs::remove_dir_all(d).ok();
 }

@@ -8,7 +8,10 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use std::process::{Command, Stdio};
 
-use common::{fails_with, final_weights, learning_columns, ok, resumes_like, rlrig, stderr, tmp};
+use common::{
+    damage_latest_weights, fails_with, final_weights, latest_weights, learning_columns, ok,
+    resumes_like, rlrig, stderr, stdout, tmp,
+};
 use std::time::{Duration, Instant};
 
 fn train_args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
@@ -35,7 +38,7 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
     assert_eq!(ma, learning_columns(&c, COLS));
     assert_eq!(final_weights(&a), final_weights(&b));
     assert_eq!(final_weights(&a), final_weights(&c));
-    std::fs::remove_dir_all(c).ok();
+    drop(c);
     for f in ["config.toml", "eval.json"] {
         assert!(a.join(f).exists(), "{f} missing");
     }
@@ -51,9 +54,6 @@ fn same_seed_gives_identical_metrics_and_weights_with_1_2_and_7_threads() {
     // CartPole pays 1 per step: the mean length is the mean return.
     assert_eq!(v["mean_length"], v["mean_return"]);
     assert_eq!(v["std_length"], v["std_return"]);
-    for d in [a, b] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// `--eval-episodes 0` skips the final evaluation: no eval.json, and the summary says
@@ -67,11 +67,10 @@ fn zero_eval_episodes_skips_the_final_evaluation() {
         ds,
         "--quiet",
     ]);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(out.contains("evaluation: none (--eval-episodes 0"), "{out}");
     assert!(!d.join("eval.json").exists());
     ok(&["eval", "--run", ds, "--episodes", "1", "--json"]);
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// A2C's single gradient step per iteration on 5 x 32 = 160 rows (two chunks).
@@ -125,9 +124,6 @@ fn a2c_is_identical_with_1_2_and_7_threads() {
         &["algo = \"a2c\"", "rlrig train ppo"],
     );
     ok(&argv!["train a2c --resume --quiet --run-dir", ds]);
-    for d in dirs {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// `--trace` keeps the first and last `--trace-iterations` iterations, says in the file
@@ -169,8 +165,7 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
     }));
     let o = rlrig(&argv!["train ppo --trace x.json --trace-iterations 0"]);
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace-iterations"));
-    std::fs::remove_dir_all(d).ok();
+    assert!(stderr(&o).contains("--trace-iterations"));
 }
 
 #[test]
@@ -186,9 +181,6 @@ fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
         &train_args(ks, "2"),
         &train_args(ks, "1"),
     );
-    for d in [full, killed] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 #[test]
@@ -269,25 +261,18 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
         None,
         &["config differs"],
     );
-    let ck = run.join("checkpoints");
-    let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    let weights = ck.join(latest.trim().replace(".json", ".safetensors"));
-    let mut bytes = std::fs::read(&weights).unwrap();
-    let n = bytes.len();
-    bytes[n - 3] ^= 0xff;
-    std::fs::write(&weights, &bytes).unwrap();
+    damage_latest_weights(&run, 0xff);
     fails_with(
         &["eval", "--run", rs],
         None,
         &[".safetensors", "checksum mismatch"],
     );
-    std::fs::write(ck.join(latest.trim()), "{not json").unwrap();
+    std::fs::write(latest_weights(&run).with_extension("json"), "{not json").unwrap();
     fails_with(
         &["eval", "--run", rs],
         None,
         &[".json", "not a valid rlrig checkpoint"],
     );
-    std::fs::remove_dir_all(d).ok();
 }
 
 #[test]
@@ -305,7 +290,7 @@ fn prometheus_metrics_are_served_on_loopback_during_a_run() {
             "0",
             "--run-dir",
         ])
-        .arg(&d)
+        .arg(&*d)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -352,7 +337,6 @@ fn prometheus_metrics_are_served_on_loopback_during_a_run() {
     ] {
         assert!(body.contains(m), "missing {m} in\n{body}");
     }
-    std::fs::remove_dir_all(d).ok();
 }
 
 /// Box2D envs keep a whole physics world per env: a checkpoint carries Box2D's world image
@@ -390,9 +374,6 @@ fn a_killed_box2d_run_resumes_to_the_same_weights() {
         let k = args(&killed);
         let k: Vec<&str> = k.iter().map(String::as_str).collect();
         resumes_like(&full, &killed, COLS, &k, &k);
-        for d in [full, killed] {
-            std::fs::remove_dir_all(d).ok();
-        }
     }
 }
 
@@ -450,7 +431,7 @@ fn env_args_reach_training_eval_play_and_resume() {
     assert_eq!(played_steps(&d), "episode 1: 5 steps");
     // --resume needs only the run directory; other env args are refused by name.
     let o = ok(&["train", "ppo", "--run-dir", ds, "--resume", "--quiet"]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("resumed from step 1024"));
+    assert!(stdout(&o).contains("resumed from step 1024"));
     fails_with(
         &argv![
             "train ppo --run-dir",
@@ -510,9 +491,6 @@ fn env_args_reach_training_eval_play_and_resume() {
         s.to_str().unwrap(),
     ]);
     assert_eq!(played_steps(&s), "episode 1: 7 steps");
-    for dir in [d, e, s] {
-        std::fs::remove_dir_all(dir).ok();
-    }
 }
 
 /// `--seeds` on the CPU packs the runs onto the cores, each in its own directory and
@@ -525,12 +503,8 @@ fn seeds_are_packed_and_each_equals_its_run_alone() {
     let mut args = train_args(ps, "2");
     args.extend(["--seeds", "1-3"]);
     let o = rlrig(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
     for needle in [
         "3 seeds of CartPole-v1 ppo: 2 at a time, 1 thread each",
         "seed 2: greedy return",
@@ -575,9 +549,6 @@ fn seeds_are_packed_and_each_equals_its_run_alone() {
         fails_with(&a, None, &[needle]);
         assert!(!bad.exists(), "{extra:?} wrote {}", bad.display());
     }
-    for d in [pack, alone, bad_root] {
-        std::fs::remove_dir_all(d).ok();
-    }
 }
 
 /// `--sweep` trains every seed once per value, each run in BASE/<KEY=VALUE>/seed<N> with
@@ -590,7 +561,7 @@ fn a_sweep_trains_each_value_like_its_set_run() {
     let mut args = train_args(ss, "2");
     args.extend(["--seeds", "1-2", "--sweep", "learning_rate=1e-3,2.5e-4"]);
     let o = rlrig(&args);
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", common::stderr(&o));
     for needle in [
         "2 variants x 2 seeds of CartPole-v1 ppo: 2 at a time",
@@ -657,8 +628,5 @@ fn a_sweep_trains_each_value_like_its_set_run() {
             common::stderr(&o)
         );
         assert!(!bad.exists(), "{extra:?} wrote {}", bad.display());
-    }
-    for d in [sweep, alone, bad_root] {
-        std::fs::remove_dir_all(d).ok();
     }
 }

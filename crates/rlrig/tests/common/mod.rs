@@ -64,6 +64,10 @@ pub fn ok(args: &[&str]) -> Output {
     o
 }
 
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -98,12 +102,42 @@ pub fn play_gif(run: &Path, gif: &Path, extra: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-/// A fresh, empty temporary directory for this test process.
-pub fn tmp(name: &str) -> PathBuf {
+/// A fresh, empty temporary directory for this test process, removed when the test is
+/// done with it; a failing test leaves it behind to be looked at.
+#[derive(Debug)]
+pub struct Tmp(PathBuf);
+
+impl std::ops::Deref for Tmp {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Tmp {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!("rlrig-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Tmp(d)
+}
+
+/// A JSON file, parsed.
+pub fn read_json(path: impl AsRef<Path>) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// The first `n` columns of a run's metrics.csv (the deterministic ones).
@@ -133,9 +167,25 @@ pub fn eval_episodes(run: &Path, n: usize) -> serde_json::Value {
 
 /// The bytes of the newest checkpoint's weights file.
 pub fn final_weights(dir: &Path) -> Vec<u8> {
+    std::fs::read(latest_weights(dir)).unwrap()
+}
+
+/// The weights file of a run's newest checkpoint.
+pub fn latest_weights(dir: &Path) -> PathBuf {
     let ck = dir.join("checkpoints");
     let latest = std::fs::read_to_string(ck.join("latest")).unwrap();
-    std::fs::read(ck.join(latest.trim().replace(".json", ".safetensors"))).unwrap()
+    ck.join(latest.trim().replace(".json", ".safetensors"))
+}
+
+/// Flips bits of one byte near the end of the newest checkpoint's weights, where its
+/// checksum catches it; returns the file.
+pub fn damage_latest_weights(dir: &Path, mask: u8) -> PathBuf {
+    let w = latest_weights(dir);
+    let mut bytes = std::fs::read(&w).unwrap();
+    let n = bytes.len();
+    bytes[n - 3] ^= mask;
+    std::fs::write(&w, bytes).unwrap();
+    w
 }
 
 /// Starts `rlrig args` and SIGKILLs it as soon as `run_dir` holds a checkpoint (or
