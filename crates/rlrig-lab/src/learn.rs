@@ -461,9 +461,7 @@ impl LearnResult {
             suite: LEARN_SUITE.into(),
             version: LEARN_VERSION,
             rlrig: env!("CARGO_PKG_VERSION").into(),
-            unix_time: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
+            unix_time: crate::suite::unix_time(),
             quick,
             threads,
             seeds,

@@ -161,19 +161,13 @@ pub fn run_suite(
         }
         let wall = t.elapsed().as_secs_f64();
         let ret = ppo.evaluate(10, 7).returns;
-        let mut extra = BTreeMap::new();
-        extra.insert("seconds".into(), wall);
-        extra.insert(
-            "final_return".into(),
-            ret.iter().sum::<f64>() / ret.len() as f64,
-        );
-        workloads.push(Workload {
-            name: "ppo/CartPole-v1".into(),
-            stepping: None,
-            with_inference: None,
-            with_training: Some(ppo.global_step as f64 / wall),
-            extra,
-        });
+        workloads.push(trained(
+            "ppo/CartPole-v1",
+            ppo.global_step,
+            wall,
+            &ret,
+            BTreeMap::new(),
+        ));
     }
     if !quick && wanted("sac/Pendulum-v1") {
         use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
@@ -185,20 +179,15 @@ pub fn run_suite(
         }
         let wall = t.elapsed().as_secs_f64();
         let ret = r.evaluate(10, 7).returns;
-        let mut extra = BTreeMap::new();
-        extra.insert("seconds".into(), wall);
-        extra.insert("updates_per_sec".into(), r.updates as f64 / r.times.learner);
-        extra.insert(
-            "final_return".into(),
-            ret.iter().sum::<f64>() / ret.len() as f64,
-        );
-        workloads.push(Workload {
-            name: "sac/Pendulum-v1".into(),
-            stepping: None,
-            with_inference: None,
-            with_training: Some(r.c.global_step as f64 / wall),
+        let updates = r.updates as f64 / r.times.learner;
+        let extra = BTreeMap::from([("updates_per_sec".into(), updates)]);
+        workloads.push(trained(
+            "sac/Pendulum-v1",
+            r.c.global_step,
+            wall,
+            &ret,
             extra,
-        });
+        ));
     }
     if wanted("alphazero/ConnectFour") {
         use rlrig_learn::alphazero::{AlphaZero, AzConfig};
@@ -237,9 +226,7 @@ pub fn run_suite(
         suite: "rlrig-bench-suite".into(),
         version: SUITE_VERSION,
         rlrig: env!("CARGO_PKG_VERSION").into(),
-        unix_time: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
+        unix_time: unix_time(),
         quick,
         threads,
         machine: probe.fingerprint(),
@@ -386,4 +373,34 @@ pub fn compare_plot(
                 .collect()
         },
     )
+}
+
+/// Seconds since 1970, when a result was taken (0 on a clock set before it).
+pub(crate) fn unix_time() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A training workload's result: `steps` env steps in `wall` seconds, then greedy
+/// episodes with returns `ret`; `extra` holds the workload's own figures.
+fn trained(
+    name: &str,
+    steps: u64,
+    wall: f64,
+    ret: &[f64],
+    mut extra: BTreeMap<String, f64>,
+) -> Workload {
+    extra.insert("seconds".into(), wall);
+    extra.insert(
+        "final_return".into(),
+        ret.iter().sum::<f64>() / ret.len() as f64,
+    );
+    Workload {
+        name: name.into(),
+        stepping: None,
+        with_inference: None,
+        with_training: Some(steps as f64 / wall),
+        extra,
+    }
 }

@@ -7,6 +7,7 @@
 //! the seed, the update number and the buffer's content.
 
 use crate::LearnError;
+use crate::run::TensorSource;
 use rlrig_env::Rng;
 
 /// Transitions `(obs, action, reward, next_obs, terminated)`. `next_obs` is the
@@ -144,7 +145,7 @@ impl ReplayBuffer {
         &mut self,
         pos: usize,
         len: usize,
-        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
+        mut get: impl TensorSource,
     ) -> Result<(), LearnError> {
         if len > self.capacity || pos >= self.capacity || (len < self.capacity && pos != len) {
             return Err(LearnError::Mismatch(format!(

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 
 use crate::LearnError;
 use crate::buffer::ReplayBuffer;
+use crate::run::TensorSource;
 
 /// One checkpoint tensor: its name and values (borrowed where the run holds them).
 pub type NamedTensor<'a> = (&'static str, Cow<'a, [f32]>);
@@ -209,11 +210,7 @@ impl Collector {
     /// Continues from `p`; `get` returns a checkpoint tensor by name (the buffer's
     /// rows). The counters are checked first; a failure leaves the counters as they
     /// were.
-    pub fn restore(
-        &mut self,
-        p: Progress,
-        get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    pub fn restore(&mut self, p: Progress, get: impl TensorSource) -> Result<(), LearnError> {
         let n = self.ep_return.len();
         if p.ep_return.len() != n || p.ep_length.len() != n {
             return Err(LearnError::Mismatch(
@@ -266,7 +263,7 @@ impl NetTensors {
         net: &dyn crate::backend::NetBackend,
         names: [&'static str; 4],
         mut adam: crate::optim::Adam,
-        get: &mut impl FnMut(&str) -> Option<Vec<f32>>,
+        get: &mut impl TensorSource,
     ) -> Result<NetTensors, LearnError> {
         let (n, nt) = (net.params().len(), net.target_params().len());
         let params = crate::run::take_tensor(get, names[0], n)?;

@@ -18,6 +18,7 @@ use crate::LearnError;
 use crate::backend::{BackendMaker, Native};
 use crate::collective::Collective;
 use crate::eval::{Episodes, EvalSummary};
+use crate::run::TensorSource;
 use crate::run::{MetricsCsv, RunDir, TensorBoard, write_atomic};
 use crate::stop::{Stop, StopFlag};
 
@@ -158,11 +159,8 @@ pub trait Algorithm: Sized {
         let ck = dir.load_tensors::<Self::Config, Self::State>(algo)?;
         Ok((ck.meta.config, ck.meta.state, ck.tensors))
     }
-    fn restore(
-        &mut self,
-        state: Self::State,
-        get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError>;
+    fn restore(&mut self, state: Self::State, get: &mut dyn TensorSource)
+    -> Result<(), LearnError>;
     /// `episodes` (at least 1) episodes of the learned policy, greedy; `None` for a
     /// learner that evaluates in its iterations.
     fn evaluate(&self, episodes: usize, seed: u64) -> Option<Episodes>;

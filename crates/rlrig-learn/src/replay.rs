@@ -10,6 +10,7 @@ use crate::dqn::{Dqn, DqnConfig, DqnState};
 use crate::driver::{Algorithm, Record, RunShape, Turn};
 use crate::offpolicy::{OffPolicy, OffPolicyConfig, OffPolicyState};
 use crate::run::RunDir;
+use crate::run::TensorSource;
 use crate::trace::StageTimes;
 
 /// metrics.csv columns of replay-buffer runs: learning metrics first (deterministic),
@@ -125,7 +126,7 @@ macro_rules! replay_algorithm {
             fn restore(
                 &mut self,
                 st: $state,
-                get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
+                get: &mut dyn TensorSource,
             ) -> Result<(), LearnError> {
                 <$t>::restore(self, st, get)
             }

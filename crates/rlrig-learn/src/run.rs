@@ -391,11 +391,17 @@ impl RunDir {
     }
 }
 
+/// Where a restore reads a loaded checkpoint's tensors: by name, `None` where the
+/// checkpoint has no such tensor.
+pub trait TensorSource: FnMut(&str) -> Option<Vec<f32>> {}
+
+impl<F: FnMut(&str) -> Option<Vec<f32>>> TensorSource for F {}
+
 /// Takes tensor `name` out of a loaded checkpoint (through `get`) and checks that it
 /// has the `len` values the current config needs: restoring any algorithm goes
 /// through here, so a checkpoint of another shape is one clear error.
 pub fn take_tensor(
-    get: &mut impl FnMut(&str) -> Option<Vec<f32>>,
+    get: &mut impl TensorSource,
     name: &str,
     len: usize,
 ) -> Result<Vec<f32>, LearnError> {

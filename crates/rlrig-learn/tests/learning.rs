@@ -4,62 +4,65 @@
 use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
 use rlrig_learn::ppo::{Ppo, PpoConfig};
 
-fn train_and_eval(cfg: PpoConfig) -> f64 {
+/// Trains `cfg` and asserts that its greedy evaluation's mean return is at least `floor`.
+fn reaches(cfg: PpoConfig, floor: f64) {
+    let what = format!("{} {}", cfg.algo.name(), cfg.env);
     let mut ppo = Ppo::new(cfg, 2).unwrap();
     while !ppo.done() {
         ppo.iterate();
     }
     let returns = ppo.evaluate(20, 12_345).returns;
-    returns.iter().sum::<f64>() / returns.len() as f64
+    let mean = returns.iter().sum::<f64>() / returns.len() as f64;
+    assert!(mean >= floor, "{what}: mean evaluation return {mean}");
 }
 
 #[test]
 fn ppo_solves_cartpole_within_500k_steps() {
-    let mean = train_and_eval(PpoConfig::for_env("CartPole-v1"));
-    assert!(mean >= 475.0, "mean evaluation return {mean}");
+    reaches(PpoConfig::for_env("CartPole-v1"), 475.0);
 }
 
 #[test]
 fn ppo_solves_acrobot() {
-    let mean = train_and_eval(PpoConfig::for_env("Acrobot-v1"));
-    assert!(mean >= -100.0, "mean evaluation return {mean}");
+    reaches(PpoConfig::for_env("Acrobot-v1"), -100.0);
 }
 
 /// The LunarLander preset (RL Zoo's settings) lands: seed 3 after 1M of its 2M steps
 /// (CleanRL's defaults, the preset before it: -143 after 1M).
 #[test]
 fn ppo_lands_lunarlander_with_its_preset() {
-    let mean = train_and_eval(PpoConfig {
-        seed: 3,
-        total_steps: 1_000_000,
-        ..PpoConfig::for_env("LunarLander-v3")
-    });
-    assert!(mean >= 200.0, "mean evaluation return {mean}");
+    reaches(
+        PpoConfig {
+            seed: 3,
+            total_steps: 1_000_000,
+            ..PpoConfig::for_env("LunarLander-v3")
+        },
+        200.0,
+    );
 }
 
 /// The LunarLanderContinuous preset (RL Zoo's) lands seed 4, on which CleanRL's
 /// continuous defaults reach 109 after the same 1M steps.
 #[test]
 fn ppo_lands_lunarlander_continuous_with_its_preset() {
-    let mean = train_and_eval(PpoConfig {
-        seed: 4,
-        ..PpoConfig::for_env("LunarLanderContinuous-v3")
-    });
-    assert!(mean >= 200.0, "mean evaluation return {mean}");
+    reaches(
+        PpoConfig {
+            seed: 4,
+            ..PpoConfig::for_env("LunarLanderContinuous-v3")
+        },
+        200.0,
+    );
 }
 
 /// The MountainCar preset (RL Zoo's, with observation and reward normalisation)
 /// reaches the flag in about 110 steps; without it PPO never does (-200).
 #[test]
 fn ppo_reaches_the_mountaincar_flag_with_its_preset() {
-    let mean = train_and_eval(PpoConfig::for_env("MountainCar-v0"));
-    assert!(mean >= -130.0, "mean evaluation return {mean}");
+    reaches(PpoConfig::for_env("MountainCar-v0"), -130.0);
 }
 
 #[test]
 fn ppo_continuous_swings_up_pendulum() {
-    let mean = train_and_eval(PpoConfig::for_env("Pendulum-v1"));
-    assert!(mean >= -300.0, "mean evaluation return {mean}");
+    reaches(PpoConfig::for_env("Pendulum-v1"), -300.0);
 }
 
 /// Trains an off-policy agent and returns its greedy evaluation over 10 episodes.
@@ -83,22 +86,25 @@ fn train_offpolicy(cfg: OffPolicyConfig) -> f64 {
     ret
 }
 
+/// The algorithm's Pendulum preset (20k steps) reaches -250.
+fn swings_up_pendulum(algo: Algo) {
+    let ret = train_offpolicy(OffPolicyConfig::for_env(algo, "Pendulum-v1"));
+    assert!(ret >= -250.0, "{algo:?} Pendulum-v1 eval return {ret}");
+}
+
 #[test]
 fn td3_swings_up_pendulum_within_20k_steps() {
-    let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Td3, "Pendulum-v1"));
-    assert!(ret >= -250.0, "TD3 Pendulum-v1 eval return {ret}");
+    swings_up_pendulum(Algo::Td3);
 }
 
 #[test]
 fn sac_swings_up_pendulum_within_20k_steps() {
-    let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Sac, "Pendulum-v1"));
-    assert!(ret >= -250.0, "SAC Pendulum-v1 eval return {ret}");
+    swings_up_pendulum(Algo::Sac);
 }
 
 #[test]
 fn ddpg_swings_up_pendulum_within_20k_steps() {
-    let ret = train_offpolicy(OffPolicyConfig::for_env(Algo::Ddpg, "Pendulum-v1"));
-    assert!(ret >= -250.0, "DDPG Pendulum-v1 eval return {ret}");
+    swings_up_pendulum(Algo::Ddpg);
 }
 
 fn evolve(cfg: rlrig_learn::evolution::EvoConfig) -> (Vec<rlrig_learn::evolution::GenStats>, f64) {
@@ -158,14 +164,12 @@ fn pruning_ga_improves_cartpole() {
 
 #[test]
 fn a2c_solves_cartpole_within_500k_steps() {
-    let mean = train_and_eval(PpoConfig::a2c_for_env("CartPole-v1"));
-    assert!(mean >= 475.0, "A2C CartPole-v1: {mean}");
+    reaches(PpoConfig::a2c_for_env("CartPole-v1"), 475.0);
 }
 
 #[test]
 fn a2c_solves_acrobot() {
-    let mean = train_and_eval(PpoConfig::a2c_for_env("Acrobot-v1"));
-    assert!(mean >= -100.0, "A2C Acrobot-v1: {mean}");
+    reaches(PpoConfig::a2c_for_env("Acrobot-v1"), -100.0);
 }
 
 /// A2C on MinAtar Breakout with MinAtar's conv network (16 envs, entropy 0.01):
@@ -180,8 +184,7 @@ fn a2c_beats_random_on_minatar_breakout() {
         cfg.conv_channels, 16,
         "the MinAtar preset is the conv network"
     );
-    let mean = train_and_eval(cfg);
-    assert!(mean >= 3.0, "A2C MinAtar/Breakout-v1: {mean}");
+    reaches(cfg, 3.0);
 }
 
 /// IMPALA (policy one update stale, V-trace) on MinAtar Breakout, same budget as A2C:
@@ -193,8 +196,7 @@ fn impala_beats_random_on_minatar_breakout() {
         ..PpoConfig::impala_for_env("MinAtar/Breakout-v1")
     };
     assert!(cfg.vtrace && cfg.policy_lag == 1);
-    let mean = train_and_eval(cfg);
-    assert!(mean >= 3.0, "IMPALA MinAtar/Breakout-v1: {mean}");
+    reaches(cfg, 3.0);
 }
 
 /// Asynchronous IMPALA (two actor threads on the newest published policy, the learner
@@ -261,8 +263,7 @@ fn ppo_beats_random_on_minatar_breakout() {
         total_steps: 250_000,
         ..PpoConfig::for_env("MinAtar/Breakout-v1")
     };
-    let mean = train_and_eval(cfg);
-    assert!(mean >= 3.0, "PPO MinAtar/Breakout-v1: {mean}");
+    reaches(cfg, 3.0);
 }
 
 /// With no lag, V-trace's targets are A2C's n-step returns: IMPALA with policy_lag = 0

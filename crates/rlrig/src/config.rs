@@ -10,7 +10,7 @@ use rlrig_learn::dqn::DqnConfig;
 use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
 use rlrig_learn::ppo::PpoConfig;
 
-use crate::train::{AzArgs, PpoArgs, RunFlags};
+use crate::train::{AzArgs, EnvFlags, PpoArgs, RunFlags};
 
 pub(crate) fn parse_value(raw: &str) -> toml::Value {
     // A TOML literal if it is one (numbers, booleans, arrays), else a string.
@@ -72,18 +72,12 @@ pub(crate) fn resolve<C: serde::de::DeserializeOwned>(
     defaults: impl Fn(&str) -> Result<toml::Table>,
 ) -> Result<C> {
     let flags = int_flags(&[
-        ("seed", a.seed),
+        ("seed", a.run.seed),
         ("total_steps", a.total_steps),
         ("num_envs", a.num_envs.map(|n| n as u64)),
     ]);
     let config = run_config(&a.run, algo);
-    let src = Sources {
-        env: a.env.id.as_deref(),
-        config: config.as_deref(),
-        set: &a.run.set,
-        flags,
-        env_args: &a.env.args,
-    };
+    let src = Sources::of_env_run(&a.env, &a.run, &config, flags);
     resolve_from(
         &src,
         default_env,
@@ -126,6 +120,25 @@ pub(crate) struct Sources<'a> {
     pub flags: Vec<(&'static str, toml::Value)>,
     /// `--env-arg KEY=VALUE`: over the config file's `[env_args]`, key by key.
     pub env_args: &'a [(String, String)],
+}
+
+impl<'a> Sources<'a> {
+    /// The sources of a run trained on an env: its env flags, the config file `config`
+    /// (see [`run_config`]), `--set`, then `flags`.
+    pub(crate) fn of_env_run(
+        env: &'a EnvFlags,
+        run: &'a RunFlags,
+        config: &'a Option<PathBuf>,
+        flags: Vec<(&'static str, toml::Value)>,
+    ) -> Sources<'a> {
+        Sources {
+            env: env.id.as_deref(),
+            config: config.as_deref(),
+            set: &run.set,
+            flags,
+            env_args: &env.args,
+        }
+    }
 }
 
 pub(crate) fn resolve_from<C: serde::de::DeserializeOwned>(
@@ -213,7 +226,7 @@ pub(crate) fn resolve_from<C: serde::de::DeserializeOwned>(
 
 pub(crate) fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
     let flags = int_flags(&[
-        ("seed", a.seed),
+        ("seed", a.run.seed),
         ("iterations", a.iterations),
         ("simulations", a.simulations.map(|n| n as u64)),
         ("games", a.games.map(|n| n as u64)),

@@ -29,6 +29,7 @@ use crate::conv::ConvNet;
 use crate::mcts::{BatchedMcts, MctsConfig};
 use crate::nn::{Activation, Mlp};
 use crate::optim::Adam;
+use crate::run::TensorSource;
 
 mod config;
 mod games;
@@ -455,11 +456,7 @@ impl AlphaZero {
     }
 
     /// Continues from a checkpoint; `get` returns a tensor by name.
-    pub fn restore(
-        &mut self,
-        st: AzState,
-        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    pub fn restore(&mut self, st: AzState, mut get: impl TensorSource) -> Result<(), LearnError> {
         // Checkpoints from before gating have no accepted network: they never gated.
         let accepted = get("accepted");
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);

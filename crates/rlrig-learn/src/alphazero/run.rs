@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::run::TensorSource;
 
 /// metrics.csv columns of AlphaZero runs: learning metrics first (deterministic), then
 /// wall-clock stage times.
@@ -108,11 +109,7 @@ impl crate::driver::Algorithm for AlphaZero {
         dir.save_tensors("alphazero", self.iteration, &self.cfg, &state, &views)?;
         Ok(())
     }
-    fn restore(
-        &mut self,
-        st: AzState,
-        get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    fn restore(&mut self, st: AzState, get: &mut dyn TensorSource) -> Result<(), LearnError> {
         AlphaZero::restore(self, st, get)
     }
     /// The evaluation games are part of the iterations; the last ones are eval.json.

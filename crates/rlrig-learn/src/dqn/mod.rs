@@ -23,6 +23,7 @@ use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache};
 use crate::optim::Adam;
+use crate::run::TensorSource;
 use crate::trace::StageTimes;
 
 /// The TD loss.
@@ -618,11 +619,7 @@ impl Dqn {
 
     /// Continues from a checkpoint; `get` returns a tensor by name. Everything is read
     /// and checked before anything changes.
-    pub fn restore(
-        &mut self,
-        st: DqnState,
-        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    pub fn restore(&mut self, st: DqnState, mut get: impl TensorSource) -> Result<(), LearnError> {
         let q = NetTensors::take(&*self.q, Q_TENSORS, st.adam, &mut get)?;
         self.c.restore(st.progress, &mut get)?;
         q.apply(&mut *self.q);

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::LearnError;
 use crate::nn::{Mlp, MlpCache, normal};
 use crate::optim::Adam;
+use crate::run::TensorSource;
 
 mod config;
 mod policy;
@@ -363,11 +364,7 @@ impl Evolution {
         )
     }
 
-    pub fn restore(
-        &mut self,
-        st: EvoState,
-        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    pub fn restore(&mut self, st: EvoState, mut get: impl TensorSource) -> Result<(), LearnError> {
         let mut take = |name: &str, len: usize| crate::run::take_tensor(&mut get, name, len);
         let n = self.theta.len();
         self.theta = take("theta", n)?;

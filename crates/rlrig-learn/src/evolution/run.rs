@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::run::TensorSource;
 
 /// metrics.csv columns of ES/GA runs: learning metrics first (deterministic), then
 /// wall-clock time.
@@ -101,11 +102,7 @@ impl crate::driver::Algorithm for Evolution {
         )?;
         Ok(())
     }
-    fn restore(
-        &mut self,
-        st: EvoState,
-        get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    fn restore(&mut self, st: EvoState, get: &mut dyn TensorSource) -> Result<(), LearnError> {
         Evolution::restore(self, st, get)
     }
     /// The deployed policy (ES centre, GA elite), episode by episode.

@@ -30,6 +30,7 @@ use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
 use crate::optim::Adam;
+use crate::run::TensorSource;
 use crate::trace::StageTimes;
 
 mod config;
@@ -568,7 +569,7 @@ impl OffPolicy {
     pub fn restore(
         &mut self,
         st: OffPolicyState,
-        mut get: impl FnMut(&str) -> Option<Vec<f32>>,
+        mut get: impl TensorSource,
     ) -> Result<(), LearnError> {
         let actor = NetTensors::take(&*self.actor, ACTOR_TENSORS, st.actor_adam, &mut get)?;
         let critic = NetTensors::take(&*self.critic, CRITIC_TENSORS, st.critic_adam, &mut get)?;

@@ -10,6 +10,7 @@ use super::{Collection, Family, IterationStats, Ppo, PpoConfig, PpoState, StageT
 use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
+use crate::run::TensorSource;
 use crate::run::{FORMAT, RunDir, read_checkpoint, safetensors_at, tensor_of_len, to_bytes};
 
 /// The JSON half of a checkpoint.
@@ -286,11 +287,7 @@ impl Algorithm for Ppo {
         .collect();
         Ok((ck.meta.config, ck.meta.state, tensors))
     }
-    fn restore(
-        &mut self,
-        st: PpoState,
-        get: &mut dyn FnMut(&str) -> Option<Vec<f32>>,
-    ) -> Result<(), LearnError> {
+    fn restore(&mut self, st: PpoState, get: &mut dyn TensorSource) -> Result<(), LearnError> {
         let mut take =
             |n: &str| get(n).ok_or_else(|| LearnError::Mismatch(format!("tensor '{n}' missing")));
         let (p, m, v) = (take("params")?, take("adam_m")?, take("adam_v")?);

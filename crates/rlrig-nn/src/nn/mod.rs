@@ -814,7 +814,7 @@ pub fn assert_matches_central_differences(
         let an = f64::from(grads[i]);
         assert!(
             (fd - an).abs() < tol * (1.0 + an.abs()),
-            "param {i}: analytic {an} vs numeric {fd}"
+            "value {i}: analytic {an} vs numeric {fd}"
         );
     }
 }

@@ -175,37 +175,12 @@ fn input_gradient_matches_finite_differences_with_relu() {
     loss(&params, &x, &mut cache);
     let mut dx = vec![0.0; x.len()];
     mlp.backward_full(&params, None, &g, &mut cache, Some(&mut dx));
-    let h = 1e-3f32;
-    for i in 0..x.len() {
-        let mut xp = x.clone();
-        xp[i] += h;
-        let up = loss(&params, &xp, &mut cache);
-        xp[i] -= 2.0 * h;
-        let down = loss(&params, &xp, &mut cache);
-        let fd = (up - down) / (2.0 * f64::from(h));
-        let an = f64::from(dx[i]);
-        assert!(
-            (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
-            "input {i}: analytic {an} vs numeric {fd}"
-        );
-    }
+    assert_matches_central_differences(&x, &dx, 1e-3, 2e-3, |xp| loss(&params, xp, &mut cache));
     // Parameter gradients with ReLU, and both at once agree with each alone.
     loss(&params, &x, &mut cache);
     let mut grads = vec![0.0; params.len()];
     let mut dx2 = vec![0.0; x.len()];
     mlp.backward_full(&params, Some(&mut grads), &g, &mut cache, Some(&mut dx2));
     assert_eq!(dx, dx2);
-    for i in 0..params.len() {
-        let mut p = params.clone();
-        p[i] += h;
-        let up = loss(&p, &x, &mut cache);
-        p[i] -= 2.0 * h;
-        let down = loss(&p, &x, &mut cache);
-        let fd = (up - down) / (2.0 * f64::from(h));
-        let an = f64::from(grads[i]);
-        assert!(
-            (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
-            "param {i}: analytic {an} vs numeric {fd}"
-        );
-    }
+    assert_matches_central_differences(&params, &grads, 1e-3, 2e-3, |p| loss(p, &x, &mut cache));
 }

@@ -10,8 +10,6 @@ pub struct AzArgs {
     /// Game id (ConnectFour).
     #[arg(long)]
     pub(crate) env: Option<String>,
-    #[arg(long)]
-    pub(crate) seed: Option<u64>,
     /// Self-play + training iterations.
     #[arg(long)]
     pub(crate) iterations: Option<u64>,
@@ -51,10 +49,7 @@ pub(super) fn train_alphazero_cli(a: AzArgs) -> Result<Option<Stop>> {
             100.0 * s.loss_rate_solver
         ));
     })?;
-    bar.finish_and_clear();
-    if let Some(it) = summary.resumed_from {
-        outln!("resumed from iteration {it}");
-    }
+    run_ended(&bar, 0, &summary, "iteration")?;
     let t = summary.alg.times;
     let s = &summary.last;
     let config = &summary.alg.cfg;

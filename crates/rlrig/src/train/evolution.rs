@@ -9,8 +9,6 @@ use super::*;
 pub struct EvoArgs {
     #[command(flatten)]
     pub(crate) env: EnvFlags,
-    #[arg(long)]
-    pub(crate) seed: Option<u64>,
     /// Members per generation.
     #[arg(long)]
     pub(crate) population: Option<usize>,
@@ -40,7 +38,7 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
         bail!("--prune is a GA option: use `rlrig train ga --prune`");
     }
     let mut flags = int_flags(&[
-        ("seed", a.seed),
+        ("seed", a.run.seed),
         ("population", a.population.map(|n| n as u64)),
         ("generations", a.generations),
         (
@@ -52,13 +50,7 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
         flags.push(("prune", toml::Value::Boolean(true)));
     }
     let config = run_config(&a.run, if method == Method::Es { "es" } else { "ga" });
-    let src = Sources {
-        env: a.env.id.as_deref(),
-        config: config.as_deref(),
-        set: &a.run.set,
-        flags,
-        env_args: &a.env.args,
-    };
+    let src = Sources::of_env_run(&a.env, &a.run, &config, flags);
     let cfg: EvoConfig = resolve_from(
         &src,
         "CartPole-v1",
@@ -104,12 +96,8 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
             ));
         },
     )?;
-    bar.finish_and_clear();
-    if rank != 0 {
+    if !run_ended(&bar, rank, &summary, "generation")? {
         return Ok(summary.interrupted);
-    }
-    if let Some(g) = summary.resumed_from {
-        outln!("resumed from generation {g}");
     }
     let c = &summary.alg.cfg;
     outln!(

@@ -34,12 +34,8 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
             p.rate, p.stats.updates, p.recent_return
         ));
     })?;
-    bar.finish_and_clear();
-    if ranks.rank != 0 {
+    if !run_ended(&bar, ranks.rank, &summary, "step")? {
         return Ok(summary.interrupted);
-    }
-    if let Some(step) = summary.resumed_from {
-        outln!("resumed from step {step}");
     }
     let (r, steps) = (&summary.alg, summary.work);
     let shape = R::shape(r.config());
@@ -163,12 +159,8 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
             ));
         }
     })?;
-    bar.finish_and_clear();
-    if ranks.rank != 0 {
+    if !run_ended(&bar, ranks.rank, &summary, "step")? {
         return Ok(summary.interrupted);
-    }
-    if let Some(step) = summary.resumed_from {
-        outln!("resumed from step {step}");
     }
     let ppo = &summary.alg;
     if let (Some(lag), Collection::Async { actors, server }) =

@@ -185,6 +185,9 @@ pub enum TrainCommand {
 /// where its config comes from.
 #[derive(Args)]
 pub struct RunFlags {
+    /// Seed of every random stream of the run (default: the config file's, else 1).
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
     /// TOML file with any hyperparameters (see a run's config.toml for every key).
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
@@ -222,9 +225,6 @@ pub struct EnvFlags {
 pub struct PpoArgs {
     #[command(flatten)]
     pub(crate) env: EnvFlags,
-    /// Seed of every random stream of the run (default 1).
-    #[arg(long)]
-    pub(crate) seed: Option<u64>,
     /// Environment steps to train for.
     #[arg(long)]
     pub(crate) total_steps: Option<u64>,
@@ -374,7 +374,7 @@ fn train_packed(
     seeds: Vec<u64>,
     argv: &[OsString],
 ) -> Result<Option<Stop>> {
-    if a.seed.is_some() {
+    if a.run.seed.is_some() {
         bail!("--seed and --seeds: give one (--seeds runs each seed of the list)");
     }
     if a.metrics_addr.is_some() || a.trace.is_some() {
@@ -491,6 +491,24 @@ fn burn_maker(device: &str) -> Result<Option<BackendMaker>> {
         "--device {device}: this build has no Burn backend; build with `--features burn` \
          (cargo build --release --features burn), or use --device cpu (the native path)"
     )
+}
+
+/// Clears the progress bar of a run that ended; `true` where this process reports the
+/// run (rank 0), after saying where a resumed run picked up (`unit`: its clock's unit).
+pub(crate) fn run_ended<A: rlrig_learn::driver::Algorithm>(
+    bar: &indicatif::ProgressBar,
+    rank: usize,
+    summary: &driver::Finished<A>,
+    unit: &str,
+) -> Result<bool> {
+    bar.finish_and_clear();
+    if rank != 0 {
+        return Ok(false);
+    }
+    if let Some(at) = summary.resumed_from {
+        outln!("resumed from {unit} {at}");
+    }
+    Ok(true)
 }
 
 pub(crate) fn progress_bar(quiet: bool, total: u64) -> indicatif::ProgressBar {
