@@ -420,6 +420,15 @@ pub fn wake_up_cost() -> Duration {
 mod tests {
     use super::*;
 
+    /// Runs a job of `n` tasks that only count themselves; returns the count.
+    fn tasks_run(pool: &Pool, n: usize) -> usize {
+        let count = AtomicUsize::new(0);
+        pool.run(n, &|_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
+        count.load(Ordering::Relaxed)
+    }
+
     #[test]
     fn every_task_runs_once_at_any_thread_count() {
         for threads in [1, 2, 3, 7] {
@@ -485,11 +494,7 @@ mod tests {
     fn parked_workers_wake_for_the_next_job() {
         let pool = Pool::new(2).unwrap();
         std::thread::sleep(pool.spin() + Duration::from_millis(20));
-        let count = AtomicUsize::new(0);
-        pool.run(100, &|_| {
-            count.fetch_add(1, Ordering::Relaxed);
-        });
-        assert_eq!(count.load(Ordering::Relaxed), 100);
+        assert_eq!(tasks_run(&pool, 100), 100);
     }
 
     #[test]
@@ -524,11 +529,7 @@ mod tests {
             pool.run(10, &|i| assert!(i != 7, "task seven"));
         }));
         assert!(r.is_err());
-        let count = AtomicUsize::new(0);
-        pool.run(10, &|_| {
-            count.fetch_add(1, Ordering::Relaxed);
-        });
-        assert_eq!(count.load(Ordering::Relaxed), 10);
+        assert_eq!(tasks_run(&pool, 10), 10);
     }
 
     #[test]

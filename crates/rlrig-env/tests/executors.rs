@@ -15,6 +15,9 @@ use rlrig_env::{
 struct Actor {
     space: Space,
     rngs: Vec<Rng>,
+    /// The last batch of actions, discrete or continuous as the space is.
+    di: Vec<i32>,
+    dc: Vec<f32>,
 }
 
 impl Actor {
@@ -24,26 +27,31 @@ impl Actor {
             rngs: (0..n as u64)
                 .map(|k| Rng::stream(99, Purpose::User, k))
                 .collect(),
+            di: Vec::new(),
+            dc: Vec::new(),
         }
     }
 
-    fn act(&mut self, k: usize, di: &mut Vec<i32>, dc: &mut Vec<f32>) {
-        match &self.space {
-            Space::Discrete { n } => di.push(self.rngs[k].below(*n) as i32),
-            Space::Box { low, high, .. } => {
-                for (l, h) in low.iter().zip(high) {
-                    // Beyond the bounds on purpose: the envs clip.
-                    dc.push(self.rngs[k].uniform(f64::from(*l) * 1.2, f64::from(*h) * 1.2) as f32);
+    /// The next action of each env of `envs`, in that order, as one batch.
+    fn actions(&mut self, envs: impl IntoIterator<Item = usize>) -> ActionBuf<'_> {
+        self.di.clear();
+        self.dc.clear();
+        for k in envs {
+            match &self.space {
+                Space::Discrete { n } => self.di.push(self.rngs[k].below(*n) as i32),
+                Space::Box { low, high, .. } => {
+                    for (l, h) in low.iter().zip(high) {
+                        // Beyond the bounds on purpose: the envs clip.
+                        let a = self.rngs[k].uniform(f64::from(*l) * 1.2, f64::from(*h) * 1.2);
+                        self.dc.push(a as f32);
+                    }
                 }
             }
         }
-    }
-
-    fn buf<'a>(&self, di: &'a [i32], dc: &'a [f32]) -> ActionBuf<'a> {
         if self.space.is_discrete() {
-            ActionBuf::Discrete(di)
+            ActionBuf::Discrete(&self.di)
         } else {
-            ActionBuf::Continuous(dc)
+            ActionBuf::Continuous(&self.dc)
         }
     }
 }
@@ -75,15 +83,9 @@ fn sized(id: &str, envs: usize, steps: usize) -> (usize, usize) {
 /// of every step (observations, rewards, flags, final observations) as bits.
 fn drive(env: &mut dyn VecEnvDyn, actor: &mut Actor, steps: usize) -> Vec<u64> {
     let n = env.num_envs();
-    let (mut di, mut dc) = (Vec::new(), Vec::new());
     let mut trace = Vec::new();
     for _ in 0..steps {
-        di.clear();
-        dc.clear();
-        for k in 0..n {
-            actor.act(k, &mut di, &mut dc);
-        }
-        env.step(actor.buf(&di, &dc)).unwrap();
+        env.step(actor.actions(0..n)).unwrap();
         let d = env.obs().len() / n;
         trace.extend(row_hashes(env.obs(), d));
         trace.extend(env.rewards().iter().map(|x| x.to_bits()));
@@ -211,14 +213,8 @@ fn async_trajectories_equal_sync_ones_per_env() {
         let mut want: PerEnv = (0..n)
             .map(|k| vec![(row_hash(sync.obs().slice(k * d, d)), 0, false, false)])
             .collect();
-        let (mut di, mut dc) = (Vec::new(), Vec::new());
         for _ in 0..steps {
-            di.clear();
-            dc.clear();
-            for k in 0..n {
-                actor.act(k, &mut di, &mut dc);
-            }
-            sync.step(actor.buf(&di, &dc)).unwrap();
+            sync.step(actor.actions(0..n)).unwrap();
             for (k, w) in want.iter_mut().enumerate() {
                 w.push((
                     row_hash(sync.obs().slice(k * d, d)),
@@ -245,12 +241,7 @@ fn async_trajectories_equal_sync_ones_per_env() {
                     b.truncated[j],
                 ));
             }
-            di.clear();
-            dc.clear();
-            for &k in &ids {
-                actor.act(k, &mut di, &mut dc);
-            }
-            asy.send(actor.buf(&di, &dc), &ids).unwrap();
+            asy.send(actor.actions(ids.iter().copied()), &ids).unwrap();
         }
         for k in 0..n {
             assert_eq!(

@@ -22,7 +22,7 @@ use rlrig_ale::{Ale, Settings};
 pub use rlrig_ale::{AleError, find_rom};
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Screen height and width of every game, and the preprocessed frame's side.
 pub use crate::resize::{HEIGHT, SIZE, WIDTH, resize_area};
@@ -125,6 +125,19 @@ pub struct AtariState {
     game_over: bool,
 }
 
+/// The emulator behind a state's mutex, even if a panic poisoned it (the lock only
+/// serves `&self` reads and copies).
+fn lock(ale: &Mutex<Ale>) -> MutexGuard<'_, Ale> {
+    ale.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// ALE's serialised state of a running game (what `Clone` and snapshots copy).
+fn serialised(ale: &Mutex<Ale>) -> Vec<u8> {
+    lock(ale)
+        .clone_state()
+        .expect("ALE cloneState of a running game")
+}
+
 impl AtariState {
     fn ale(&mut self) -> &mut Ale {
         self.ale
@@ -136,9 +149,7 @@ impl AtariState {
 
     /// Lives left, as ALE counts them (`info["lives"]` in ale-py).
     pub fn lives(&self) -> i32 {
-        self.ale
-            .as_ref()
-            .map_or(0, |a| a.lock().unwrap_or_else(|e| e.into_inner()).lives())
+        self.ale.as_ref().map_or(0, |a| lock(a).lives())
     }
 }
 
@@ -147,11 +158,7 @@ impl Clone for AtariState {
         let (Some(ale), Some(setup)) = (&self.ale, &self.setup) else {
             return AtariState::default();
         };
-        let bytes = ale
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone_state()
-            .expect("ALE cloneState of a running game");
+        let bytes = serialised(ale);
         let mut copy = Ale::new(&setup.rom, &setup.settings).expect("the ROM loaded before");
         copy.restore_state(&bytes)
             .expect("ALE restoreState of its own state");
@@ -496,9 +503,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
     fn render_state(s: &AtariState) -> Vec<f64> {
         let mut rgb = vec![0u8; HEIGHT * WIDTH * 3];
         if let Some(ale) = &s.ale {
-            ale.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .screen_rgb(&mut rgb);
+            lock(ale).screen_rgb(&mut rgb);
         }
         let mut v = vec![HEIGHT as f64, WIDTH as f64];
         v.extend(super::pack_bytes(&rgb));
@@ -509,7 +514,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
     fn state_to_vec(s: &AtariState) -> Vec<f64> {
         let mut ram = [0u8; rlrig_ale::RAM_SIZE];
         if let Some(ale) = &s.ale {
-            ale.lock().unwrap_or_else(|e| e.into_inner()).ram(&mut ram);
+            lock(ale).ram(&mut ram);
         }
         ram.iter().map(|&b| f64::from(b)).collect()
     }
@@ -526,11 +531,7 @@ impl<G: Game, const PRE: bool> Env for Atari<G, PRE> {
         let Some(ale) = &s.ale else {
             return Vec::new();
         };
-        let bytes = ale
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone_state()
-            .expect("ALE cloneState of a running game");
+        let bytes = serialised(ale);
         let mut v = vec![
             SNAPSHOT_TAG,
             bytes.len() as f64,

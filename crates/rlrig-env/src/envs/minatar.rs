@@ -9,6 +9,7 @@
 //! `scripts/golden/make_golden_minatar.py`) and check that every draw is asked for in the
 //! same order, with the same bounds.
 
+use crate::env::Transition;
 use crate::rng::Rng;
 
 /// The random calls a MinAtar game makes, with NumPy's `RandomState` meanings.
@@ -42,6 +43,32 @@ pub(crate) fn sticky(prob: f64, last: &mut u8, a: i32, rng: &mut Rng) -> u8 {
     }
     *last = a;
     a
+}
+
+/// What the package's `act` returns once the game is over: no reward, still terminal
+/// (no state changes, no draws).
+pub(crate) const GAME_OVER: Transition = Transition {
+    reward: 0.0,
+    terminated: true,
+};
+
+/// One notch of the package's difficulty ramp (Asterix on its timer, Seaquest on each
+/// surfacing): spawning one step faster, moving one step faster on every second notch,
+/// neither below its floor (spawn speed 1, move speed `min_move`).
+#[inline]
+pub(crate) fn ramp_notch(
+    spawn_speed: &mut i32,
+    move_speed: &mut i32,
+    ramp_index: &mut i32,
+    min_move: i32,
+) {
+    if *move_speed > min_move && *ramp_index % 2 == 1 {
+        *move_speed -= 1;
+    }
+    if *spawn_speed > 1 {
+        *spawn_speed -= 1;
+    }
+    *ramp_index += 1;
 }
 
 /// A Python list of small plain values in a fixed-capacity array, so game states stay

@@ -4,7 +4,7 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, Reader, put};
+use super::minatar::{Draws, GAME_OVER, Reader, put, ramp_notch};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -124,10 +124,7 @@ impl Asterix {
         d: &mut impl Draws,
     ) -> Transition {
         if s.terminal {
-            return Transition {
-                reward: 0.0,
-                terminated: true,
-            };
+            return GAME_OVER;
         }
         let mut r = 0.0;
         if s.spawn_timer == 0 {
@@ -164,13 +161,7 @@ impl Asterix {
             if s.ramp_timer >= 0 {
                 s.ramp_timer -= 1;
             } else {
-                if s.move_speed > 1 && s.ramp_index % 2 == 1 {
-                    s.move_speed -= 1;
-                }
-                if s.spawn_speed > 1 {
-                    s.spawn_speed -= 1;
-                }
-                s.ramp_index += 1;
+                ramp_notch(&mut s.spawn_speed, &mut s.move_speed, &mut s.ramp_index, 1);
                 s.ramp_timer = RAMP_INTERVAL;
             }
         }

@@ -73,10 +73,7 @@ impl Env for Breakout {
     fn step(p: &BreakoutParams, s: &mut BreakoutState, a: &i32, rng: &mut Rng) -> Transition {
         let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
         if s.terminal {
-            return Transition {
-                reward: 0.0,
-                terminated: true,
-            };
+            return super::minatar::GAME_OVER;
         }
         let mut r = 0.0;
         match a {

@@ -5,7 +5,7 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, Reader, put};
+use super::minatar::{Draws, GAME_OVER, Reader, put};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -96,10 +96,7 @@ impl Freeway {
         d: &mut impl Draws,
     ) -> Transition {
         if s.terminal {
-            return Transition {
-                reward: 0.0,
-                terminated: true,
-            };
+            return GAME_OVER;
         }
         let mut r = 0.0;
         if a == 1 && s.move_timer == 0 {

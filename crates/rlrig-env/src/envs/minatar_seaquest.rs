@@ -9,7 +9,7 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, PyList, Reader, put};
+use super::minatar::{Draws, GAME_OVER, PyList, Reader, put, ramp_notch};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -192,13 +192,12 @@ impl Seaquest {
         s.oxygen = MAX_OXYGEN;
         s.diver_count -= 1;
         if p.ramping && (s.e_spawn_speed > 1 || s.move_speed > 2) {
-            if s.move_speed > 2 && s.ramp_index % 2 == 1 {
-                s.move_speed -= 1;
-            }
-            if s.e_spawn_speed > 1 {
-                s.e_spawn_speed -= 1;
-            }
-            s.ramp_index += 1;
+            ramp_notch(
+                &mut s.e_spawn_speed,
+                &mut s.move_speed,
+                &mut s.ramp_index,
+                2,
+            );
         }
         f64::from(r)
     }
@@ -268,10 +267,7 @@ impl Seaquest {
         d: &mut impl Draws,
     ) -> Transition {
         if s.terminal {
-            return Transition {
-                reward: 0.0,
-                terminated: true,
-            };
+            return GAME_OVER;
         }
         let mut r = 0.0;
         if s.e_spawn_timer == 0 {

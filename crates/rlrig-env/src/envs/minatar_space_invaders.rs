@@ -8,7 +8,7 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Draws, Reader, grid_to_vec, put, put_grid};
+use super::minatar::{Draws, GAME_OVER, Reader, grid_to_vec, put, put_grid};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -134,10 +134,7 @@ impl SpaceInvaders {
         _: &mut impl Draws,
     ) -> Transition {
         if s.terminal {
-            return Transition {
-                reward: 0.0,
-                terminated: true,
-            };
+            return GAME_OVER;
         }
         let pos = i32::from(s.pos);
         if a == 3 && s.shot_timer == 0 {

@@ -15,7 +15,7 @@ use crate::env::{Action, ActionBuf, Env, ObsBuf, ObsElem};
 use crate::error::EnvError;
 use crate::rng::Rng;
 use crate::space::Space;
-use crate::vector::{AutoReset, VecConfig, check_actions, finish_env};
+use crate::vector::{AutoReset, VecConfig, check_actions, finish_env, typed_actions};
 
 struct Slot<E: Env> {
     state: E::State,
@@ -406,18 +406,11 @@ impl<E: Env> AsyncVecEnvDyn for AsyncVecEnv<E> {
         AsyncVecEnv::async_reset(self)
     }
     fn send(&mut self, actions: ActionBuf<'_>, env_ids: &[usize]) -> Result<(), EnvError> {
-        match E::Action::from_any(actions) {
-            Some(a) => AsyncVecEnv::send(self, a, env_ids),
-            None => Err(EnvError::ActionKind {
-                env: E::ID,
-                expected: if self.action_space.is_discrete() {
-                    "discrete"
-                } else {
-                    "continuous"
-                },
-                got: actions.kind(),
-            }),
-        }
+        AsyncVecEnv::send(
+            self,
+            typed_actions::<E>(&self.action_space, actions)?,
+            env_ids,
+        )
     }
     fn recv(&mut self) -> Result<AsyncBatch<'_>, EnvError> {
         AsyncVecEnv::recv(self)

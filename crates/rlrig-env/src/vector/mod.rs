@@ -28,7 +28,7 @@ mod sync_exec;
 pub use async_exec::{AsyncBatch, AsyncVecEnv, AsyncVecEnvDyn};
 pub use sync_exec::{SyncVecEnv, VecEnvDyn};
 
-use crate::env::{Action, Env};
+use crate::env::{Action, ActionBuf, Env};
 use crate::error::EnvError;
 use crate::rng::{Purpose, Rng};
 
@@ -233,6 +233,23 @@ pub(crate) fn check_actions<'a, E: Env>(
         }
     }
     Ok(actions)
+}
+
+/// A type-erased action batch as `E`'s flat actions; the error when it holds the other
+/// kind (discrete for a Box space, or the reverse). For the `dyn` executors.
+pub(crate) fn typed_actions<'a, E: Env>(
+    space: &crate::space::Space,
+    actions: ActionBuf<'a>,
+) -> Result<&'a [<E::Action as Action>::Elem], EnvError> {
+    E::Action::from_any(actions).ok_or_else(|| EnvError::ActionKind {
+        env: E::ID,
+        expected: if space.is_discrete() {
+            "discrete"
+        } else {
+            "continuous"
+        },
+        got: actions.kind(),
+    })
 }
 
 pub(crate) fn fault_error<E: Env>(fault: crate::env::ActionFault, index: usize) -> EnvError {

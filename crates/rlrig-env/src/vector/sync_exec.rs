@@ -7,7 +7,9 @@ use crate::error::EnvError;
 use crate::pool::Pool;
 use crate::rng::Rng;
 use crate::space::Space;
-use crate::vector::{AutoReset, VecConfig, VecSnapshot, check_actions, env_args_map, finish_env};
+use crate::vector::{
+    AutoReset, VecConfig, VecSnapshot, check_actions, env_args_map, finish_env, typed_actions,
+};
 
 /// Steps `num_envs` copies of `E` together. Outputs live in contiguous buffers
 /// (`obs` is `num_envs x OBS_DIM`, row-major) that each `step` overwrites in place.
@@ -458,18 +460,7 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
         SyncVecEnv::reseed(self, seed)
     }
     fn step(&mut self, actions: ActionBuf<'_>) -> Result<(), EnvError> {
-        match E::Action::from_any(actions) {
-            Some(a) => SyncVecEnv::step(self, a),
-            None => Err(EnvError::ActionKind {
-                env: E::ID,
-                expected: if self.action_space.is_discrete() {
-                    "discrete"
-                } else {
-                    "continuous"
-                },
-                got: actions.kind(),
-            }),
-        }
+        SyncVecEnv::step(self, typed_actions::<E>(&self.action_space, actions)?)
     }
     fn obs(&self) -> ObsBuf<'_> {
         E::Obs::view(&self.obs)
