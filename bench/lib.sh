@@ -1,6 +1,7 @@
 # Shared by the bench scripts: the ones that log runs (bench/scaling/run_cores.sh,
-# bench/gpu/run_envs.sh) source it after setting LOG and JSONL; the peers' run_*.sh take
-# their results file from `results_file`.
+# bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) source it after setting HERE and ROOT and
+# take RLRIG, OUT, PY, LOG and JSONL from `log_files`; the peers' run_*.sh take their
+# results file from `results_file`.
 
 # Prints PATH (bench/peers/results/NAME-DATE.jsonl) if no file is there yet, else the first
 # free PATH with -2, -3, ... before .jsonl: a second run on the same day must not overwrite
@@ -10,6 +11,17 @@ results_file() { # path
   case $path in *-quick.jsonl) echo "$path"; return ;; esac
   while [ -e "$path" ]; do path=${1%.jsonl}-$n.jsonl; n=$((n + 1)); done
   echo "$path"
+}
+
+# The logging scripts' settings, each overridable from the environment: RLRIG (the release
+# build), OUT (results/ next to the script, created), PY; then LOG=$OUT/NAME.log and
+# JSONL=$OUT/NAME.jsonl.
+log_files() { # name
+  RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
+  OUT=${OUT:-$HERE/results}
+  PY=${PY:-python3}
+  mkdir -p "$OUT"
+  LOG=$OUT/$1.log JSONL=$OUT/$1.jsonl
 }
 
 # Prints a line and appends it to $LOG.
@@ -26,4 +38,23 @@ json_run() { # label, command...
   local last; last=$(echo "$out" | grep '^{' | tail -1)
   echo "{\"label\": \"$label\", \"rc\": $rc, \"result\": ${last:-null}}" >> "$JSONL"
   echo "$label rc $rc $(echo "$last" | grep -oE "\"(${JSON_KEYS:-steps_per_sec})\": ?[0-9.e+-]+" | tr '\n' ' ')"
+}
+
+# Runs "$RLRIG" ARGS... --quiet (timeout SECONDS) after logging its command line, and sets
+# out (its stdout and stderr), rc and wall (seconds of the whole process, 3 decimals);
+# the caller declares them local and logs out as it likes.
+rlrig_timed() { # seconds, args...
+  local secs=$1; shift
+  say "\$ rlrig $*"
+  local t0 t1
+  t0=$(date +%s%N)
+  out=$(timeout "$secs" "$RLRIG" "$@" --quiet 2>&1); rc=$?
+  t1=$(date +%s%N)
+  wall=$(awk "BEGIN { printf \"%.3f\", ($t1 - $t0) / 1e9 }")
+}
+
+# Prints a script's header comment (its lines after the shebang, up to the first
+# line that is not a comment): what --help shows, so it cannot drift from the header.
+usage() {
+    awk 'NR > 1 { if (!/^#/) exit; print }' "$1"
 }

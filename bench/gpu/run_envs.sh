@@ -11,13 +11,9 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-OUT=${OUT:-$HERE/results}
-PY=${PY:-python3}
-mkdir -p "$OUT"
-LOG=$OUT/envs.log JSONL=$OUT/envs.jsonl
-exec </dev/null
 . "$ROOT/bench/lib.sh"
+log_files envs
+exec </dev/null
 JSON_KEYS='steps_per_sec|seconds|mean_return|episodes'
 say "# $(date -u +%FT%TZ) device env stepping, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1), $(nproc) cores, rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 for n in 4096 65536 1048576; do

@@ -16,17 +16,13 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-OUT=${OUT:-$ROOT/bench/gpu/results}
-PY=${PY:-python3}
+. "$ROOT/bench/lib.sh"
+log_files gpu
 STEPS=${PPO_TOTAL_STEPS:-500000}
 SEEDS=("$@")
 [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 256 1024)
-mkdir -p "$OUT"
-LOG=$OUT/gpu.log JSONL=$OUT/gpu.jsonl
 exec </dev/null
 
-say() { echo "$@" | tee -a "$LOG"; }
 say "# $(date -u +%FT%TZ) rlrig GPU benchmark, $STEPS steps per seed"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
   --format=csv,noheader 2>&1 | tee -a "$LOG"
@@ -36,13 +32,9 @@ say "cores: $(nproc)"
 # rlrig: wall clock of the whole process, and its own report.
 rlrig_run() { # label, args...
   local label=$1; shift
-  say "\$ rlrig $*"
-  local t0 t1 out
-  t0=$(date +%s%N)
-  out=$(timeout 200 "$RLRIG" "$@" --quiet 2>&1); local rc=$?
-  t1=$(date +%s%N)
+  local out rc wall
+  rlrig_timed 200 "$@"
   echo "$out" | tee -a "$LOG"
-  local wall; wall=$(awk "BEGIN { printf \"%.3f\", ($t1 - $t0) / 1e9 }")
   say "rc $rc wall $wall s"
   local train; train=$(echo "$out" | grep -o 'in [0-9.]* s' | head -1 | grep -o '[0-9.]*')
   local ev; ev=$(echo "$out" | grep -o 'mean return[^,;]*[0-9.]*' | head -1)

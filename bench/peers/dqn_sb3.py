@@ -32,6 +32,8 @@ import torch
 from stable_baselines3 import DQN
 from stable_baselines3.common.callbacks import BaseCallback
 
+from peer_common import greedy_returns, time_updates
+
 
 class Track(BaseCallback):
     def __init__(self, threshold, t0, window=10, every=1000):
@@ -84,16 +86,7 @@ def main():
                 target_update_interval=10, exploration_fraction=0.16, exploration_initial_eps=1.0,
                 exploration_final_eps=0.04, max_grad_norm=10,
                 policy_kwargs=dict(net_arch=[256, 256]), seed=a.seed, device="cpu", verbose=0)
-    spent = [0.0, 0]
-    train = model.train
-
-    def timed(gradient_steps, batch_size=64):
-        t = time.time()
-        train(gradient_steps=gradient_steps, batch_size=batch_size)
-        spent[0] += time.time() - t
-        spent[1] += gradient_steps
-
-    model.train = timed
+    spent = time_updates(model)
     t0 = [time.time()]
     cb = Track(a.threshold, t0)
     c0 = time.process_time()
@@ -102,17 +95,8 @@ def main():
     wall = time.time() - t0[0]
     cpu = time.process_time() - c0
 
-    eval_env = gym.make("CartPole-v1")
-    rets = []
-    for e in range(10):
-        o, _ = eval_env.reset(seed=a.seed + 1_000_003 + e)
-        tot, done = 0.0, False
-        while not done:
-            act, _ = model.predict(o, deterministic=True)
-            o, r, term, trunc, _ = eval_env.step(act)
-            tot += r
-            done = term or trunc
-        rets.append(tot)
+    rets = greedy_returns(gym.make("CartPole-v1"), lambda o: model.predict(o, deterministic=True)[0],
+                          [a.seed + 1_000_003 + e for e in range(10)])
     import stable_baselines3
     print(json.dumps(dict(
         peer="sb3", env="CartPole-v1", sb3=stable_baselines3.__version__, torch=torch.__version__,

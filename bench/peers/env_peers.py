@@ -106,6 +106,17 @@ def gym_space_info(np, space):
                 shape=space.shape)
 
 
+def time_env_step(np, env, space, int_dtype, args):
+    """Times `env.step` on random actions for the Gymnasium `space` (of `int_dtype` if it is
+    Discrete, else float32) as calibrate_and_run does, then closes env: (iters, seconds)."""
+    info = gym_space_info(np, space)
+    dtype = int_dtype if info["space_kind"] == "discrete" else np.float32
+    pool = action_pool(np, num_envs=args.num_envs, dtype=dtype, **info)
+    iters, seconds = calibrate_and_run(env.step, pool, args.iters, args.target_seconds)
+    env.close()
+    return iters, seconds
+
+
 def run_gymnasium(args, vectorized):
     import numpy as np
     import gymnasium as gym
@@ -115,12 +126,7 @@ def run_gymnasium(args, vectorized):
         raise Unsupported(f"gymnasium has no vector entry point (numpy-vectorised env) for {args.env}")
     env = gym.make_vec(args.env, num_envs=args.num_envs, vectorization_mode=mode)
     env.reset(seed=0)
-    space = env.single_action_space
-    info = gym_space_info(np, space)
-    dtype = np.int64 if info["space_kind"] == "discrete" else np.float32
-    pool = action_pool(np, num_envs=args.num_envs, dtype=dtype, **info)
-    iters, seconds = calibrate_and_run(env.step, pool, args.iters, args.target_seconds)
-    env.close()
+    iters, seconds = time_env_step(np, env, env.single_action_space, np.int64, args)
     return dict(threads=1, mode="sync", iters=iters, seconds=seconds,
                 version=f"gymnasium {pkg_version('gymnasium')}",
                 note="Python loop, single-threaded" + ("; numpy-vectorised CartPoleVectorEnv" if vectorized
@@ -136,11 +142,7 @@ def run_envpool(args):
     env = envpool.make(args.env, env_type="gymnasium", num_envs=args.num_envs,
                        batch_size=args.num_envs, num_threads=args.threads, seed=0)
     env.reset()
-    info = gym_space_info(np, env.action_space)
-    dtype = np.int32 if info["space_kind"] == "discrete" else np.float32
-    pool = action_pool(np, num_envs=args.num_envs, dtype=dtype, **info)
-    iters, seconds = calibrate_and_run(env.step, pool, args.iters, args.target_seconds)
-    env.close()
+    iters, seconds = time_env_step(np, env, env.action_space, np.int32, args)
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"envpool {pkg_version('envpool')}",
                 note="env.step(actions) with batch_size=num_envs; C++ thread pool of num_threads")
@@ -183,10 +185,7 @@ def run_ale_vector(args):
     game = re.sub(r"(?<!^)(?=[A-Z])", "_", args.env[: -len("-v5")]).lower()
     env = AtariVectorEnv(game, num_envs=args.num_envs, num_threads=args.threads, reward_clipping=False)
     env.reset(seed=0)
-    info = gym_space_info(np, env.single_action_space)
-    pool = action_pool(np, num_envs=args.num_envs, dtype=np.int64, **info)
-    iters, seconds = calibrate_and_run(env.step, pool, args.iters, args.target_seconds)
-    env.close()
+    iters, seconds = time_env_step(np, env, env.single_action_space, np.int64, args)  # Atari: Discrete
     return dict(threads=args.threads, mode="sync", iters=iters, seconds=seconds,
                 version=f"ale-py {pkg_version('ale-py')}",
                 note="ale_py.vector_env.AtariVectorEnv.step, batch = num_envs, num_threads threads")
@@ -217,6 +216,17 @@ def run_operant(args):
 # --------------------------------------------------------------------------
 # gymnax: vmap over envs, lax.scan over steps, all under jit.
 # --------------------------------------------------------------------------
+
+
+def jit_scan(jax, body):
+    """`rollout(carry, length)`: `length` steps of `body` under one jit(lax.scan), returning the
+    last carry (`length` is static: one compile per length)."""
+
+    def rollout(carry, length):
+        carry, _ = jax.lax.scan(body, carry, None, length=length)
+        return carry
+
+    return jax.jit(rollout, static_argnames=("length",))
 
 
 def timed_scan(jax, rollout, carry, args):
@@ -286,11 +296,7 @@ def run_gymnax(args):
         ret = ret + reward.sum() + obs.astype(jnp.float32).sum()
         return (key, state, ret, dones + jnp.logical_or(term, trunc).sum()), None
 
-    def rollout(carry, length):
-        carry, _ = jax.lax.scan(body, carry, None, length=length)
-        return carry
-
-    rollout = jax.jit(rollout, static_argnames=("length",))
+    rollout = jit_scan(jax, body)
 
     key = jax.random.PRNGKey(0)
     key, k0 = jax.random.split(key)
@@ -339,11 +345,7 @@ def run_pgx(args):
         ret = ret + state.rewards.sum() + state.observation.astype(jnp.float32).sum()
         return (key, state, ret, dones + state.terminated.sum()), None
 
-    def rollout(carry, length):
-        carry, _ = jax.lax.scan(body, carry, None, length=length)
-        return carry
-
-    rollout = jax.jit(rollout, static_argnames=("length",))
+    rollout = jit_scan(jax, body)
     key = jax.random.PRNGKey(0)
     key, k0 = jax.random.split(key)
     state = init(jax.random.split(k0, n))

@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
         --total-steps) STEPS=$2; shift ;;
         --seed) SEED=$2; shift ;;
         --env) ENV=$2; shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) usage "$0"; exit 0 ;;
         *) echo "run_ppo.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift

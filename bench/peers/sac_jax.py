@@ -33,6 +33,8 @@ import flax.linen as nn  # noqa: E402
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
+from peer_common import greedy_returns  # noqa: E402
+
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 torch_init = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 
@@ -196,15 +198,8 @@ def main():
             if to_threshold is None and recent and np.mean(recent) >= a.threshold:
                 to_threshold = dict(step=gs, seconds=round(time.time() - start, 3))
     wall = time.time() - start
-    rets = []
-    for e in range(10):
-        o, _ = env.reset(seed=1_000_003 + e)
-        tot, done = 0.0, False
-        while not done:
-            o, r, term, trunc, _ = env.step(np.asarray(greedy(actor_p, jnp.asarray(o))))
-            tot += r
-            done = term or trunc
-        rets.append(tot)
+    rets = greedy_returns(env, lambda o: np.asarray(greedy(actor_p, jnp.asarray(o))),
+                          [1_000_003 + e for e in range(10)])
     print(json.dumps(dict(
         peer="cleanrl-style-jax-sac", env="Pendulum-v1", jax=jax.__version__, hidden=a.hidden,
         total_steps=a.total_steps, seed=a.seed, compile_seconds=round(compile_s, 3),

@@ -20,6 +20,8 @@ import torch
 from stable_baselines3 import SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
+from peer_common import greedy_returns, time_updates
+
 
 class Track(BaseCallback):
     def __init__(self, threshold):
@@ -54,30 +56,13 @@ def main():
     model = SAC("MlpPolicy", env, learning_rate=1e-3, buffer_size=a.total_steps, learning_starts=1000,
                 batch_size=256, tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1, ent_coef="auto",
                 policy_kwargs=dict(net_arch=[a.hidden, a.hidden]), seed=a.seed, device="cpu", verbose=0)
-    spent = [0.0, 0]
-    train = model.train
-
-    def timed(gradient_steps, batch_size=64):
-        t = time.time()
-        train(gradient_steps, batch_size)
-        spent[0] += time.time() - t
-        spent[1] += gradient_steps
-
-    model.train = timed
+    spent = time_updates(model)
     cb = Track(a.threshold)
     t0 = time.time()
     model.learn(a.total_steps, callback=cb)
     wall = time.time() - t0
-    rets = []
-    for e in range(10):
-        o, _ = env.reset(seed=1_000_003 + e)
-        tot, done = 0.0, False
-        while not done:
-            act, _ = model.predict(o, deterministic=True)
-            o, r, term, trunc, _ = env.step(act)
-            tot += r
-            done = term or trunc
-        rets.append(tot)
+    rets = greedy_returns(env, lambda o: model.predict(o, deterministic=True)[0],
+                          [1_000_003 + e for e in range(10)])
     import stable_baselines3
     print(json.dumps(dict(
         peer="sb3", env="Pendulum-v1", sb3=stable_baselines3.__version__, torch=torch.__version__,

@@ -10,11 +10,8 @@
 set -u -o pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-OUT=${OUT:-$HERE/results}
-PY=${PY:-python3}
-mkdir -p "$OUT"
-LOG=$OUT/cores.log JSONL=$OUT/cores.jsonl
+. "$ROOT/bench/lib.sh"
+log_files cores
 exec </dev/null
 rm -rf /tmp/sc-ppo-* /tmp/sc-sac-* /tmp/sc-sac64 /tmp/sc-bw-*
 N=$(nproc)
@@ -22,20 +19,15 @@ THREADS=(1 2 4 8 16 32 64)
 ts=(); for t in "${THREADS[@]}"; do [ "$t" -le "$N" ] && ts+=("$t"); done
 [ "${ts[-1]}" = "$N" ] || ts+=("$N")
 
-. "$ROOT/bench/lib.sh"
 JSON_KEYS='steps_per_sec|samples_per_sec|actors_samples_per_sec|train_seconds|updates_per_sec|compile_seconds'
 JSON_TIMEOUT=120
 say "# $(date -u +%FT%TZ) rlrig thread scaling, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2), $N cores, rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 
 train() { # label, args... : wall clock and rlrig's own first lines
   local label=$1; shift
-  say "\$ rlrig $*"
-  local t0 t1 out
-  t0=$(date +%s%N)
-  out=$(timeout 150 "$RLRIG" "$@" --quiet 2>&1); local rc=$?
-  t1=$(date +%s%N)
+  local out rc wall
+  rlrig_timed 150 "$@"
   echo "$out" | tee -a "$LOG" >/dev/null
-  local wall; wall=$(awk "BEGIN { printf \"%.3f\", ($t1 - $t0) / 1e9 }")
   local first; first=$(echo "$out" | head -1 | sed 's/"/'"'"'/g')
   local busy; busy=$(echo "$out" | grep -m1 'cpu busy per core' | sed 's/"/'"'"'/g')
   local pool; pool=$(echo "$out" | grep -m1 'pool tasks' | sed 's/"/'"'"'/g')

@@ -112,30 +112,33 @@ def random_policy(env, obs, rng):
     return int(rng.integers(4))
 
 
+def episode(env, seed, act):
+    """One episode from `env.reset(seed=seed)` with `act(obs, t)`: (return, length)."""
+    obs, _ = env.reset(seed=seed)
+    total, n = 0.0, 0
+    while True:
+        obs, r, term, trunc, _ = env.step(act(obs, n))
+        total += r
+        n += 1
+        if term or trunc:
+            return total, n
+
+
+def summary(results):
+    """The returns and lengths of `results` ((return, length) pairs) as arrays, and the
+    figures both env families record: their means and standard deviations."""
+    rets, lens = np.array([r for r, _ in results]), np.array([n for _, n in results])
+    return rets, lens, {"episodes": len(results), "mean_return": float(rets.mean()),
+                        "std_return": float(rets.std()), "mean_length": float(lens.mean()),
+                        "std_length": float(lens.std())}
+
+
 def statistics(env_id, policy, episodes):
     env = gym.make(env_id)
-    rets, lens = [], []
     act_rng = np.random.default_rng(12345)
-    for ep in range(episodes):
-        obs, _ = env.reset(seed=10_000 + ep)
-        total, n = 0.0, 0
-        while True:
-            obs, r, term, trunc, _ = env.step(policy(env, obs, act_rng))
-            total += r
-            n += 1
-            if term or trunc:
-                break
-        rets.append(total)
-        lens.append(n)
-    rets, lens = np.array(rets), np.array(lens)
-    return {
-        "episodes": episodes,
-        "mean_return": float(rets.mean()),
-        "std_return": float(rets.std()),
-        "mean_length": float(lens.mean()),
-        "std_length": float(lens.std()),
-        "solved_share": float((rets > 200).mean()),
-    }
+    rets, _, st = summary([episode(env, 10_000 + ep, lambda obs, t: policy(env, obs, act_rng))
+                           for ep in range(episodes)])
+    return {**st, "solved_share": float((rets > 200).mean())}
 
 
 def gait(t):
@@ -190,29 +193,31 @@ def walker_gait(t, rng):
 def walker_statistics(env_id, policy, episodes):
     """`policy(t, rng)`, or with `policy == "heuristic"` Gymnasium's stateful
     BipedalWalkerHeuristics, fresh per episode and fed every observation from the reset's on."""
-    rets, lens = [], []
     act_rng = np.random.default_rng(12345)
+    results = []
     for ep in range(episodes):
         # A fresh env per episode: Gymnasium's walker keeps its Box2D world across resets,
         # and a reused world orders its contacts differently (see rlrig's envs/b2.rs); rlrig
         # builds a new world per episode, so the first episode after `make` is compared.
-        env = gym.make(env_id)
-        obs, _ = env.reset(seed=20_000 + ep)
         h = BipedalWalkerHeuristics()
-        total, n = 0.0, 0
-        while True:
-            a = h.step_heuristic(obs) if policy == "heuristic" else policy(n, act_rng)
-            obs, r, term, trunc, _ = env.step(a)
-            total += r
-            n += 1
-            if term or trunc:
-                break
-        rets.append(total)
-        lens.append(n)
-    rets, lens = np.array(rets), np.array(lens)
-    return {"episodes": episodes, "mean_return": float(rets.mean()), "std_return": float(rets.std()),
-            "mean_length": float(lens.mean()), "std_length": float(lens.std()),
-            "terminated_early_share": float((lens < (1600 if "Hardcore" not in env_id else 2000)).mean())}
+
+        def act(obs, t):
+            return h.step_heuristic(obs) if policy == "heuristic" else policy(t, act_rng)
+
+        results.append(episode(gym.make(env_id), 20_000 + ep, act))
+    _, lens, st = summary(results)
+    return {**st, "terminated_early_share": float((lens < (1600 if "Hardcore" not in env_id else 2000)).mean())}
+
+
+def write(data, name):
+    """Writes `data` to OUT/name and prints its size and statistics."""
+    path = os.path.join(OUT, name)
+    with open(path, "w") as f:
+        json.dump(data, f, separators=(",", ":"))
+    print(path, os.path.getsize(path), "bytes")
+    for env_id, st in data["statistics"].items():
+        for pol, s in st.items():
+            print(env_id, pol, {k: round(v, 2) for k, v in s.items()})
 
 
 def walker_main():
@@ -227,13 +232,7 @@ def walker_main():
             "gait": walker_statistics(env_id, walker_gait, 100),
             "heuristic": walker_statistics(env_id, "heuristic", 100),
         }
-    path = os.path.join(OUT, "BipedalWalker-v3.json")
-    with open(path, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
-    print(path, os.path.getsize(path), "bytes")
-    for env_id, st in data["statistics"].items():
-        for pol, s in st.items():
-            print(env_id, pol, {k: round(v, 2) for k, v in s.items()})
+    write(data, "BipedalWalker-v3.json")
 
 
 def main():
@@ -249,13 +248,7 @@ def main():
             "random": statistics(env_id, random_policy, 1000),
             "heuristic": statistics(env_id, heuristic_policy, 200),
         }
-    path = os.path.join(OUT, "LunarLander-v3.json")
-    with open(path, "w") as f:
-        json.dump(data, f, separators=(",", ":"))
-    print(path, os.path.getsize(path), "bytes")
-    for env_id, st in data["statistics"].items():
-        for pol, s in st.items():
-            print(env_id, pol, {k: round(v, 2) for k, v in s.items()})
+    write(data, "LunarLander-v3.json")
 
 
 if __name__ == "__main__":

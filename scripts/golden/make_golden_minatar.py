@@ -177,7 +177,8 @@ def record_game(env_id, seed, name, policy, max_steps):
     return ep
 
 
-def write_game(env_id, eps):
+def write_doc(env_id, eps):
+    """Writes the episodes of `env_id` to OUT/<env_id with - for />.json; returns the path."""
     import minatar
     doc = {"env": env_id, "minatar": getattr(minatar, "__version__", "1.0.15"),
            "gymnasium": gym.__version__, "sticky_action_prob": 0.0, "episodes": eps}
@@ -185,6 +186,11 @@ def write_game(env_id, eps):
     with open(path, "w") as f:
         json.dump(doc, f, separators=(",", ":"))
         f.write("\n")
+    return path
+
+
+def write_game(env_id, eps):
+    path = write_doc(env_id, eps)
     print(f"{env_id}: lengths {[len(e['steps']) for e in eps]}, "
           f"returns {[sum(s['r'] for s in e['steps']) for e in eps]}, "
           f"terminated {[e['steps'][-1]['t'] for e in eps]} -> {path} ({os.path.getsize(path)} bytes)")
@@ -215,13 +221,8 @@ def main():
         record_game("MinAtar/SpaceInvaders-v1", 1, "survivor", survivor, 1000)])
     eps = [record(0, "random", random_policy, 1000), record(1, "random", random_policy, 1000),
            record(2, "follow", follow, 400), record(3, "follow", follow, 400)]
-    import minatar
-    doc = {"env": "MinAtar/Breakout-v1", "minatar": getattr(minatar, "__version__", "1.0.15"),
-           "gymnasium": gym.__version__, "sticky_action_prob": 0.0, "episodes": eps}
-    path = os.path.join(OUT, "MinAtar-Breakout-v1.json")
-    with open(path, "w") as f:
-        json.dump(doc, f, separators=(",", ":"))
-        f.write("\n")
+    # Breakout's steps name their fields in full (see record).
+    path = write_doc("MinAtar/Breakout-v1", eps)
     print(f"Breakout: lengths {[len(e['steps']) for e in eps]}, "
           f"returns {[sum(s['reward'] for s in e['steps']) for e in eps]}, "
           f"terminated {[e['steps'][-1]['terminated'] for e in eps]} -> {path} ({os.path.getsize(path)} bytes)")

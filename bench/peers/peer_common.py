@@ -1,0 +1,36 @@
+"""Pieces the learning peers (dqn_sb3.py, sac_sb3.py, sac_jax.py) share, so that they
+measure the same way. Imported from the script's own folder, which Python puts first on
+sys.path; it needs nothing beyond the standard library.
+"""
+import time
+
+
+def greedy_returns(env, act, seeds):
+    """The return of one greedy episode per seed: `env.reset(seed=seed)`, then
+    `act(obs)` until the episode terminates or is truncated."""
+    rets = []
+    for seed in seeds:
+        o, _ = env.reset(seed=seed)
+        tot, done = 0.0, False
+        while not done:
+            o, r, term, trunc, _ = env.step(act(o))
+            tot += r
+            done = term or trunc
+        rets.append(tot)
+    return rets
+
+
+def time_updates(model):
+    """Wraps an SB3 off-policy model's `train` to count the seconds spent in it and the
+    gradient steps it took: returns [seconds, updates], which grows as the model learns."""
+    spent = [0.0, 0]
+    train = model.train
+
+    def timed(gradient_steps, batch_size=64):
+        t = time.time()
+        train(gradient_steps=gradient_steps, batch_size=batch_size)
+        spent[0] += time.time() - t
+        spent[1] += gradient_steps
+
+    model.train = timed
+    return spent
