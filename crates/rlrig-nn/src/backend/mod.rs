@@ -115,6 +115,24 @@ impl Net {
             Net::Conv(c) => c.backward(params, grads, dout, &mut cache.conv),
         }
     }
+
+    /// Writes the parameter gradients of the last `forward` on `cache` into this
+    /// network's range of `grads` (whatever was there before is replaced).
+    pub fn backward_set(
+        &self,
+        params: &[f32],
+        grads: &mut [f32],
+        dout: &[f32],
+        cache: &mut NetCache,
+    ) {
+        match self {
+            Net::Mlp(m) => m.backward_set(params, grads, dout, &mut cache.mlp),
+            Net::Conv(c) => {
+                grads[self.start()..self.end()].fill(0.0);
+                c.backward(params, grads, dout, &mut cache.conv);
+            }
+        }
+    }
 }
 
 /// The networks and free parameters of one learner, inside one flat parameter vector.

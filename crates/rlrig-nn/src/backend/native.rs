@@ -421,8 +421,8 @@ impl Native {
             let r = chunk_rows(rows, k, c);
             for ((net, dout), range) in passes.iter().zip(&ranges) {
                 let od = nets[*net].output_dim();
-                chunk.grads[range.clone()].fill(0.0);
-                nets[*net].backward(
+                debug_assert_eq!(*range, nets[*net].start()..nets[*net].end());
+                nets[*net].backward_set(
                     params,
                     &mut chunk.grads,
                     &dout[r.start * od..r.end * od],

@@ -196,6 +196,8 @@ pub(crate) struct Operands<'a> {
     b: &'a [f32],
     ldb: usize,
     ldc: usize,
+    /// Write the product into `c` instead of adding it (`c`'s old values unread).
+    set: bool,
 }
 
 impl<'a> Operands<'a> {
@@ -235,11 +237,19 @@ impl<'a> Operands<'a> {
             b,
             ldb,
             ldc,
+            set: false,
         }
+    }
+
+    /// The same product written into `c` (`c = a b`) instead of added to it: what a
+    /// `beta = 0` product costs without zeroing `c` first.
+    pub(crate) fn writing(self) -> Operands<'a> {
+        Operands { set: true, ..self }
     }
 }
 
-/// Rows `i..i + R` by columns `j..j + P * LANES` of the product, added to `c`.
+/// Rows `i..i + R` by columns `j..j + P * LANES` of the product, added to `c` (written
+/// into it with `SET`).
 ///
 /// # Safety
 /// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n`, and `o`
@@ -247,7 +257,7 @@ impl<'a> Operands<'a> {
 /// bounds: `a` at `(i + r) * rsa + t * csa`, `b` at `t * ldb + j + q`, `c` at
 /// `(i + r) * ldc + j + q`, for `r < R`, `t < k`, `q < P * LANES`.
 #[inline(always)]
-unsafe fn block<S: Simd, const R: usize, const P: usize>(
+unsafe fn block<S: Simd, const R: usize, const P: usize, const SET: bool>(
     o: &Operands,
     c: *mut f32,
     i: usize,
@@ -274,7 +284,7 @@ unsafe fn block<S: Simd, const R: usize, const P: usize>(
             let crow = c.add((i + r) * o.ldc + j);
             for (q, v) in row.iter().enumerate() {
                 let p = crow.add(q * S::LANES);
-                S::store(p, S::add(S::load(p), *v));
+                S::store(p, if SET { *v } else { S::add(S::load(p), *v) });
             }
         }
     }
@@ -287,6 +297,25 @@ unsafe fn block<S: Simd, const R: usize, const P: usize>(
 /// `S`'s instruction set is available; `o` was checked against `c`.
 #[inline(always)]
 unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut [f32]) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        if o.set {
+            product_as::<S, R, P, true>(o, c)
+        } else {
+            product_as::<S, R, P, false>(o, c)
+        }
+    }
+}
+
+/// [`product`], adding or (`SET`) writing.
+///
+/// # Safety
+/// As [`product`].
+#[inline(always)]
+unsafe fn product_as<S: Simd, const R: usize, const P: usize, const SET: bool>(
+    o: &Operands,
+    c: &mut [f32],
+) {
     let c = c.as_mut_ptr();
     let (m, n) = (o.m, o.n);
     let mut j = 0;
@@ -295,23 +324,23 @@ unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut
         while j + P * S::LANES <= n {
             let mut i = 0;
             while i + R <= m {
-                block::<S, R, P>(o, c, i, j);
+                block::<S, R, P, SET>(o, c, i, j);
                 i += R;
             }
             for i in i..m {
-                block::<S, 1, P>(o, c, i, j);
+                block::<S, 1, P, SET>(o, c, i, j);
             }
             j += P * S::LANES;
         }
         while j + S::LANES <= n {
             for i in 0..m {
-                block::<S, 1, 1>(o, c, i, j);
+                block::<S, 1, 1, SET>(o, c, i, j);
             }
             j += S::LANES;
         }
         for j in j..n {
             for i in 0..m {
-                block::<Scalar, 1, 1>(o, c, i, j);
+                block::<Scalar, 1, 1, SET>(o, c, i, j);
             }
         }
     }
@@ -435,9 +464,10 @@ impl Isa {
     }
 }
 
-/// `c += a b` (see [`Operands::new`] for the shapes), on the fastest version here.
+/// `c += a b`, or with `set` `c = a b` (see [`Operands::new`] for the shapes), on the
+/// fastest version here.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn add_product(
+pub(crate) fn product_into(
     shape: (usize, usize, usize),
     a: &[f32],
     a_strides: (usize, usize),
@@ -445,13 +475,15 @@ pub(crate) fn add_product(
     ldb: usize,
     c: &mut [f32],
     ldc: usize,
+    set: bool,
 ) {
     let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc);
+    let o = if set { o.writing() } else { o };
     Isa::best().product()(&o, c);
 }
 
 /// `dst` (cols x rows, row-major) = the transpose of `src` (rows x cols, rows `ld`
-/// apart): the backward pass's `W^T`, made for [`add_product`] (whose `b` rows must be
+/// apart): the backward pass's `W^T`, made for [`product_into`] (whose `b` rows must be
 /// contiguous). Moves only, so every version gives the same result.
 type TransposeVersion = fn(&[f32], usize, usize, usize, &mut [f32]);
 
@@ -543,7 +575,8 @@ mod tests {
                 for t in 0..o.k {
                     acc = o.a[i * o.rsa + t * o.csa].mul_add(o.b[t * o.ldb + j], acc);
                 }
-                c[i * o.ldc + j] += acc;
+                let c = &mut c[i * o.ldc + j];
+                *c = if o.set { acc } else { *c + acc };
             }
         }
     }
@@ -562,6 +595,7 @@ mod tests {
             k in 0usize..70,
             n in prop_oneof![1usize..40, 60usize..140],
             transposed in any::<bool>(),
+            set in any::<bool>(),
             pad in 0usize..3,
             seed in 0u64..1000,
         ) {
@@ -571,6 +605,7 @@ mod tests {
             let c0 = values(m * ldc, seed + 2);
             let strides = if transposed { (1, m) } else { (k, 1) };
             let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc);
+            let o = if set { o.writing() } else { o };
             let mut want = c0.clone();
             reference(&o, &mut want);
             for isa in Isa::available() {

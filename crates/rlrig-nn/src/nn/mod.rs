@@ -50,8 +50,12 @@ pub fn gemm(
         && n >= KERNEL_MIN_N
         && k <= KERNEL_MAX_K
     {
-        scale_rows(c, m, n, rsc, beta);
-        kernel::add_product((m, k, n), a, (rsa, csa), b, rsb, c, rsc);
+        // beta 0: the kernel writes `c` (no zeroing pass); otherwise it adds to it.
+        let set = beta == 0.0;
+        if !set {
+            scale_rows(c, m, n, rsc, beta);
+        }
+        kernel::product_into((m, k, n), a, (rsa, csa), b, rsb, c, rsc, set);
         return;
     }
     // `b` stored transposed, its columns contiguous (the backward pass's `d W^T`, with
@@ -60,10 +64,13 @@ pub fn gemm(
     // on 64 x 64 x 64), or, for narrow outputs, dot products with `b`'s columns in place.
     if alpha == 1.0 && rsb == 1 && csb >= k && csc == 1 && rsc >= n {
         if n >= KERNEL_MIN_N && k <= KERNEL_MAX_K {
-            scale_rows(c, m, n, rsc, beta);
+            let set = beta == 0.0;
+            if !set {
+                scale_rows(c, m, n, rsc, beta);
+            }
             with_scratch(k * n, |bt| {
                 kernel::transpose(b, csb, n, k, bt);
-                kernel::add_product((m, k, n), a, (rsa, csa), bt, n, c, rsc);
+                kernel::product_into((m, k, n), a, (rsa, csa), bt, n, c, rsc, set);
             });
             return;
         }
@@ -624,7 +631,33 @@ impl Mlp {
     pub fn backward_full(
         &self,
         params: &[f32],
+        grads: Option<&mut [f32]>,
+        dout: &[f32],
+        cache: &mut MlpCache,
+        dinput: Option<&mut [f32]>,
+    ) {
+        self.backward_pass(params, grads, false, dout, cache, dinput);
+    }
+
+    /// [`Mlp::backward`] writing the parameter gradients into `grads` (every weight and
+    /// bias of this network overwritten, the rest of `grads` untouched) instead of
+    /// adding them: a chunk's own gradient without zeroing it first.
+    pub fn backward_set(
+        &self,
+        params: &[f32],
+        grads: &mut [f32],
+        dout: &[f32],
+        cache: &mut MlpCache,
+    ) {
+        self.backward_pass(params, Some(grads), true, dout, cache, None);
+    }
+
+    /// The backward pass; `set` writes the parameter gradients instead of adding them.
+    fn backward_pass(
+        &self,
+        params: &[f32],
         mut grads: Option<&mut [f32]>,
+        set: bool,
         dout: &[f32],
         cache: &mut MlpCache,
         dinput: Option<&mut [f32]>,
@@ -652,7 +685,8 @@ impl Mlp {
             let d = &cur[..batch * l.fan_out];
             let h_in = &cache.hs[i];
             if let Some(grads) = grads.as_deref_mut() {
-                // dW += h_in^T d  ([in x batch] x [batch x out]).
+                // dW += h_in^T d  ([in x batch] x [batch x out]); with `set`, dW = (the
+                // kernel's sums start from +0, so writing them equals adding them to 0).
                 gemm(
                     l.fan_in,
                     batch,
@@ -662,11 +696,17 @@ impl Mlp {
                     (1, l.fan_in),
                     d,
                     (l.fan_out, 1),
-                    1.0,
+                    if set { 0.0 } else { 1.0 },
                     &mut grads[l.w..l.w + l.fan_in * l.fan_out],
                     (l.fan_out, 1),
                 );
-                add_rows(&mut grads[l.b..l.b + l.fan_out], d);
+                let db = &mut grads[l.b..l.b + l.fan_out];
+                if set {
+                    // Summed from zero as when adding (a first row copied in would
+                    // keep a -0 that 0 + -0 turns into +0).
+                    db.fill(0.0);
+                }
+                add_rows(db, d);
             }
             if i == 0 && dinput.is_none() {
                 cache.delta[0] = cur;

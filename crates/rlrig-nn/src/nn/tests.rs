@@ -184,3 +184,42 @@ fn input_gradient_matches_finite_differences_with_relu() {
     assert_eq!(dx, dx2);
     assert_matches_central_differences(&params, &grads, 1e-3, 2e-3, |p| loss(p, &x, &mut cache));
 }
+
+/// Writing a chunk's gradients (`backward_set`, the kernel's write mode) gives the
+/// bits of zeroing them and adding, whatever the buffer held, and leaves the rest of
+/// the buffer alone.
+#[test]
+fn backward_set_equals_zeroing_then_adding() {
+    let mut rng = Rng::stream(5, Purpose::User, 0);
+    let cases = [
+        (&[4usize, 64, 64, 2][..], 64, Activation::Tanh),
+        (&[3, 20, 1][..], 1, Activation::Tanh),
+        (&[6, 32, 16][..], 7, Activation::Relu),
+    ];
+    for (sizes, batch, act) in cases {
+        let mlp = Mlp::with_activation(sizes, 3, act);
+        let total = 3 + mlp.num_params() + 2;
+        let mut params = vec![0.0; total];
+        mlp.init_torch_default(&mut params, &mut rng);
+        let x: Vec<f32> = (0..batch * sizes[0])
+            .map(|_| normal(&mut rng) as f32)
+            .collect();
+        let g: Vec<f32> = (0..batch * sizes[sizes.len() - 1])
+            .map(|_| normal(&mut rng) as f32)
+            .collect();
+        let junk: Vec<f32> = (0..total).map(|_| normal(&mut rng) as f32).collect();
+        let mut cache = MlpCache::default();
+        mlp.forward(&params, &x, batch, &mut cache);
+        let mut want = junk.clone();
+        want[3..3 + mlp.num_params()].fill(0.0);
+        mlp.backward(&params, &mut want, &g, &mut cache);
+        mlp.forward(&params, &x, batch, &mut cache);
+        let mut got = junk.clone();
+        mlp.backward_set(&params, &mut got, &g, &mut cache);
+        let same = got
+            .iter()
+            .zip(&want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{sizes:?} x {batch}");
+    }
+}
