@@ -15,6 +15,18 @@ use crate::run::TensorSource;
 /// One checkpoint tensor: its name and values (borrowed where the run holds them).
 pub type NamedTensor<'a> = (&'static str, Cow<'a, [f32]>);
 
+/// A checkpoint's tensors as a map a restore's [`crate::run::TensorSource`] can take
+/// them from (`|n| map.remove(n)`), as the resume tests do.
+#[cfg(test)]
+pub(crate) fn owned_tensors(
+    tensors: Vec<NamedTensor<'_>>,
+) -> std::collections::HashMap<String, Vec<f32>> {
+    tensors
+        .into_iter()
+        .map(|(n, v)| (n.to_string(), v.into_owned()))
+        .collect()
+}
+
 /// Metrics of one logging chunk (`log_every` env steps).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ChunkStats {

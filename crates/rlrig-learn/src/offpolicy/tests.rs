@@ -146,10 +146,7 @@ fn state_and_restore_continue_the_run_exactly() {
             r.iterate();
             if split {
                 let (st, tensors) = r.state();
-                let mut map: std::collections::HashMap<String, Vec<f32>> = tensors
-                    .into_iter()
-                    .map(|(n, v)| (n.to_string(), v.into_owned()))
-                    .collect();
+                let mut map = crate::collector::owned_tensors(tensors);
                 let mut fresh = OffPolicy::new(cfg(algo), 2).unwrap();
                 fresh.restore(st, |n| map.remove(n)).unwrap();
                 r = fresh;
