@@ -181,8 +181,8 @@ pub enum TrainCommand {
     Ga(EvoArgs),
 }
 
-/// The flags every `rlrig train` subcommand shares: where the run's directory is and
-/// where its config comes from.
+/// The flags every `rlrig train` subcommand shares: its seed, where the run's directory
+/// is and where its config comes from.
 #[derive(Args)]
 pub struct RunFlags {
     /// Seed of every random stream of the run (default: the config file's, else 1).
