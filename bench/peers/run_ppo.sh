@@ -5,7 +5,7 @@
 # Writes JSON lines to bench/peers/results/ppo[-<env>]-<date>.jsonl and prints a
 # markdown table.
 #
-#   bench/peers/run_ppo.sh [--no-build] [--env ID] [--total-steps N] [--seed S]
+#   bench/peers/run_ppo.sh [--no-build] [--env ID] [--total-steps N] [--seed S] [--repeat K]
 #
 #   --env           CartPole-v1 (default) or MinAtar/Breakout-v1
 #   --no-build      use target/release/rlrig as it is (default: cargo build
@@ -14,6 +14,8 @@
 #                   on CartPole any other count writes ppo-<date>-quick.jsonl
 #                   (git-ignored)
 #   --seed          seed for both (default 1)
+#   --repeat        K pairs of runs, rlrig then JAX each time, into one results file;
+#                   the table gives each pair's ratio and their median (default 1)
 #
 # rlrig: wall clock of the whole process (start-up, training, the final 10-episode
 # greedy evaluation, writing the run dir), peak RSS from /usr/bin/time -v.
@@ -26,18 +28,20 @@ ROOT=$(cd "$HERE/../.." && pwd)
 source "$HERE/../lib.sh"
 exec </dev/null
 
-BUILD=1 STEPS=${PPO_TOTAL_STEPS:-500000} SEED=1 ENV=CartPole-v1
+BUILD=1 STEPS=${PPO_TOTAL_STEPS:-500000} SEED=1 ENV=CartPole-v1 REPEAT=1
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-build) BUILD=0 ;;
         --total-steps) STEPS=$2; shift ;;
         --seed) SEED=$2; shift ;;
         --env) ENV=$2; shift ;;
+        --repeat) REPEAT=$2; shift ;;
         -h|--help) usage "$0"; exit 0 ;;
         *) echo "run_ppo.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
 done
+case "$REPEAT" in ''|*[!0-9]*|0) echo "run_ppo.sh: --repeat takes a whole number >= 1" >&2; exit 2 ;; esac
 
 PY="$HERE/.venv/bin/python"
 [ -x "$PY" ] || { echo "run_ppo.sh: $PY missing; run bench/peers/setup.sh first" >&2; exit 1; }
@@ -85,17 +89,19 @@ print(json.dumps({"meta": True, "bench": "ppo", "date": date, "cpu": cpu, "cores
                   "loadavg": os.getloadavg()[0], "rlrig_rev": rev, "total_steps": int(steps), "seed": int(seed), "env": env}))
 EOF
 
-# ---- rlrig ----
-echo "[run] rlrig train ppo --env $ENV --total-steps $STEPS --threads 2" >&2
-T0=$(date +%s.%N)
-"${TIMEV[@]}" ${TIMEV:+"$TMP/rlrig.time"} "$RLRIG" train ppo --env "$ENV" --quiet --threads 2 \
-    --seed "$SEED" --total-steps "$STEPS" --run-dir "$TMP/run" >"$TMP/rlrig.out" 2>&1
-RC=$?
-T1=$(date +%s.%N)
-cat "$TMP/rlrig.out" >&2
-[ "$RC" = 0 ] || { echo "[run] rlrig failed (exit $RC)" >&2; exit 1; }
-python3 - "$TMP/run" "$TMP/rlrig.out" "$(echo "$T1 - $T0" | bc -l)" "$(rss_mb "$TMP/rlrig.time")" \
-    "$("$RLRIG" --version 2>/dev/null)" "$ENV" >>"$OUT" <<'EOF'
+for ((pair = 1; pair <= REPEAT; pair++)); do
+    # ---- rlrig ----
+    rm -rf "$TMP/run"
+    echo "[run] rlrig train ppo --env $ENV --total-steps $STEPS --threads 2" >&2
+    T0=$(date +%s.%N)
+    "${TIMEV[@]}" ${TIMEV:+"$TMP/rlrig.time"} "$RLRIG" train ppo --env "$ENV" --quiet --threads 2 \
+        --seed "$SEED" --total-steps "$STEPS" --run-dir "$TMP/run" >"$TMP/rlrig.out" 2>&1
+    RC=$?
+    T1=$(date +%s.%N)
+    cat "$TMP/rlrig.out" >&2
+    [ "$RC" = 0 ] || { echo "[run] rlrig failed (exit $RC)" >&2; exit 1; }
+    python3 - "$TMP/run" "$TMP/rlrig.out" "$(echo "$T1 - $T0" | bc -l)" "$(rss_mb "$TMP/rlrig.time")" \
+        "$("$RLRIG" --version 2>/dev/null)" "$ENV" >>"$OUT" <<'EOF'
 import csv, json, re, sys
 run, out, wall, rss, version, env = sys.argv[1:]
 text = open(out).read()
@@ -113,18 +119,19 @@ print(json.dumps({
     "peak_rss_mb": None if rss == "null" else float(rss), "threads": 2, "version": version}))
 EOF
 
-# ---- JAX ----
-echo "[run] ppo_jax.py --env $ENV --total-steps $STEPS" >&2
-"${TIMEV[@]}" ${TIMEV:+"$TMP/jax.time"} "$PY" "$HERE/ppo_jax.py" --env "$ENV" --total-steps "$STEPS" --seed "$SEED" \
-    >"$TMP/jax.out" 2>"$TMP/jax.err"
-RC=$?
-[ "$RC" = 0 ] || { cat "$TMP/jax.err" >&2; echo "[run] ppo_jax.py failed (exit $RC)" >&2; exit 1; }
-python3 - "$(tail -n 1 "$TMP/jax.out")" "$(rss_mb "$TMP/jax.time")" >>"$OUT" <<'EOF'
+    # ---- JAX ----
+    echo "[run] ppo_jax.py --env $ENV --total-steps $STEPS" >&2
+    "${TIMEV[@]}" ${TIMEV:+"$TMP/jax.time"} "$PY" "$HERE/ppo_jax.py" --env "$ENV" --total-steps "$STEPS" --seed "$SEED" \
+        >"$TMP/jax.out" 2>"$TMP/jax.err"
+    RC=$?
+    [ "$RC" = 0 ] || { cat "$TMP/jax.err" >&2; echo "[run] ppo_jax.py failed (exit $RC)" >&2; exit 1; }
+    python3 - "$(tail -n 1 "$TMP/jax.out")" "$(rss_mb "$TMP/jax.time")" >>"$OUT" <<'EOF'
 import json, sys
 d = json.loads(sys.argv[1])
 d["peak_rss_mb"] = None if sys.argv[2] == "null" else float(sys.argv[2])
 print(json.dumps(d))
 EOF
+done
 
 echo "[run] wrote $OUT" >&2
 cat "$OUT"
@@ -132,16 +139,25 @@ echo
 python3 - "$OUT" <<'EOF'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-meta = recs[0]; r = next(x for x in recs if x.get("peer") == "rlrig"); j = next(x for x in recs if x.get("peer") == "purejaxrl-style")
+meta = recs[0]
+rl = [x for x in recs if x.get("peer") == "rlrig"]; jx = [x for x in recs if x.get("peer") == "purejaxrl-style"]
 f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"
 print(f"PPO {meta.get('env', 'CartPole-v1')}, {meta['total_steps']} steps, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}\n")
 print("| peer | wall s | wall s incl. compile | steps/s | final return (train, last 20 updates) | peak RSS MB | jax_train_s / rlrig_s |")
 print("|---|---:|---:|---:|---:|---:|---:|")
-print(f"| rlrig (incl. start-up + eval; greedy eval {f(r['eval_mean_return'], 1)}) | {f(r['wall_seconds'])} | {f(r['wall_seconds'])} "
-      f"| {r['total_steps'] / r['wall_seconds']:.0f} | {f(r['final_return'], 1)} | {f(r['peak_rss_mb'], 1)} | 1 |")
-print(f"| purejaxrl-style (JAX {j['jax']}, train-only) | {f(j['train_seconds'])} | {f(j['seconds_including_compile'])} "
-      f"| {j['steps_per_sec']:.0f} | {f(j['final_return'], 1)} | {f(j['peak_rss_mb'], 1)} "
-      f"| {j['train_seconds'] / r['wall_seconds']:.2f} |")
+ratios = []
+for r, j in zip(rl, jx):
+    ratios.append(j['train_seconds'] / r['wall_seconds'])
+    print(f"| rlrig (incl. start-up + eval; greedy eval {f(r['eval_mean_return'], 1)}) | {f(r['wall_seconds'])} | {f(r['wall_seconds'])} "
+          f"| {r['total_steps'] / r['wall_seconds']:.0f} | {f(r['final_return'], 1)} | {f(r['peak_rss_mb'], 1)} | 1 |")
+    print(f"| purejaxrl-style (JAX {j['jax']}, train-only) | {f(j['train_seconds'])} | {f(j['seconds_including_compile'])} "
+          f"| {j['steps_per_sec']:.0f} | {f(j['final_return'], 1)} | {f(j['peak_rss_mb'], 1)} "
+          f"| {ratios[-1]:.2f} |")
+r, j = rl[-1], jx[-1]
 print(f"\nrlrig's own timer: {r['train_seconds']} s ({r['steps_per_sec']:.0f} steps/s); "
       f"JAX compile {j['compile_seconds']} s, first call {j['first_call_seconds']} s.")
+if len(ratios) > 1:
+    s = sorted(ratios); n = len(s)
+    med = s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+    print(f"{n} pairs: jax_train_s / rlrig_s {', '.join(f'{x:.2f}' for x in ratios)}; median {med:.2f}")
 EOF
