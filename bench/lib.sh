@@ -1,7 +1,7 @@
 # Shared by the bench scripts: the ones that log runs (bench/scaling/run_cores.sh,
 # bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) source it after setting HERE and ROOT and
 # take RLRIG, OUT, PY, LOG and JSONL from `log_files`; the peers' run_*.sh take their
-# results file from `results_file`.
+# results file from `results_file` and their binary from `rlrig_binary`.
 
 # Prints PATH (bench/peers/results/NAME-DATE.jsonl) if no file is there yet, else the first
 # free PATH with -2, -3, ... before .jsonl: a second run on the same day must not overwrite
@@ -57,4 +57,24 @@ rlrig_timed() { # seconds, args...
 # line that is not a comment): what --help shows, so it cannot drift from the header.
 usage() {
     awk 'NR > 1 { if (!/^#/) exit; print }' "$1"
+}
+
+# Sets RLRIG, the binary a runner measures: $RLRIG when the caller set it (never
+# rebuilt), else target/release/rlrig, built first (`cargo build --release -p rlrig`
+# plus the arguments after BUILD) when BUILD is 1; a failed build falls back to an
+# existing binary with a warning. Exits when there is no binary.
+rlrig_binary() {
+    local build=$1
+    shift
+    if [ -z "${RLRIG:-}" ]; then
+        RLRIG=$ROOT/target/release/rlrig
+        if [ "$build" = 1 ]; then
+            echo "[run] cargo build --release -p rlrig${*:+ $*}" >&2
+            if ! (cd "$ROOT" && cargo build --release -p rlrig -q "$@") >&2; then
+                [ -x "$RLRIG" ] || { echo "[run] build failed and no $RLRIG" >&2; exit 1; }
+                echo "[run] WARNING: build failed; using the existing $RLRIG" >&2
+            fi
+        fi
+    fi
+    [ -x "$RLRIG" ] || { echo "$(basename "$0"): no rlrig binary at $RLRIG" >&2; exit 1; }
 }

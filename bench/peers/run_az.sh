@@ -28,8 +28,7 @@ while [ $# -gt 0 ]; do
 done
 PY="$HERE/.venv/bin/python"
 "$PY" -c "import pgx, mctx" 2>/dev/null || { echo "run_az.sh: pgx/mctx missing in $PY (run setup.sh)" >&2; exit 1; }
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-[ "$BUILD" = 1 ] && { (cd "$ROOT" && cargo build --release -p rlrig -q) >&2 || exit 1; }
+rlrig_binary "$BUILD"
 mkdir -p "$HERE/results"
 OUT=$(results_file "$HERE/results/az-$(date +%Y-%m-%d).jsonl")
 python3 - "$ROOT" >"$OUT" <<'EOF'

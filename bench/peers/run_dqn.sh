@@ -44,8 +44,7 @@ while [ $# -gt 0 ]; do
 done
 SB3PY="$HERE/.venv-sb3/bin/python"
 [ -x "$SB3PY" ] || { echo "run_dqn.sh: $SB3PY missing; run RLRIG_PEERS_SB3=1 bench/peers/setup.sh first" >&2; exit 1; }
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-[ -x "$RLRIG" ] || { echo "run_dqn.sh: $RLRIG missing; cargo build --release -p rlrig" >&2; exit 1; }
+rlrig_binary 0
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
 OUT=$(results_file "$HERE/results/dqn-$DATE.jsonl")

@@ -50,21 +50,8 @@ if [ ! -x "$PY" ]; then
     echo "run_env.sh: $PY missing; run bench/peers/setup.sh first (only rlrig will be measured)" >&2
     PY=python3
 fi
-RLRIG_SET=${RLRIG:+1}
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-
-if [ "$BUILD" = 1 ] && [ -z "${RLRIG_SET:-}" ]; then
-    FEAT=(); [ "$ONLY" = atari ] && FEAT=(--features atari)
-    echo "[run] cargo build --release -p rlrig ${FEAT[*]}" >&2
-    if ! (cd "$ROOT" && cargo build --release -p rlrig -q "${FEAT[@]}") >&2; then
-        if [ -x "$RLRIG" ]; then
-            echo "[run] WARNING: build failed; using the existing $RLRIG" >&2
-        else
-            echo "[run] build failed and no $RLRIG" >&2; exit 1
-        fi
-    fi
-fi
-[ -x "$RLRIG" ] || { echo "run_env.sh: no rlrig binary at $RLRIG" >&2; exit 1; }
+FEAT=(); [ "$ONLY" = atari ] && FEAT=(--features atari)
+rlrig_binary "$BUILD" "${FEAT[@]}"
 
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)

@@ -45,16 +45,7 @@ case "$REPEAT" in ''|*[!0-9]*|0) echo "run_ppo.sh: --repeat takes a whole number
 
 PY="$HERE/.venv/bin/python"
 [ -x "$PY" ] || { echo "run_ppo.sh: $PY missing; run bench/peers/setup.sh first" >&2; exit 1; }
-RLRIG_SET=${RLRIG:+1}
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-if [ "$BUILD" = 1 ] && [ -z "${RLRIG_SET:-}" ]; then
-    echo "[run] cargo build --release -p rlrig" >&2
-    if ! (cd "$ROOT" && cargo build --release -p rlrig -q) >&2; then
-        [ -x "$RLRIG" ] || { echo "[run] build failed and no $RLRIG" >&2; exit 1; }
-        echo "[run] WARNING: build failed; using the existing $RLRIG" >&2
-    fi
-fi
-[ -x "$RLRIG" ] || { echo "run_ppo.sh: no rlrig binary at $RLRIG" >&2; exit 1; }
+rlrig_binary "$BUILD"
 
 # GNU time for peak RSS (install it if we may; otherwise go on without).
 TIMEV=()

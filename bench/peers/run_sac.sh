@@ -36,10 +36,7 @@ while [ $# -gt 0 ]; do
 done
 PY="$HERE/.venv/bin/python"
 [ -x "$PY" ] || { echo "run_sac.sh: $PY missing; run bench/peers/setup.sh first" >&2; exit 1; }
-RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
-if [ "$BUILD" = 1 ]; then
-    (cd "$ROOT" && cargo build --release -p rlrig -q) >&2 || exit 1
-fi
+rlrig_binary "$BUILD"
 mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
 OUT=$(results_file "$HERE/results/sac-$DATE.jsonl")
