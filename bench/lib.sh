@@ -13,11 +13,11 @@ results_file() { # path
   echo "$path"
 }
 
-# The logging scripts' settings, each overridable from the environment: RLRIG (the release
-# build), OUT (results/ next to the script, created), PY; then LOG=$OUT/NAME.log and
+# The logging scripts' settings, each overridable from the environment: RLRIG (see
+# rlrig_binary; never built here), OUT (results/ next to the script, created), PY; then LOG=$OUT/NAME.log and
 # JSONL=$OUT/NAME.jsonl.
 log_files() { # name
-  RLRIG=${RLRIG:-$ROOT/target/release/rlrig}
+  rlrig_binary 0
   OUT=${OUT:-$HERE/results}
   PY=${PY:-python3}
   mkdir -p "$OUT"
@@ -56,7 +56,7 @@ rlrig_timed() { # seconds, args...
 # Prints a script's header comment (its lines after the shebang, up to the first
 # line that is not a comment): what --help shows, so it cannot drift from the header.
 usage() {
-    awk 'NR > 1 { if (!/^#/) exit; print }' "$1"
+  awk 'NR > 1 { if (!/^#/) exit; print }' "$1"
 }
 
 # Sets RLRIG, the binary a runner measures: $RLRIG when the caller set it (never
@@ -64,17 +64,17 @@ usage() {
 # plus the arguments after BUILD) when BUILD is 1; a failed build falls back to an
 # existing binary with a warning. Exits when there is no binary.
 rlrig_binary() {
-    local build=$1
-    shift
-    if [ -z "${RLRIG:-}" ]; then
-        RLRIG=$ROOT/target/release/rlrig
-        if [ "$build" = 1 ]; then
-            echo "[run] cargo build --release -p rlrig${*:+ $*}" >&2
-            if ! (cd "$ROOT" && cargo build --release -p rlrig -q "$@") >&2; then
-                [ -x "$RLRIG" ] || { echo "[run] build failed and no $RLRIG" >&2; exit 1; }
-                echo "[run] WARNING: build failed; using the existing $RLRIG" >&2
-            fi
-        fi
+  local build=$1
+  shift
+  if [ -z "${RLRIG:-}" ]; then
+    RLRIG=$ROOT/target/release/rlrig
+    if [ "$build" = 1 ]; then
+      echo "[run] cargo build --release -p rlrig${*:+ $*}" >&2
+      if ! (cd "$ROOT" && cargo build --release -p rlrig -q "$@") >&2; then
+        [ -x "$RLRIG" ] || { echo "[run] build failed and no $RLRIG" >&2; exit 1; }
+        echo "[run] WARNING: build failed; using the existing $RLRIG" >&2
+      fi
     fi
-    [ -x "$RLRIG" ] || { echo "$(basename "$0"): no rlrig binary at $RLRIG" >&2; exit 1; }
+  fi
+  [ -x "$RLRIG" ] || { echo "$(basename "$0"): no rlrig binary at $RLRIG" >&2; exit 1; }
 }

@@ -18,8 +18,7 @@ use crate::LearnError;
 use crate::backend::{BackendMaker, Native};
 use crate::collective::Collective;
 use crate::eval::{Episodes, EvalSummary};
-use crate::run::TensorSource;
-use crate::run::{MetricsCsv, RunDir, TensorBoard, write_atomic};
+use crate::run::{MetricsCsv, RunDir, TensorBoard, TensorSource, write_atomic};
 use crate::stop::{Stop, StopFlag};
 
 pub struct TrainOptions {

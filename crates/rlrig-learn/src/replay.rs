@@ -9,8 +9,7 @@ use crate::collector::{ChunkStats, NamedTensor};
 use crate::dqn::{Dqn, DqnConfig, DqnState};
 use crate::driver::{Algorithm, Record, RunShape, Turn};
 use crate::offpolicy::{OffPolicy, OffPolicyConfig, OffPolicyState};
-use crate::run::RunDir;
-use crate::run::TensorSource;
+use crate::run::{RunDir, TensorSource};
 use crate::trace::StageTimes;
 
 /// metrics.csv columns of replay-buffer runs: learning metrics first (deterministic),

@@ -76,8 +76,7 @@ pub(crate) fn resolve<C: serde::de::DeserializeOwned>(
         ("total_steps", a.total_steps),
         ("num_envs", a.num_envs.map(|n| n as u64)),
     ]);
-    let config = run_config(&a.run, algo);
-    let src = Sources::of_env_run(&a.env, &a.run, &config, flags);
+    let src = Sources::of_env_run(&a.env, &a.run, algo, flags);
     resolve_from(
         &src,
         default_env,
@@ -114,7 +113,8 @@ pub(crate) fn int_flags(given: &[(&'static str, Option<u64>)]) -> Vec<(&'static 
 /// Where a config comes from, lowest priority first after the defaults.
 pub(crate) struct Sources<'a> {
     pub env: Option<&'a str>,
-    pub config: Option<&'a std::path::Path>,
+    /// The config file (see [`run_config`]).
+    pub config: Option<PathBuf>,
     pub set: &'a [String],
     /// Explicit flags (`--seed` ...): highest priority.
     pub flags: Vec<(&'static str, toml::Value)>,
@@ -123,17 +123,17 @@ pub(crate) struct Sources<'a> {
 }
 
 impl<'a> Sources<'a> {
-    /// The sources of a run trained on an env: its env flags, the config file `config`
-    /// (see [`run_config`]), `--set`, then `flags`.
+    /// The sources of an `algo` run trained on an env: its env flags, its config file
+    /// ([`run_config`]), `--set`, then `flags`.
     pub(crate) fn of_env_run(
         env: &'a EnvFlags,
         run: &'a RunFlags,
-        config: &'a Option<PathBuf>,
+        algo: &str,
         flags: Vec<(&'static str, toml::Value)>,
     ) -> Sources<'a> {
         Sources {
             env: env.id.as_deref(),
-            config: config.as_deref(),
+            config: run_config(run, algo),
             set: &run.set,
             flags,
             env_args: &env.args,
@@ -231,10 +231,9 @@ pub(crate) fn resolve_alphazero(a: &AzArgs) -> Result<AzConfig> {
         ("simulations", a.simulations.map(|n| n as u64)),
         ("games", a.games.map(|n| n as u64)),
     ]);
-    let config = run_config(&a.run, "alphazero");
     let src = Sources {
         env: a.env.as_deref(),
-        config: config.as_deref(),
+        config: run_config(&a.run, "alphazero"),
         set: &a.run.set,
         flags,
         env_args: &[],
@@ -419,7 +418,7 @@ mod fuzz {
         }
         let src = Sources {
             env: Some(env),
-            config: file.map(|_| path.as_path()),
+            config: file.map(|_| path.clone()),
             set,
             flags: Vec::new(),
             env_args,

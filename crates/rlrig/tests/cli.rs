@@ -4,7 +4,7 @@
 #[macro_use]
 mod common;
 
-use common::{fails_with, read_json, rlrig_in as rlrig, stderr, stdout, tmp};
+use common::{fails_with, json_lines, read_json, rlrig_in as rlrig, stderr, stdout, tmp};
 
 /// `rlrig replay --env ENV --state STATE --actions - EXTRA...`.
 fn replay_stdin<'a>(env: &'a str, state: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
@@ -32,11 +32,7 @@ fn envs_lists_every_id_with_spaces() {
     assert!(pendulum.ends_with("  Box([-1.0 -1.0 -8.0], [1.0 1.0 8.0], (3,), float32)"));
     assert_eq!(pendulum.find("Box(-2.0"), header.find("action space"));
     let o = rlrig(&["envs", "--json"], None);
-    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&o);
     assert_eq!(lines.len(), rlrig_env::ENV_IDS.len());
     assert_eq!(lines[0]["action_space"]["n"], 2);
     assert_eq!(lines[0]["observation_space"]["high"][1], "inf");
@@ -65,11 +61,7 @@ fn replay_reproduces_a_golden_gymnasium_episode() {
         .collect();
     let o = rlrig(&replay_stdin("Pendulum-v1", &state, &[]), Some(&actions));
     assert!(o.status.success(), "{}", stderr(&o));
-    let steps: Vec<serde_json::Value> = String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let steps = json_lines(&o);
     let want = ep["steps"].as_array().unwrap();
     assert_eq!(steps.len(), want.len());
     for (g, w) in steps.iter().zip(want) {
@@ -199,11 +191,7 @@ fn env_args_reach_replay_and_bad_ones_are_clear_errors() {
         Some("0\n1\n0\n1\n0\n"),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&o);
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[2]["truncated"], true);
     assert_eq!(lines[1]["truncated"], false);

@@ -10,8 +10,9 @@ use super::{Collection, Family, IterationStats, Ppo, PpoConfig, PpoState, StageT
 use crate::LearnError;
 use crate::backend::BackendMaker;
 use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
-use crate::run::TensorSource;
-use crate::run::{FORMAT, RunDir, read_checkpoint, safetensors_at, tensor_of_len, to_bytes};
+use crate::run::{
+    FORMAT, RunDir, TensorSource, read_checkpoint, safetensors_at, tensor_of_len, to_bytes,
+};
 
 /// The JSON half of a checkpoint.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]

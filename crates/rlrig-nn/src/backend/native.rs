@@ -419,9 +419,8 @@ impl Native {
                 return; // another rank's: gathered before the gradients are added
             }
             let r = chunk_rows(rows, k, c);
-            for ((net, dout), range) in passes.iter().zip(&ranges) {
+            for (net, dout) in passes {
                 let od = nets[*net].output_dim();
-                debug_assert_eq!(*range, nets[*net].start()..nets[*net].end());
                 nets[*net].backward_set(
                     params,
                     &mut chunk.grads,

@@ -49,8 +49,8 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
     if a.prune {
         flags.push(("prune", toml::Value::Boolean(true)));
     }
-    let config = run_config(&a.run, if method == Method::Es { "es" } else { "ga" });
-    let src = Sources::of_env_run(&a.env, &a.run, &config, flags);
+    let algo = if method == Method::Es { "es" } else { "ga" };
+    let src = Sources::of_env_run(&a.env, &a.run, algo, flags);
     let cfg: EvoConfig = resolve_from(
         &src,
         "CartPole-v1",

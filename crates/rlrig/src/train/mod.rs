@@ -14,7 +14,7 @@ use rlrig_learn::driver::{self, TrainOptions};
 
 use crate::config::{
     Sources, int_flags, resolve_alphazero, resolve_config, resolve_dqn, resolve_from,
-    resolve_offpolicy, run_config,
+    resolve_offpolicy,
 };
 use rlrig_learn::evolution::{EvoConfig, Method};
 use rlrig_learn::offpolicy::{Algo, OffPolicy};

@@ -68,6 +68,16 @@ pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Standard output as JSON lines (`--json` streams), one value a line; panics on
+/// output that is not UTF-8 or a line that is not JSON.
+pub fn json_lines(o: &Output) -> Vec<serde_json::Value> {
+    std::str::from_utf8(&o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -99,7 +109,7 @@ pub fn play_gif(run: &Path, gif: &Path, extra: &[&str]) -> String {
         std::fs::read(gif).unwrap().starts_with(b"GIF89a"),
         "{args:?}: not a GIF"
     );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    stdout(&o)
 }
 
 /// A fresh, empty temporary directory for this test process, removed when the test is
@@ -218,7 +228,7 @@ pub fn kill_after_first_checkpoint(args: &[&str], run_dir: &Path) {
 pub fn resumes_like(full: &Path, dir: &Path, cols: usize, run: &[&str], resume: &[&str]) -> Output {
     kill_after_first_checkpoint(run, dir);
     let o = ok(&[resume, &["--resume"]].concat());
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = stdout(&o);
     assert!(out.contains("resumed from "), "{resume:?}: {out}");
     // assert! rather than assert_eq!: a failure should not print megabytes of weights.
     assert!(
@@ -271,7 +281,7 @@ pub fn wait_until(mut child: Child, what: &str, ready: impl Fn() -> bool) -> Chi
             panic!(
                 "the run ended before {what} ({:?}): {}{}",
                 o.status,
-                String::from_utf8_lossy(&o.stdout),
+                stdout(&o),
                 stderr(&o)
             );
         }
@@ -334,7 +344,7 @@ pub fn stop_one_of_two_mpi_ranks(args: &[&str], metrics: &Path, lines: usize) ->
         .args(["-P", &child.id().to_string()])
         .output()
         .unwrap();
-    let ranks = String::from_utf8_lossy(&ranks.stdout).to_string();
+    let ranks = stdout(&ranks);
     let rank = ranks
         .split_whitespace()
         .last()
