@@ -120,13 +120,21 @@ pub struct Collector {
 }
 
 impl Collector {
-    /// Collects from `env` (built by [`crate::training_envs`]) into a buffer of
-    /// `capacity` transitions (an action is its space's flat values: one for a discrete
-    /// action).
-    pub fn new(env: Box<dyn VecEnvDyn>, capacity: usize) -> Collector {
+    /// Collects from `num_envs` training envs `env` (see [`crate::training_envs`]) into a
+    /// buffer of `capacity` transitions (an action is its space's flat values: one for a
+    /// discrete action).
+    pub fn open(
+        env: &str,
+        args: &crate::EnvArgs,
+        num_envs: usize,
+        seed: u64,
+        threads: usize,
+        capacity: usize,
+    ) -> Result<Collector, LearnError> {
+        let env = crate::training_envs(env, args, num_envs, seed, threads)?;
         let (spec, n) = (env.spec(), env.num_envs());
         let (obs_dim, act_dim) = (spec.obs_dim, spec.action_space.flat_dim());
-        Collector {
+        Ok(Collector {
             env,
             buffer: ReplayBuffer::new(capacity, obs_dim, act_dim),
             global_step: 0,
@@ -135,7 +143,7 @@ impl Collector {
             ep_length: vec![0; n],
             chunk: ChunkSums::default(),
             next_row: Vec::new(),
-        }
+        })
     }
 
     /// The randomness of the behaviour policy at this collection step: the stream

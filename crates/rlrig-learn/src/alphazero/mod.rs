@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::LearnError;
 use crate::backend::Evaluator;
-use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, OptimState};
+use crate::backend::{
+    BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, OptimState, rebuild,
+};
 use crate::conv::ConvNet;
 use crate::mcts::{BatchedMcts, MctsConfig};
 use crate::nn::{Activation, Mlp};
@@ -205,11 +207,7 @@ impl AlphaZero {
 
     /// Moves self-play inference and training to the backend `maker` builds.
     pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-        self.backend = maker(
-            &self.net.layout(),
-            &self.backend.params(),
-            self.backend.optimizer(),
-        )?;
+        self.backend = rebuild(maker, self.backend.as_ref(), &self.net.layout())?;
         Ok(())
     }
 

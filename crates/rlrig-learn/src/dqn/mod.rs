@@ -18,11 +18,10 @@ use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
 use crate::LearnError;
-use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState};
+use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState, rebuild};
 use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache};
-use crate::optim::Adam;
 use crate::run::TensorSource;
 use crate::trace::StageTimes;
 
@@ -419,16 +418,11 @@ fn multiples_in(from: u64, to: u64, every: u64) -> u64 {
 impl Dqn {
     pub fn new(cfg: DqnConfig, threads: usize) -> Result<Dqn, LearnError> {
         cfg.validate()?;
-        let envs = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, cfg.seed, threads)?;
-        let c = Collector::new(envs, cfg.capacity());
+        let (env, args) = (&cfg.env, &cfg.env_args);
+        let c = Collector::open(env, args, cfg.num_envs, cfg.seed, threads, cfg.capacity())?;
         let spec = c.env.spec();
         let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
-        let mut q = Native::new(
-            &net.layout(),
-            &net.params,
-            Adam::new(net.params.len(), cfg.adam_eps),
-        )
-        .threads(threads)?;
+        let mut q = Native::with_adam(&net.layout(), &net.params, cfg.adam_eps, threads)?;
         q.init_target();
         net.params = Vec::new();
         Ok(Dqn {
@@ -446,9 +440,7 @@ impl Dqn {
     /// Moves the Q-network (parameters, target, optimiser) to the backend `maker`
     /// builds (`--device`).
     pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-        let mut q = maker(&self.net.layout(), &self.q.params(), self.q.optimizer())?;
-        q.set_target_params(&self.q.target_params());
-        self.q = q;
+        self.q = rebuild(maker, self.q.as_ref(), &self.net.layout())?;
         Ok(())
     }
 

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 use crate::LearnError;
-use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
+use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout, rebuild};
 use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
@@ -140,23 +140,22 @@ fn critic_layout(nets: &Nets) -> NetLayout {
 impl OffPolicy {
     pub fn new(cfg: OffPolicyConfig, threads: usize) -> Result<OffPolicy, LearnError> {
         cfg.validate()?;
-        let envs = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, cfg.seed, threads)?;
-        let c = Collector::new(envs, cfg.capacity());
+        let (env, args) = (&cfg.env, &cfg.env_args);
+        let c = Collector::open(env, args, cfg.num_envs, cfg.seed, threads, cfg.capacity())?;
         let spec = c.env.spec();
         let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
-        let (na, nc) = (nets.actor_params.len(), nets.critic_params.len());
-        let mut actor = Native::new(
+        let mut actor = Native::with_adam(
             &actor_layout(&nets),
             &nets.actor_params,
-            Adam::new(na, cfg.adam_eps),
-        )
-        .threads(threads)?;
-        let mut critic = Native::new(
+            cfg.adam_eps,
+            threads,
+        )?;
+        let mut critic = Native::with_adam(
             &critic_layout(&nets),
             &nets.critic_params,
-            Adam::new(nc, cfg.adam_eps),
-        )
-        .threads(threads)?;
+            cfg.adam_eps,
+            threads,
+        )?;
         if cfg.algo != Algo::Sac {
             actor.init_target();
         }
@@ -186,19 +185,8 @@ impl OffPolicy {
     /// Moves the networks (parameters, targets, optimisers) to the backend `maker`
     /// builds (`--device`). Call it before training or after a restore.
     pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-        let mv =
-            |b: &dyn NetBackend, layout: NetLayout| -> Result<Box<dyn NetBackend>, LearnError> {
-                let mut n = maker(&layout, &b.params(), b.optimizer())?;
-                let target = b.target_params();
-                if !target.is_empty() {
-                    n.set_target_params(&target);
-                }
-                Ok(n)
-            };
-        let actor = mv(self.actor.as_ref(), actor_layout(&self.nets))?;
-        let critic = mv(self.critic.as_ref(), critic_layout(&self.nets))?;
-        self.actor = actor;
-        self.critic = critic;
+        self.actor = rebuild(maker, self.actor.as_ref(), &actor_layout(&self.nets))?;
+        self.critic = rebuild(maker, self.critic.as_ref(), &critic_layout(&self.nets))?;
         Ok(())
     }
 

@@ -22,7 +22,7 @@ use rlrig_env::{ActionBuf, Purpose, Rng, Space, VecEnvDyn};
 use serde::{Deserialize, Serialize};
 
 use crate::LearnError;
-use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout};
+use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, rebuild};
 use crate::conv::{ConvNet, NATURE};
 use crate::nn::{Mlp, normal};
 use crate::normalize::RunningMeanStd;
@@ -309,12 +309,7 @@ impl Ppo {
     /// Moves the networks to the backend `maker` builds (a `--device`), with the current
     /// parameters and optimiser state.
     pub fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-        let b = maker(
-            &self.agent.layout(),
-            &self.backend.params(),
-            self.backend.optimizer(),
-        )?;
-        self.backend = b;
+        self.backend = rebuild(maker, self.backend.as_ref(), &self.agent.layout())?;
         Ok(())
     }
 

@@ -295,6 +295,21 @@ pub type BackendMaker = Arc<
     dyn Fn(&NetLayout, &[f32], OptimState) -> Result<Box<dyn NetBackend>, NnError> + Send + Sync,
 >;
 
+/// `b`'s networks (layout `layout`) rebuilt by `maker` with `b`'s parameters, optimiser
+/// state and target parameters (where it keeps any): how a learner moves to a `--device`.
+pub fn rebuild(
+    maker: &BackendMaker,
+    b: &dyn NetBackend,
+    layout: &NetLayout,
+) -> Result<Box<dyn NetBackend>, NnError> {
+    let mut n = maker(layout, &b.params(), b.optimizer())?;
+    let target = b.target_params();
+    if !target.is_empty() {
+        n.set_target_params(&target);
+    }
+    Ok(n)
+}
+
 mod native;
 pub use native::*;
 

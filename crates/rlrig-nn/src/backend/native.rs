@@ -473,6 +473,17 @@ impl Native {
         Ok(self)
     }
 
+    /// A network trained by Adam (epsilon `adam_eps`), its passes on `threads` threads:
+    /// how the replay-buffer learners make each of theirs.
+    pub fn with_adam(
+        layout: &NetLayout,
+        params: &[f32],
+        adam_eps: f64,
+        threads: usize,
+    ) -> Result<Native, NnError> {
+        Native::new(layout, params, Adam::new(params.len(), adam_eps)).threads(threads)
+    }
+
     /// The [`BackendMaker`] for the native path.
     pub fn maker() -> BackendMaker {
         Arc::new(|layout, params, opt| Ok(Box::new(Native::new(layout, params, opt))))
