@@ -2,6 +2,8 @@
 //! is in [`super::loss`]).
 
 use super::*;
+use std::ops::Range;
+use std::sync::Mutex;
 
 /// The learner's buffers (targets and minibatch update): sized by the first iteration,
 /// reused after.
@@ -13,8 +15,9 @@ pub(super) struct UpdateBufs {
     d_val: Vec<f32>,
     mb_adv: Vec<f32>,
     pub(super) logp_row: Vec<f32>,
-    /// The minibatch loss's row blocks: each one's sums and log-std gradient.
-    blocks: Vec<LossBlock>,
+    /// The minibatch loss's row blocks: each one's sums and log-std gradient (behind a
+    /// lock: a fused pass's chunks take the blocks of their rows).
+    blocks: Vec<Mutex<LossBlock>>,
     /// Their log-std gradients added up.
     d_logstd: Vec<f32>,
     pub(super) ls: Vec<f32>,
@@ -39,6 +42,114 @@ struct LossBlock {
     sums: [f64; 5],
     d_logstd: Vec<f32>,
     logp_row: Vec<f32>,
+}
+
+/// A block the caller holds alone (a lock poisoned by a panicking chunk still gives its
+/// data: the panic itself stops the update).
+fn block_mut(b: &mut Mutex<LossBlock>) -> &mut LossBlock {
+    b.get_mut().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What a minibatch's loss rows read besides the networks' outputs: row `r` of the
+/// minibatch is step `idx[r]` of the rollout.
+struct LossRows<'a> {
+    head: &'a Head,
+    coefs: loss::LossCoefs,
+    vclip: Option<f32>,
+    vf_coef: f32,
+    idx: &'a [usize],
+    buf: &'a RolloutBuf,
+    returns: &'a [f32],
+    /// The minibatch's advantages, normalised where the config says so.
+    adv: &'a [f32],
+    /// The Gaussian head's log-stds (empty for a categorical head).
+    ls: &'a [f32],
+    out_dim: usize,
+    adim: usize,
+}
+
+impl LossRows<'_> {
+    /// The loss of minibatch rows `r` (one block): `out`/`values` are those rows' policy
+    /// outputs and values, `d_out`/`d_val` receive their gradients; the block's sums and
+    /// log-std gradient start from zero.
+    fn block(
+        &self,
+        r: Range<usize>,
+        out: &[f32],
+        values: &[f32],
+        d_out: &mut [f32],
+        d_val: &mut [f32],
+        b: &mut LossBlock,
+    ) {
+        let LossBlock {
+            sums,
+            d_logstd,
+            logp_row,
+        } = b;
+        *sums = [0.0; 5];
+        d_logstd.fill(0.0);
+        let (od, ad) = (self.out_dim, self.adim);
+        for (j, d_v) in d_val.iter_mut().enumerate() {
+            let (r, i) = (r.start + j, self.idx[r.start + j]);
+            let t = loss::policy_row(
+                self.head,
+                &self.coefs,
+                &out[j * od..(j + 1) * od],
+                &self.buf.actions[i * ad..(i + 1) * ad],
+                self.buf.logprobs[i],
+                self.adv[r],
+                self.ls,
+                logp_row,
+                &mut d_out[j * od..(j + 1) * od],
+                d_logstd,
+            );
+            let (err, grad) = loss::value_row(
+                values[j],
+                self.returns[i],
+                self.buf.values[i],
+                self.vclip,
+                self.vf_coef,
+                self.coefs.inv,
+            );
+            *d_v = grad;
+            for (s, v) in sums.iter_mut().zip([
+                t.surrogate,
+                t.entropy,
+                t.approx_kl,
+                f32::from(u8::from(t.clipped)),
+                0.5 * err,
+            ]) {
+                *s += f64::from(v);
+            }
+        }
+    }
+
+    /// [`LossRows::block`] of each block within rows `r` (whole blocks, as a fused pass's
+    /// chunk holds them), its outputs and gradients `r.len()` rows long.
+    fn blocks_of(
+        &self,
+        r: Range<usize>,
+        out: &[f32],
+        values: &[f32],
+        d_out: &mut [f32],
+        d_val: &mut [f32],
+        blocks: &[Mutex<LossBlock>],
+    ) {
+        let od = self.out_dim;
+        for blk in r.start / LOSS_BLOCK_ROWS..r.end.div_ceil(LOSS_BLOCK_ROWS) {
+            let rows = blk * LOSS_BLOCK_ROWS..((blk + 1) * LOSS_BLOCK_ROWS).min(r.end);
+            let l = rows.start - r.start..rows.end - r.start;
+            let mut b = blocks[blk].lock().unwrap_or_else(|e| e.into_inner());
+            self.block(
+                rows,
+                &out[l.start * od..l.end * od],
+                &values[l.clone()],
+                &mut d_out[l.start * od..l.end * od],
+                &mut d_val[l],
+                &mut b,
+            );
+        }
+    }
 }
 
 impl Ppo {
@@ -120,8 +231,9 @@ impl Ppo {
         ] {
             v.resize(n, 0.0);
         }
-        blocks.resize_with(mb.div_ceil(LOSS_BLOCK_ROWS), LossBlock::default);
+        blocks.resize_with(mb.div_ceil(LOSS_BLOCK_ROWS), Default::default);
         for b in blocks.iter_mut() {
+            let b = block_mut(b);
             b.d_logstd.resize(log_stds, 0.0);
             b.logp_row.resize(out_dim, 0.0);
         }
@@ -156,77 +268,70 @@ impl Ppo {
                         *a = ((f64::from(*a) - m) / (s + 1e-8)) as f32;
                     }
                 }
-                // Copies of a few floats per row: the loss head runs on the host,
-                // wherever the networks do.
-                self.agent
-                    .forward(&mut *self.backend, mb_obs, mb, true, out, newv);
                 ls.copy_from_slice(self.backend.free_params());
-                let coefs = loss::LossCoefs {
-                    clip,
-                    ent_coef: cfg.ent_coef as f32,
-                    inv: 1.0 / mb as f32,
-                };
-                let vclip = cfg.clip_vloss.then_some(clip);
-                // The rows' losses in blocks on the pool (each row's gradient depends on
-                // its own outputs only); the blocks' sums are added in block order.
-                let (agent, buf, returns) = (&self.agent, &self.buf, &self.returns);
-                let (out, newv, mb_adv, ls) = (&*out, &*newv, &*mb_adv, &*ls);
-                let mut work: Vec<_> = blocks
-                    .iter_mut()
-                    .zip(d_out.chunks_mut(LOSS_BLOCK_ROWS * out_dim))
-                    .zip(d_val.chunks_mut(LOSS_BLOCK_ROWS))
-                    .collect();
-                crate::backend::for_each(
-                    self.threads_pool.as_deref(),
-                    &mut work,
-                    |blk, ((b, d_out), d_val)| {
-                        let LossBlock {
-                            sums,
-                            d_logstd,
-                            logp_row,
-                        } = &mut **b;
-                        *sums = [0.0; 5];
-                        d_logstd.fill(0.0);
-                        let r0 = blk * LOSS_BLOCK_ROWS;
-                        for (j, d_v) in d_val.iter_mut().enumerate() {
-                            let (r, i) = (r0 + j, chunk[r0 + j]);
-                            let t = loss::policy_row(
-                                &agent.head,
-                                &coefs,
-                                &out[r * out_dim..(r + 1) * out_dim],
-                                &buf.actions[i * adim..(i + 1) * adim],
-                                buf.logprobs[i],
-                                mb_adv[r],
-                                ls,
-                                logp_row,
-                                &mut d_out[j * out_dim..(j + 1) * out_dim],
-                                d_logstd,
-                            );
-                            let (err, grad) = loss::value_row(
-                                newv[r],
-                                returns[i],
-                                buf.values[i],
-                                vclip,
-                                cfg.vf_coef as f32,
-                                coefs.inv,
-                            );
-                            *d_v = grad;
-                            for (s, v) in sums.iter_mut().zip([
-                                t.surrogate,
-                                t.entropy,
-                                t.approx_kl,
-                                f32::from(u8::from(t.clipped)),
-                                0.5 * err,
-                            ]) {
-                                *s += f64::from(v);
-                            }
-                        }
+                let rows = LossRows {
+                    head: &self.agent.head,
+                    coefs: loss::LossCoefs {
+                        clip,
+                        ent_coef: cfg.ent_coef as f32,
+                        inv: 1.0 / mb as f32,
                     },
-                );
-                drop(work);
+                    vclip: cfg.clip_vloss.then_some(clip),
+                    vf_coef: cfg.vf_coef as f32,
+                    idx: chunk,
+                    buf: &self.buf,
+                    returns: &self.returns,
+                    adv: mb_adv,
+                    ls,
+                    out_dim,
+                    adim,
+                };
+                // Separate networks: forward, loss and backward in one job per chunk of
+                // rows where the backend fuses them; else the three apart, the loss in
+                // blocks on the pool. Either way each block's sums are added in block
+                // order below: the same bits.
+                let fused = matches!(self.agent.nets, AgentNets::Separate { .. })
+                    && self.backend.train_fused(
+                        &[ACTOR, CRITIC],
+                        mb_obs,
+                        mb,
+                        LOSS_BLOCK_ROWS,
+                        &|r, outs, douts| {
+                            let ([policy, values], [d_policy, d_values]) = (outs, douts) else {
+                                unreachable!("two networks, two outputs");
+                            };
+                            rows.blocks_of(r, policy, values, d_policy, d_values, blocks);
+                        },
+                    );
+                if !fused {
+                    // Copies of a few floats per row: the loss head runs on the host,
+                    // wherever the networks do.
+                    self.agent
+                        .forward(&mut *self.backend, mb_obs, mb, true, out, newv);
+                    let (out, newv) = (&*out, &*newv);
+                    let mut work: Vec<_> = blocks
+                        .iter_mut()
+                        .zip(d_out.chunks_mut(LOSS_BLOCK_ROWS * out_dim))
+                        .zip(d_val.chunks_mut(LOSS_BLOCK_ROWS))
+                        .collect();
+                    crate::backend::for_each(
+                        self.threads_pool.as_deref(),
+                        &mut work,
+                        |blk, ((b, d_out), d_val)| {
+                            let r = blk * LOSS_BLOCK_ROWS..blk * LOSS_BLOCK_ROWS + d_val.len();
+                            let (o, v) =
+                                (&out[r.start * out_dim..r.end * out_dim], &newv[r.clone()]);
+                            rows.block(r, o, v, d_out, d_val, block_mut(b));
+                        },
+                    );
+                    drop(work);
+                    self.agent
+                        .backward(&mut *self.backend, d_out, d_val, scratch);
+                }
                 let mut sums = [0.0f64; 5];
                 d_logstd.fill(0.0);
-                for b in blocks.iter() {
+                for b in blocks.iter_mut() {
+                    let b = block_mut(b);
                     for (s, v) in sums.iter_mut().zip(&b.sums) {
                         *s += v;
                     }
@@ -235,8 +340,6 @@ impl Ppo {
                     }
                 }
                 let [pg, ent, kl, cf, vl] = sums;
-                self.agent
-                    .backward(&mut *self.backend, d_out, d_val, scratch);
                 if !d_logstd.is_empty() {
                     self.backend.add_free_grad(d_logstd);
                 }

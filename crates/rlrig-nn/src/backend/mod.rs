@@ -233,6 +233,27 @@ pub trait NetBackend: Send {
         }
     }
 
+    /// A training pass with the caller's loss inside it: the forward passes of `nets` over
+    /// `rows` rows of `x`, then `loss` on each chunk's outputs, then the backward passes
+    /// of the gradients it wrote, one job per chunk of rows (the activations stay in the
+    /// core's cache and no output is copied out; the next [`NetBackend::step`] adds the
+    /// gradients). `block`: the loss adds its rows up in blocks of this many, so a
+    /// backend fuses only where every chunk holds whole blocks and the sums do not depend
+    /// on how the rows are split. Returns false, having done nothing, where it does not
+    /// fuse; the caller then runs [`NetBackend::forward_train_into`], its loss and
+    /// [`NetBackend::backward_many`], which give the same bits.
+    fn train_fused(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        block: usize,
+        loss: &ChunkLoss<'_>,
+    ) -> bool {
+        let _ = (nets, x, rows, block, loss);
+        false
+    }
+
     /// [`NetBackend::backward`] of each `(net, dout)` (a backend may run them in one pass).
     fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
         for (net, dout) in passes {
@@ -288,6 +309,12 @@ pub trait NetBackend: Send {
     /// Replaces the target parameters (same length as the parameters).
     fn set_target_params(&mut self, target: &[f32]);
 }
+
+/// The loss of a [`NetBackend::train_fused`] pass, called once per chunk from the
+/// backend's worker threads, in any order: `loss(rows, outs, douts)` gets the chunk's rows
+/// of the pass, each network's outputs for them (`outs[j]` of `nets[j]`, `rows.len() x
+/// out`) and writes d loss / d output into `douts[j]` (the same shape).
+pub type ChunkLoss<'a> = dyn Fn(Range<usize>, &[&[f32]], &mut [&mut [f32]]) + Sync + 'a;
 
 /// Builds a backend for a layout, its initial parameters and optimiser; what
 /// `--device` chooses. `None` in the trainers means [`Native`].

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{BackendMaker, Net, NetBackend, NetCache, NetLayout, OptimState};
+use super::{BackendMaker, ChunkLoss, Net, NetBackend, NetCache, NetLayout, OptimState};
 use crate::NnError;
 use crate::collective::Collective;
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
@@ -64,6 +64,8 @@ struct Chunk {
     caches: [Vec<NetCache>; 3],
     /// Each network's output of this chunk's last pass.
     outs: Vec<Vec<f32>>,
+    /// A fused pass's d loss / d output, per network of the pass (in its order).
+    douts: Vec<Vec<f32>>,
     grads: Vec<f32>,
 }
 
@@ -399,19 +401,7 @@ impl Native {
     /// `k > 1` chunks: one pool job computes every chunk's gradients; the next step adds
     /// them up in chunk order.
     fn chunked_backward(&mut self, passes: &[(usize, &[f32])], rows: usize, k: usize, use_: Use) {
-        let ranges: Vec<Range<usize>> = passes
-            .iter()
-            .map(|(n, _)| self.layout.nets[*n].start()..self.layout.nets[*n].end())
-            .collect();
-        let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
-        if self
-            .pending
-            .iter()
-            .any(|(r, _)| ranges.iter().any(|q| overlaps(r, q)))
-        {
-            // A second pass of the same parameters before the step: add the first one's.
-            self.flush();
-        }
+        let ranges = self.begin_backward(passes.iter().map(|(n, _)| *n));
         let (nets, params) = (&self.layout.nets, &self.params);
         let ranks = self.collective.as_deref();
         for_each(self.pool.as_deref(), &mut self.chunks[..k], |c, chunk| {
@@ -431,6 +421,24 @@ impl Native {
         });
         // Added to the accumulator, in chunk order, by the next step (or `grads`).
         self.pending.extend(ranges.into_iter().map(|r| (r, k)));
+    }
+
+    /// The parameter ranges of `nets`, whose chunk gradients a backward pass is about to
+    /// compute; a pending gradient of the same parameters (a second pass before the
+    /// step) is added to the accumulator first.
+    fn begin_backward(&mut self, nets: impl Iterator<Item = usize>) -> Vec<Range<usize>> {
+        let ranges: Vec<Range<usize>> = nets
+            .map(|n| self.layout.nets[n].start()..self.layout.nets[n].end())
+            .collect();
+        let overlaps = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+        if self
+            .pending
+            .iter()
+            .any(|(r, _)| ranges.iter().any(|q| overlaps(r, q)))
+        {
+            self.flush();
+        }
+        ranges
     }
 
     /// Adds every pending chunk gradient to the accumulator.
@@ -505,6 +513,7 @@ impl Native {
             self.chunks.push(Chunk {
                 caches: std::array::from_fn(|_| vec![NetCache::default(); nets]),
                 outs: vec![Vec::new(); nets],
+                douts: Vec::new(),
                 grads: vec![0.0; self.layout.total],
             });
         }
@@ -575,6 +584,69 @@ impl NetBackend for Native {
 
     fn backward(&mut self, net: usize, dout: &[f32]) {
         self.backward_many(&[(net, dout)]);
+    }
+
+    fn train_fused(
+        &mut self,
+        nets: &[usize],
+        x: &[f32],
+        rows: usize,
+        block: usize,
+        loss: &ChunkLoss<'_>,
+    ) -> bool {
+        // Fused where the passes are split at all (one chunk runs on the calling thread
+        // either way), in whole blocks, and not over MPI ranks (each rank runs the
+        // forward passes whole there).
+        let k = chunk_count(rows, self.min_rows.1);
+        let whole = |c| {
+            let r = chunk_rows(rows, k, c);
+            r.start.is_multiple_of(block) && (r.end.is_multiple_of(block) || r.end == rows)
+        };
+        if k < 2 || self.collective.is_some() || !(0..k).all(whole) {
+            return false;
+        }
+        for &n in nets {
+            let din = self.layout.nets[n].input_dim();
+            assert_eq!(x.len(), rows * din, "train_fused: input shape");
+        }
+        self.ensure_chunks(k);
+        let ranges = self.begin_backward(nets.iter().copied());
+        for &n in nets {
+            self.pass_rows[n] = Some((rows, k, Use::Train));
+        }
+        let (layout, params) = (&self.layout.nets, &self.params);
+        for_each(self.pool.as_deref(), &mut self.chunks[..k], |c, chunk| {
+            let r = chunk_rows(rows, k, c);
+            let Chunk {
+                caches,
+                outs,
+                douts,
+                grads,
+            } = chunk;
+            let caches = &mut caches[Use::Train as usize];
+            douts.resize_with(nets.len(), Vec::new);
+            for (&n, d) in nets.iter().zip(douts.iter_mut()) {
+                let din = layout[n].input_dim();
+                let y = layout[n].forward(
+                    params,
+                    &x[r.start * din..r.end * din],
+                    r.len(),
+                    &mut caches[n],
+                );
+                outs[n].clear();
+                outs[n].extend_from_slice(y);
+                d.resize(y.len(), 0.0);
+            }
+            let o: Vec<&[f32]> = nets.iter().map(|&n| outs[n].as_slice()).collect();
+            let mut d: Vec<&mut [f32]> = douts.iter_mut().map(|d| d.as_mut_slice()).collect();
+            loss(r, &o, &mut d);
+            for (&n, d) in nets.iter().zip(douts.iter()) {
+                layout[n].backward_set(params, grads, d, &mut caches[n]);
+            }
+        });
+        // Added to the accumulator, in chunk order, by the next step (or `grads`).
+        self.pending.extend(ranges.into_iter().map(|r| (r, k)));
+        true
     }
 
     fn add_free_grad(&mut self, g: &[f32]) {

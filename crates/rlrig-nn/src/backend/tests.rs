@@ -140,3 +140,74 @@ fn chunks_cover_the_rows_in_order() {
         }
     }
 }
+
+/// A fused pass (forward, the caller's loss per chunk, backward in one job) gives the
+/// bits of the three passes apart, on any thread count, and fuses only where its chunks
+/// hold whole loss blocks.
+#[test]
+fn fused_pass_gives_the_separate_passes_bits() {
+    let lay = layout();
+    // d loss / d output of row `r`: the output halved plus that row's noise.
+    let loss_of = |r: usize, out: &[f32], width: usize, noise: &[f32], d: &mut [f32]| {
+        for (j, (d, o)) in d.iter_mut().zip(out).enumerate() {
+            *d = 0.5 * o + noise[r * width + j];
+        }
+    };
+    for (rows, block, fuses) in [
+        (64, 64, false),
+        (128, 64, true),
+        (128, 48, false),
+        (256, 32, true),
+        (1024, 64, true),
+        (1100, 64, false),
+    ] {
+        let x = noise(rows * 6, 40);
+        let (n0, n1) = (noise(rows * 3, 41), noise(rows, 42));
+        let run = |threads: usize, fused: bool| {
+            let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+                .threads(threads)
+                .unwrap();
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let did = fused
+                    && b.train_fused(&[0, 1], &x, rows, block, &|r, outs, douts| {
+                        let ([o0, o1], [d0, d1]) = (outs, douts) else {
+                            unreachable!()
+                        };
+                        for (j, row) in r.clone().enumerate() {
+                            loss_of(
+                                row,
+                                &o0[j * 3..j * 3 + 3],
+                                3,
+                                &n0,
+                                &mut d0[j * 3..j * 3 + 3],
+                            );
+                            loss_of(row, &o1[j..j + 1], 1, &n1, &mut d1[j..j + 1]);
+                        }
+                    });
+                assert_eq!(did, fused && fuses, "rows {rows}, block {block}");
+                if !did {
+                    let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
+                    let [o0, o1] = &mut outs;
+                    b.forward_train_into(&[0, 1], &x, rows, &mut [o0, o1]);
+                    let (mut d0, mut d1) = (vec![0.0; rows * 3], vec![0.0; rows]);
+                    for r in 0..rows {
+                        loss_of(r, &o0[r * 3..r * 3 + 3], 3, &n0, &mut d0[r * 3..r * 3 + 3]);
+                        loss_of(r, &o1[r..r + 1], 1, &n1, &mut d1[r..r + 1]);
+                    }
+                    b.backward_many(&[(0, &d0), (1, &d1)]);
+                }
+                seen.extend(b.grads());
+                b.step(1e-3, 0.5);
+            }
+            (b.params(), seen)
+        };
+        let apart = run(1, false);
+        for threads in [1, 2, 3] {
+            assert!(
+                apart == run(threads, true),
+                "rows {rows}, {threads} threads"
+            );
+        }
+    }
+}
