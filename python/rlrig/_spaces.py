@@ -26,26 +26,24 @@ def gym_id(env_id: str) -> str:
     return "rlrig/" + env_id.replace("/", "-")
 
 
+# Per action space: its name, the dtypes the native step takes as they are (any other
+# dtype of the kinds listed is converted to the first) and what the actions must be.
+_DISCRETE_ACTIONS = ("Discrete", (np.dtype(np.int64), np.dtype(np.int32)), "iu", "integers")
+_BOX_ACTIONS = ("Box", (np.dtype(np.float32), np.dtype(np.float64)), "fiu", "real numbers")
+
+
 def as_actions(actions: Any, discrete: bool, env_id: str) -> np.ndarray:
     """`actions` as an array of the dtype the native step takes without copying
     twice: int64/int32 for Discrete spaces, float32/float64 for Box spaces. Anything
     that is not a number of the right kind is a `TypeError` naming the env."""
     a = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
-    kind = a.dtype.kind
-    if discrete:
-        if a.dtype == np.int64 or a.dtype == np.int32:
-            return a
-        if kind in "iu":
-            return a.astype(np.int64)
-        raise TypeError(
-            f"{env_id}: actions for a Discrete space must be integers, got an array of dtype {a.dtype}"
-        )
-    if a.dtype == np.float32 or a.dtype == np.float64:
+    space, native, convertible, what = _DISCRETE_ACTIONS if discrete else _BOX_ACTIONS
+    if a.dtype in native:
         return a
-    if kind in "fiu":
-        return a.astype(np.float32)
+    if a.dtype.kind in convertible:
+        return a.astype(native[0])
     raise TypeError(
-        f"{env_id}: actions for a Box space must be real numbers, got an array of dtype {a.dtype}"
+        f"{env_id}: actions for a {space} space must be {what}, got an array of dtype {a.dtype}"
     )
 
 
