@@ -3,13 +3,15 @@
 # take RLRIG, OUT, PY, LOG and JSONL from `log_files`; the peers' run_*.sh take their
 # results file from `results_file` and their binary from `rlrig_binary`.
 
-# Prints PATH (bench/peers/results/NAME-DATE.jsonl) if no file is there yet, else the first
-# free PATH with -2, -3, ... before .jsonl: a second run on the same day must not overwrite
-# results already committed. Quick runs (-quick.jsonl, git-ignored scratch) keep one file.
-results_file() { # path
-  local path=$1 n=2
+# Prints the path of results file FILE (NAME-DATE.jsonl) in results/ next to the script
+# (created) if no file is there yet, else the first free path with -2, -3, ... before
+# .jsonl: a second run on the same day must not overwrite results already committed.
+# Quick runs (-quick.jsonl, git-ignored scratch) keep one file.
+results_file() { # file
+  mkdir -p "$HERE/results"
+  local path=$HERE/results/$1 n=2
   case $path in *-quick.jsonl) echo "$path"; return ;; esac
-  while [ -e "$path" ]; do path=${1%.jsonl}-$n.jsonl; n=$((n + 1)); done
+  while [ -e "$path" ]; do path=$HERE/results/${1%.jsonl}-$n.jsonl; n=$((n + 1)); done
   echo "$path"
 }
 

@@ -29,8 +29,7 @@ done
 PY="$HERE/.venv/bin/python"
 "$PY" -c "import pgx, mctx" 2>/dev/null || { echo "run_az.sh: pgx/mctx missing in $PY (run setup.sh)" >&2; exit 1; }
 rlrig_binary "$BUILD"
-mkdir -p "$HERE/results"
-OUT=$(results_file "$HERE/results/az-$(date +%Y-%m-%d).jsonl")
+OUT=$(results_file "az-$(date +%Y-%m-%d).jsonl")
 python3 - "$ROOT" >"$OUT" <<'EOF'
 import json, os, platform, subprocess, sys, datetime
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())

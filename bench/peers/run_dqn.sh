@@ -45,9 +45,8 @@ done
 SB3PY="$HERE/.venv-sb3/bin/python"
 [ -x "$SB3PY" ] || { echo "run_dqn.sh: $SB3PY missing; run RLRIG_PEERS_SB3=1 bench/peers/setup.sh first" >&2; exit 1; }
 rlrig_binary 0
-mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT=$(results_file "$HERE/results/dqn-$DATE.jsonl")
+OUT=$(results_file "dqn-$DATE.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-dqn-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 # Run a copy, so a rebuild of target/release/rlrig during the benchmark changes nothing.

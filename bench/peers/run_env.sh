@@ -53,9 +53,8 @@ fi
 FEAT=(); [ "$ONLY" = atari ] && FEAT=(--features atari)
 rlrig_binary "$BUILD" "${FEAT[@]}"
 
-mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT=$(results_file "$HERE/results/env-$DATE${ONLY:+-$ONLY}$([ "$QUICK" = 1 ] && echo -quick).jsonl")
+OUT=$(results_file "env-$DATE${ONLY:+-$ONLY}$([ "$QUICK" = 1 ] && echo -quick).jsonl")
 LOG=$(mktemp /tmp/rlrig-peers-XXXX.log)
 : > "$OUT"
 

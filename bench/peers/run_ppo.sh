@@ -56,12 +56,11 @@ if ! /usr/bin/time -v true >/dev/null 2>&1; then
 fi
 /usr/bin/time -v true >/dev/null 2>&1 && TIMEV=(/usr/bin/time -v -o)
 
-mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
 SLUG=$([ "$ENV" = CartPole-v1 ] || echo "-$ENV" | tr '/' '-' | tr 'A-Z' 'a-z')
 # Quick (git-ignored) runs: CartPole with another step count than the recorded 500k.
 QUICK=$([ "$ENV" != CartPole-v1 ] || [ "$STEPS" = 500000 ] || echo -quick)
-OUT=$(results_file "$HERE/results/ppo$SLUG-$DATE$QUICK.jsonl")
+OUT=$(results_file "ppo$SLUG-$DATE$QUICK.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-ppo-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 

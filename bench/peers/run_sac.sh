@@ -37,9 +37,8 @@ done
 PY="$HERE/.venv/bin/python"
 [ -x "$PY" ] || { echo "run_sac.sh: $PY missing; run bench/peers/setup.sh first" >&2; exit 1; }
 rlrig_binary "$BUILD"
-mkdir -p "$HERE/results"
 DATE=$(date +%Y-%m-%d)
-OUT=$(results_file "$HERE/results/sac-$DATE.jsonl")
+OUT=$(results_file "sac-$DATE.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-sac-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 
