@@ -1,7 +1,8 @@
 # Shared by the bench scripts: the ones that log runs (bench/scaling/run_cores.sh,
 # bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) source it after setting HERE and ROOT and
 # take RLRIG, OUT, PY, LOG and JSONL from `log_files`; the peers' run_*.sh take their
-# results file from `results_file` and their binary from `rlrig_binary`.
+# results file from `results_file` (run_az.sh, run_sac.sh and run_ppo.sh its first line
+# from `meta_line`) and their binary from `rlrig_binary`.
 
 # Prints the path of results file FILE (NAME-DATE.jsonl) in results/ next to the script
 # (created) if no file is there yet, else the first free path with -2, -3, ... before
@@ -13,6 +14,22 @@ results_file() { # file
   case $path in *-quick.jsonl) echo "$path"; return ;; esac
   while [ -e "$path" ]; do path=$HERE/results/${1%.jsonl}-$n.jsonl; n=$((n + 1)); done
   echo "$path"
+}
+
+# Prints the {"meta": true, ...} line a peers' results file starts with: the bench, the
+# date, the CPU model, the core count, the load average and rlrig's git revision (short
+# HEAD of ROOT, "" when git fails), then each KEY=VALUE given (VALUE an integer when it
+# is one, else a string).
+meta_line() { # bench date [key=value...]
+  python3 - "$ROOT" "$@" <<'EOF'
+import json, os, platform, re, subprocess, sys
+root, bench, date, *given = sys.argv[1:]
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+extra = {k: int(v) if re.fullmatch(r"-?[0-9]+", v) else v for k, v in (kv.split("=", 1) for kv in given)}
+print(json.dumps({"meta": True, "bench": bench, "date": date, "cpu": cpu, "cores": os.cpu_count(),
+                  "loadavg": os.getloadavg()[0], "rlrig_rev": rev, **extra}))
+EOF
 }
 
 # The logging scripts' settings, each overridable from the environment: RLRIG (see

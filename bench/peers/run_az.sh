@@ -29,14 +29,9 @@ done
 PY="$HERE/.venv/bin/python"
 "$PY" -c "import pgx, mctx" 2>/dev/null || { echo "run_az.sh: pgx/mctx missing in $PY (run setup.sh)" >&2; exit 1; }
 rlrig_binary "$BUILD"
-OUT=$(results_file "az-$(date +%Y-%m-%d).jsonl")
-python3 - "$ROOT" >"$OUT" <<'EOF'
-import json, os, platform, subprocess, sys, datetime
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-rev = subprocess.run(["git", "-C", sys.argv[1], "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"meta": True, "bench": "alphazero", "date": str(datetime.date.today()), "cpu": cpu,
-                  "cores": os.cpu_count(), "loadavg": os.getloadavg()[0], "rlrig_rev": rev}))
-EOF
+DATE=$(date +%Y-%m-%d)
+OUT=$(results_file "az-$DATE.jsonl")
+meta_line alphazero "$DATE" >"$OUT"
 for b in 64 512; do
     for s in 500 64; do
         echo "[run] rlrig bench alphazero --games $b --simulations $s" >&2

@@ -70,14 +70,7 @@ rss_mb() {  # file -> MB or null
     if [ -n "$kb" ]; then awk -v k="$kb" 'BEGIN{printf "%.1f", k/1024}'; else echo null; fi
 }
 
-python3 - "$DATE" "$ROOT" "$STEPS" "$SEED" "$ENV" >"$OUT" <<'EOF'
-import json, os, platform, subprocess, sys
-date, root, steps, seed, env = sys.argv[1:]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"meta": True, "bench": "ppo", "date": date, "cpu": cpu, "cores": os.cpu_count(),
-                  "loadavg": os.getloadavg()[0], "rlrig_rev": rev, "total_steps": int(steps), "seed": int(seed), "env": env}))
-EOF
+meta_line ppo "$DATE" total_steps="$STEPS" seed="$SEED" env="$ENV" >"$OUT"
 
 for ((pair = 1; pair <= REPEAT; pair++)); do
     # ---- rlrig ----

@@ -42,14 +42,7 @@ OUT=$(results_file "sac-$DATE.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-sac-XXXX)
 trap 'rm -rf "$TMP"' EXIT
 
-python3 - "$DATE" "$ROOT" >"$OUT" <<'EOF'
-import json, os, platform, subprocess, sys
-date, root = sys.argv[1:]
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-print(json.dumps({"meta": True, "bench": "sac", "date": date, "cpu": cpu, "cores": os.cpu_count(),
-                  "loadavg": os.getloadavg()[0], "rlrig_rev": rev}))
-EOF
+meta_line sac "$DATE" >"$OUT"
 
 # rlrig run -> JSON line, with the same time-to-threshold rule as the peers.
 rlrig_run() {  # seed hidden steps
