@@ -32,7 +32,7 @@ import torch
 from stable_baselines3 import DQN
 from stable_baselines3.common.callbacks import BaseCallback
 
-from peer_common import greedy_returns, time_updates
+from peer_common import greedy_returns, time_updates, update_fields
 
 
 class Track(BaseCallback):
@@ -101,8 +101,7 @@ def main():
     print(json.dumps(dict(
         peer="sb3", env="CartPole-v1", sb3=stable_baselines3.__version__, torch=torch.__version__,
         torch_threads=a.torch_threads, total_steps=a.total_steps, env_steps=model.num_timesteps,
-        seed=a.seed, wall_seconds=round(wall, 3), cpu_seconds=round(cpu, 3), update_seconds=round(spent[0], 3), updates=spent[1],
-        updates_per_sec=round(spent[1] / spent[0], 1) if spent[0] else None,
+        seed=a.seed, wall_seconds=round(wall, 3), cpu_seconds=round(cpu, 3), **update_fields(spent),
         train_episodes=len(cb.returns),
         eval_mean_return=round(float(np.mean(rets)), 2), eval_std_return=round(float(np.std(rets)), 2),
         time_to_threshold=cb.hit, time_to_threshold_1k=cb.hit_1k, threshold=a.threshold,

@@ -34,3 +34,11 @@ def time_updates(model):
 
     model.train = timed
     return spent
+
+
+def update_fields(spent):
+    """The result fields of a `time_updates` counter: update_seconds, updates and
+    updates_per_sec (None before the first update)."""
+    seconds, updates = spent
+    return dict(update_seconds=round(seconds, 3), updates=updates,
+                updates_per_sec=round(updates / seconds, 1) if seconds else None)

@@ -20,7 +20,7 @@ import torch
 from stable_baselines3 import SAC
 from stable_baselines3.common.callbacks import BaseCallback
 
-from peer_common import greedy_returns, time_updates
+from peer_common import greedy_returns, time_updates, update_fields
 
 
 class Track(BaseCallback):
@@ -67,8 +67,7 @@ def main():
     print(json.dumps(dict(
         peer="sb3", env="Pendulum-v1", sb3=stable_baselines3.__version__, torch=torch.__version__,
         hidden=a.hidden, total_steps=a.total_steps, seed=a.seed, wall_seconds=round(wall, 3),
-        update_seconds=round(spent[0], 3), updates=spent[1],
-        updates_per_sec=round(spent[1] / spent[0], 1) if spent[0] else None,
+        **update_fields(spent),
         eval_mean_return=round(float(np.mean(rets)), 2), time_to_threshold=cb.hit, threshold=a.threshold)))
 
 
