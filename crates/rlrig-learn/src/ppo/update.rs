@@ -69,63 +69,9 @@ struct LossRows<'a> {
 }
 
 impl LossRows<'_> {
-    /// The loss of minibatch rows `r` (one block): `out`/`values` are those rows' policy
-    /// outputs and values, `d_out`/`d_val` receive their gradients; the block's sums and
-    /// log-std gradient start from zero.
-    fn block(
-        &self,
-        r: Range<usize>,
-        out: &[f32],
-        values: &[f32],
-        d_out: &mut [f32],
-        d_val: &mut [f32],
-        b: &mut LossBlock,
-    ) {
-        let LossBlock {
-            sums,
-            d_logstd,
-            logp_row,
-        } = b;
-        *sums = [0.0; 5];
-        d_logstd.fill(0.0);
-        let (od, ad) = (self.out_dim, self.adim);
-        for (j, d_v) in d_val.iter_mut().enumerate() {
-            let (r, i) = (r.start + j, self.idx[r.start + j]);
-            let t = loss::policy_row(
-                self.head,
-                &self.coefs,
-                &out[j * od..(j + 1) * od],
-                &self.buf.actions[i * ad..(i + 1) * ad],
-                self.buf.logprobs[i],
-                self.adv[r],
-                self.ls,
-                logp_row,
-                &mut d_out[j * od..(j + 1) * od],
-                d_logstd,
-            );
-            let (err, grad) = loss::value_row(
-                values[j],
-                self.returns[i],
-                self.buf.values[i],
-                self.vclip,
-                self.vf_coef,
-                self.coefs.inv,
-            );
-            *d_v = grad;
-            for (s, v) in sums.iter_mut().zip([
-                t.surrogate,
-                t.entropy,
-                t.approx_kl,
-                f32::from(u8::from(t.clipped)),
-                0.5 * err,
-            ]) {
-                *s += f64::from(v);
-            }
-        }
-    }
-
-    /// [`LossRows::block`] of each block within rows `r` (whole blocks, as a fused pass's
-    /// chunk holds them), its outputs and gradients `r.len()` rows long.
+    /// The loss of minibatch rows `r`, whole blocks of them (one block, or a fused pass's
+    /// chunk): `out`/`values` are those rows' policy outputs and values, `d_out`/`d_val`
+    /// receive their gradients, and each block's sums and log-std gradient are made anew.
     fn blocks_of(
         &self,
         r: Range<usize>,
@@ -135,19 +81,50 @@ impl LossRows<'_> {
         d_val: &mut [f32],
         blocks: &[Mutex<LossBlock>],
     ) {
-        let od = self.out_dim;
+        let (od, ad) = (self.out_dim, self.adim);
         for blk in r.start / LOSS_BLOCK_ROWS..r.end.div_ceil(LOSS_BLOCK_ROWS) {
             let rows = blk * LOSS_BLOCK_ROWS..((blk + 1) * LOSS_BLOCK_ROWS).min(r.end);
-            let l = rows.start - r.start..rows.end - r.start;
             let mut b = blocks[blk].lock().unwrap_or_else(|e| e.into_inner());
-            self.block(
-                rows,
-                &out[l.start * od..l.end * od],
-                &values[l.clone()],
-                &mut d_out[l.start * od..l.end * od],
-                &mut d_val[l],
-                &mut b,
-            );
+            let LossBlock {
+                sums,
+                d_logstd,
+                logp_row,
+            } = &mut *b;
+            *sums = [0.0; 5];
+            d_logstd.fill(0.0);
+            for (row, i) in rows.clone().map(|row| (row, self.idx[row])) {
+                let j = row - r.start;
+                let t = loss::policy_row(
+                    self.head,
+                    &self.coefs,
+                    &out[j * od..(j + 1) * od],
+                    &self.buf.actions[i * ad..(i + 1) * ad],
+                    self.buf.logprobs[i],
+                    self.adv[row],
+                    self.ls,
+                    logp_row,
+                    &mut d_out[j * od..(j + 1) * od],
+                    d_logstd,
+                );
+                let (err, grad) = loss::value_row(
+                    values[j],
+                    self.returns[i],
+                    self.buf.values[i],
+                    self.vclip,
+                    self.vf_coef,
+                    self.coefs.inv,
+                );
+                d_val[j] = grad;
+                for (s, v) in sums.iter_mut().zip([
+                    t.surrogate,
+                    t.entropy,
+                    t.approx_kl,
+                    f32::from(u8::from(t.clipped)),
+                    0.5 * err,
+                ]) {
+                    *s += f64::from(v);
+                }
+            }
         }
     }
 }
@@ -309,19 +286,19 @@ impl Ppo {
                     self.agent
                         .forward(&mut *self.backend, mb_obs, mb, true, out, newv);
                     let (out, newv) = (&*out, &*newv);
-                    let mut work: Vec<_> = blocks
-                        .iter_mut()
-                        .zip(d_out.chunks_mut(LOSS_BLOCK_ROWS * out_dim))
+                    let blocks = &*blocks;
+                    let mut work: Vec<_> = d_out
+                        .chunks_mut(LOSS_BLOCK_ROWS * out_dim)
                         .zip(d_val.chunks_mut(LOSS_BLOCK_ROWS))
                         .collect();
                     crate::backend::for_each(
                         self.threads_pool.as_deref(),
                         &mut work,
-                        |blk, ((b, d_out), d_val)| {
+                        |blk, (d_out, d_val)| {
                             let r = blk * LOSS_BLOCK_ROWS..blk * LOSS_BLOCK_ROWS + d_val.len();
                             let (o, v) =
                                 (&out[r.start * out_dim..r.end * out_dim], &newv[r.clone()]);
-                            rows.block(r, o, v, d_out, d_val, block_mut(b));
+                            rows.blocks_of(r, o, v, d_out, d_val, blocks);
                         },
                     );
                     drop(work);
