@@ -197,10 +197,7 @@ impl Conv2d {
         let (m, f, c) = (batch * self.positions(), self.field(), self.cout);
         cols.resize(m * f, 0.0);
         self.im2col(x, batch, cols);
-        let bias = &params[self.b..self.b + c];
-        for row in out.chunks_exact_mut(c) {
-            row.copy_from_slice(bias);
-        }
+        crate::nn::fill_rows(out, &params[self.b..self.b + c]);
         gemm(
             m,
             f,

