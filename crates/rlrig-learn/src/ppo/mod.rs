@@ -127,6 +127,8 @@ pub struct Ppo {
     /// The process's shared pool for `threads` (none for 1): the minibatch loss's row
     /// blocks run on it (the networks' passes run on the backend's).
     threads_pool: Option<std::sync::Arc<rlrig_env::pool::Pool>>,
+    /// The rollout's values as the critic's batch pass returns them.
+    value_scratch: Vec<f32>,
 }
 
 impl Drop for Ppo {
@@ -231,6 +233,7 @@ impl Ppo {
             update_bufs: Default::default(),
             threads_pool: rlrig_env::pool::Pool::shared_for(threads)
                 .map_err(|e| LearnError::Config(e.to_string()))?,
+            value_scratch: Vec::new(),
             agent,
             cfg,
         })
@@ -441,7 +444,7 @@ impl Ppo {
                 } else {
                     let mut on = BackendPolicy(self.backend.as_mut());
                     let params = &self.agent.params;
-                    collect(
+                    let mut r = collect(
                         &cfg,
                         &self.agent,
                         act,
@@ -450,7 +453,11 @@ impl Ppo {
                         params,
                         it,
                         origin,
-                    )
+                    );
+                    let t0 = std::time::Instant::now();
+                    on.values_after(&self.agent, &mut self.buf, &mut self.value_scratch);
+                    r.inference += t0.elapsed().as_secs_f64();
+                    r
                 }
             }
         };
@@ -756,5 +763,29 @@ mod tests {
             let atari = PpoConfig::for_env("Pong-v5");
             assert_eq!(atari.anneal_steps, 4 * atari.total_steps);
         }
+    }
+
+    /// With separate networks the rollout's values come from one critic pass over the
+    /// whole rollout after it (`BackendPolicy::values_after`): each step's values equal
+    /// the critic's on that step's rows alone, bit for bit, as the pass per step gave them.
+    #[test]
+    fn the_rollouts_values_are_each_steps_critic_values() {
+        let mut cfg = PpoConfig::for_env("CartPole-v1");
+        (cfg.num_envs, cfg.num_steps) = (8, 32);
+        cfg.total_steps = cfg.batch_size() as u64;
+        let mut ppo = Ppo::new(cfg, 2).unwrap();
+        let collected_with = ppo.backend.params();
+        ppo.iterate();
+        ppo.backend.set_params(&collected_with);
+        assert!(BackendPolicy::defers_values(&ppo.agent));
+        let (e, d) = (8, ppo.agent.obs_dim);
+        let mut v = Vec::new();
+        for t in 0..32 {
+            let obs = &ppo.buf.obs[t * e * d..(t + 1) * e * d];
+            ppo.agent
+                .head_on(Part::Value, &mut *ppo.backend, obs, e, &mut v);
+            assert_eq!(v, ppo.buf.values[t * e..(t + 1) * e], "step {t}");
+        }
+        assert!(ppo.buf.values.iter().any(|v| *v != 0.0));
     }
 }

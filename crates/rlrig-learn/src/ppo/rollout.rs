@@ -69,8 +69,32 @@ pub(super) trait RolloutPolicy {
     fn values(&mut self, agent: &Agent, obs: &[f32], n: usize, out: &mut Vec<f32>);
 }
 
-/// The learner's own backend: policy and values in one pass.
+/// The learner's own backend: policy and values in one pass, or, for separate networks,
+/// the policy alone: [`BackendPolicy::values_after`] runs the critic once over the whole
+/// rollout (the parameters do not change during it, and a row's value does not depend on
+/// the rows beside it), one batch split over the pool instead of a few rows a step.
 pub(super) struct BackendPolicy<'a>(pub(super) &'a mut dyn NetBackend);
+
+impl BackendPolicy<'_> {
+    /// Whether [`RolloutPolicy::act`] leaves the values to [`BackendPolicy::values_after`].
+    pub(super) fn defers_values(agent: &Agent) -> bool {
+        matches!(agent.nets, AgentNets::Separate { .. })
+    }
+
+    /// The rollout's values into `buf.values` where `act` left them out.
+    pub(super) fn values_after(
+        &mut self,
+        agent: &Agent,
+        buf: &mut RolloutBuf,
+        scratch: &mut Vec<f32>,
+    ) {
+        if Self::defers_values(agent) {
+            let n = buf.values.len();
+            agent.head_on(Part::Value, &mut *self.0, &buf.obs, n, scratch);
+            buf.values.copy_from_slice(scratch);
+        }
+    }
+}
 
 impl RolloutPolicy for BackendPolicy<'_> {
     fn act(
@@ -81,6 +105,10 @@ impl RolloutPolicy for BackendPolicy<'_> {
         out: &mut Vec<f32>,
         values: &mut [f32],
     ) {
+        if Self::defers_values(agent) {
+            agent.head_on(Part::Policy, &mut *self.0, obs, n, out);
+            return;
+        }
         out.resize(n * agent.policy_dim(), 0.0);
         agent.forward(&mut *self.0, obs, n, false, out, values);
     }
