@@ -110,7 +110,7 @@ pub type Tensors = HashMap<String, Vec<f32>>;
 
 /// A learner the [`train`] driver runs.
 pub trait Algorithm: Sized {
-    type Config: Clone + PartialEq + Serialize + DeserializeOwned;
+    type Config: Clone + PartialEq + Serialize + DeserializeOwned + crate::memory::Estimated;
     type State: DeserializeOwned;
     /// Metrics of one iteration; the last one is the run summary's (AlphaZero's is
     /// also its eval.json).
@@ -130,7 +130,6 @@ pub trait Algorithm: Sized {
     /// The envs, networks and buffers of a new run on the native CPU path.
     fn build(cfg: Self::Config, threads: usize) -> Result<Self, LearnError>;
     fn shape(cfg: &Self::Config) -> RunShape<'_>;
-    fn memory_estimate(cfg: &Self::Config) -> crate::memory::Estimate;
     fn config(&self) -> &Self::Config;
     /// What runs the networks (`cpu`, `burn-cpu (flex)`, `wgpu: ...`).
     fn device(&self) -> String;
@@ -341,7 +340,7 @@ pub fn train<A: Algorithm>(
     let shape = A::shape(&cfg);
     let (algo, every) = (shape.algo, shape.checkpoint_every);
     check_memory(
-        &A::memory_estimate(&cfg),
+        &crate::memory::Estimated::memory_estimate(&cfg),
         &format!("train {algo}"),
         shape.lower,
     )?;

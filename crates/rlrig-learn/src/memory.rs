@@ -9,6 +9,12 @@
 
 use crate::LearnError;
 
+/// A run's config, which knows what the run will allocate before it exists (the run
+/// driver checks it against the machine before building anything).
+pub trait Estimated {
+    fn memory_estimate(&self) -> Estimate;
+}
+
 /// What a run will allocate, part by part.
 #[derive(Clone, Debug, Default)]
 pub struct Estimate {

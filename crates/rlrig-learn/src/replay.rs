@@ -81,9 +81,6 @@ macro_rules! replay_algorithm {
                     lower: "buffer_size (--set buffer_size=N) or --num-envs",
                 }
             }
-            fn memory_estimate(c: &$config) -> crate::memory::Estimate {
-                c.memory_estimate()
-            }
             fn config(&self) -> &$config {
                 &self.cfg
             }

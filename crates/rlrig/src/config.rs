@@ -276,6 +276,7 @@ mod fuzz {
     use proptest::test_runner::{Config, RngSeed};
     use rlrig_learn::alphazero::AzConfig;
     use rlrig_learn::evolution::{EvoConfig, Method};
+    use rlrig_learn::memory::Estimated;
     use rlrig_learn::offpolicy::{Algo, OffPolicyConfig};
     use rlrig_learn::ppo::PpoConfig;
     use serde::{Serialize, de::DeserializeOwned};

@@ -100,17 +100,6 @@ impl Default for AzConfig {
 }
 
 impl AzConfig {
-    /// What the run's large buffers take: the self-play games' search trees, the
-    /// evaluation games' (played in lock-step too) and the replay buffer of positions.
-    pub fn memory_estimate(&self) -> crate::memory::Estimate {
-        search_memory(self.games, self.simulations)
-            .and(search_memory(self.eval_games, self.eval_simulations))
-            .add(
-                format!("replay buffer of {} positions", self.buffer_size),
-                self.buffer_size as f64 * (2.0 * 42.0 + 8.0) * 4.0,
-            )
-    }
-
     pub fn validate(&self) -> Result<(), LearnError> {
         if !rlrig_env::games::GAME_IDS.contains(&self.env.as_str()) {
             return Err(LearnError::Config(format!(
@@ -188,5 +177,18 @@ impl AzConfig {
             max_considered: self.max_considered,
             ..MctsConfig::default()
         }
+    }
+}
+
+impl crate::memory::Estimated for AzConfig {
+    /// What the run's large buffers take: the self-play games' search trees, the
+    /// evaluation games' (played in lock-step too) and the replay buffer of positions.
+    fn memory_estimate(&self) -> crate::memory::Estimate {
+        search_memory(self.games, self.simulations)
+            .and(search_memory(self.eval_games, self.eval_simulations))
+            .add(
+                format!("replay buffer of {} positions", self.buffer_size),
+                self.buffer_size as f64 * (2.0 * 42.0 + 8.0) * 4.0,
+            )
     }
 }

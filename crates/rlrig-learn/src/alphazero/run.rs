@@ -36,9 +36,6 @@ impl crate::driver::Algorithm for AlphaZero {
             lower: "--games, --simulations, eval_games or buffer_size",
         }
     }
-    fn memory_estimate(c: &AzConfig) -> crate::memory::Estimate {
-        c.memory_estimate()
-    }
     fn config(&self) -> &AzConfig {
         &self.cfg
     }

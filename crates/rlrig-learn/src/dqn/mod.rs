@@ -193,33 +193,6 @@ impl DqnConfig {
         self.buffer_size.min(self.total_steps.max(1) as usize)
     }
 
-    /// What the run's large buffers take: the envs, the replay buffer (allocated up
-    /// front) and the Q-network (with target, gradients and Adam moments).
-    pub fn memory_estimate(&self) -> crate::memory::Estimate {
-        let Ok(spec) = rlrig_env::spec(&self.env) else {
-            return crate::memory::Estimate::new();
-        };
-        let d = spec.obs_dim;
-        let n = match spec.action_space {
-            Space::Discrete { n } => n as usize,
-            _ => 1,
-        };
-        let rows = self.capacity() as f64;
-        crate::memory::Estimate::new()
-            .add(
-                format!("{} envs of {}", self.num_envs, self.env),
-                self.num_envs as f64 * spec.bytes_per_env as f64,
-            )
-            .add(
-                format!("replay buffer of {rows} transitions"),
-                rows * (2 * d + 3) as f64 * 4.0,
-            )
-            .add(
-                "networks and optimiser",
-                crate::memory::mlp_params(d, &self.hidden, n) * 4.0 * 5.0,
-            )
-    }
-
     pub fn validate(&self) -> Result<(), LearnError> {
         let spec = rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
@@ -296,6 +269,35 @@ impl DqnConfig {
         }
         let slope = (self.end_e - self.start_e) / duration;
         (slope * step as f64 + self.start_e).max(self.end_e)
+    }
+}
+
+impl crate::memory::Estimated for DqnConfig {
+    /// What the run's large buffers take: the envs, the replay buffer (allocated up
+    /// front) and the Q-network (with target, gradients and Adam moments).
+    fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let d = spec.obs_dim;
+        let n = match spec.action_space {
+            Space::Discrete { n } => n as usize,
+            _ => 1,
+        };
+        let rows = self.capacity() as f64;
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                self.num_envs as f64 * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!("replay buffer of {rows} transitions"),
+                rows * (2 * d + 3) as f64 * 4.0,
+            )
+            .add(
+                "networks and optimiser",
+                crate::memory::mlp_params(d, &self.hidden, n) * 4.0 * 5.0,
+            )
     }
 }
 

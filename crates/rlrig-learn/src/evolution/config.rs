@@ -95,25 +95,6 @@ impl EvoConfig {
         c
     }
 
-    /// What the run's large buffers take: the population's genomes (GA: two
-    /// generations' worth; ES keeps a centre and draws its noise from counters) and
-    /// the fitness evaluation's envs (one member's at a time per thread, not counted).
-    pub fn memory_estimate(&self) -> crate::memory::Estimate {
-        let Ok(spec) = rlrig_env::spec(&self.env) else {
-            return crate::memory::Estimate::new();
-        };
-        let params =
-            crate::memory::mlp_params(spec.obs_dim, &self.hidden, spec.action_space.flat_dim());
-        let genomes = match self.method {
-            Method::Ga => 2.0 * self.population as f64,
-            Method::Es => 4.0,
-        };
-        crate::memory::Estimate::new().add(
-            format!("population of {} x {params} parameters", self.population),
-            genomes * params * 4.0,
-        )
-    }
-
     pub fn validate(&self) -> Result<(), LearnError> {
         rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
@@ -176,5 +157,26 @@ impl EvoConfig {
             Method::Es => "es",
             Method::Ga => "ga",
         }
+    }
+}
+
+impl crate::memory::Estimated for EvoConfig {
+    /// What the run's large buffers take: the population's genomes (GA: two
+    /// generations' worth; ES keeps a centre and draws its noise from counters) and
+    /// the fitness evaluation's envs (one member's at a time per thread, not counted).
+    fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let params =
+            crate::memory::mlp_params(spec.obs_dim, &self.hidden, spec.action_space.flat_dim());
+        let genomes = match self.method {
+            Method::Ga => 2.0 * self.population as f64,
+            Method::Es => 4.0,
+        };
+        crate::memory::Estimate::new().add(
+            format!("population of {} x {params} parameters", self.population),
+            genomes * params * 4.0,
+        )
     }
 }

@@ -38,9 +38,6 @@ impl crate::driver::Algorithm for Evolution {
             lower: "--population or hidden",
         }
     }
-    fn memory_estimate(c: &EvoConfig) -> crate::memory::Estimate {
-        c.memory_estimate()
-    }
     fn config(&self) -> &EvoConfig {
         &self.cfg
     }

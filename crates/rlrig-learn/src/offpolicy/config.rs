@@ -162,29 +162,6 @@ impl OffPolicyConfig {
         c
     }
 
-    /// What the run's large buffers take: the envs, the replay buffer (allocated up
-    /// front, at most `total_steps` rows) and the networks (actor, two critics, their
-    /// targets, gradients and Adam moments).
-    pub fn memory_estimate(&self) -> crate::memory::Estimate {
-        let Ok(spec) = rlrig_env::spec(&self.env) else {
-            return crate::memory::Estimate::new();
-        };
-        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
-        let rows = (self.buffer_size as f64).min(self.total_steps as f64);
-        let actor = crate::memory::mlp_params(d, &self.hidden, 2 * a);
-        let critic = crate::memory::mlp_params(d + a, &self.hidden, 1);
-        crate::memory::Estimate::new()
-            .add(
-                format!("{} envs of {}", self.num_envs, self.env),
-                self.num_envs as f64 * spec.bytes_per_env as f64,
-            )
-            .add(
-                format!("replay buffer of {rows} transitions"),
-                rows * (2 * d + a + 2) as f64 * 4.0,
-            )
-            .add("networks and optimiser", (actor + 2.0 * critic) * 4.0 * 5.0)
-    }
-
     pub fn validate(&self) -> Result<(), LearnError> {
         let spec = rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
@@ -250,5 +227,30 @@ impl OffPolicyConfig {
     /// Transitions the buffer holds.
     pub fn capacity(&self) -> usize {
         self.buffer_size.min(self.total_steps.max(1) as usize)
+    }
+}
+
+impl crate::memory::Estimated for OffPolicyConfig {
+    /// What the run's large buffers take: the envs, the replay buffer (allocated up
+    /// front, at most `total_steps` rows) and the networks (actor, two critics, their
+    /// targets, gradients and Adam moments).
+    fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
+        let rows = (self.buffer_size as f64).min(self.total_steps as f64);
+        let actor = crate::memory::mlp_params(d, &self.hidden, 2 * a);
+        let critic = crate::memory::mlp_params(d + a, &self.hidden, 1);
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                self.num_envs as f64 * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!("replay buffer of {rows} transitions"),
+                rows * (2 * d + a + 2) as f64 * 4.0,
+            )
+            .add("networks and optimiser", (actor + 2.0 * critic) * 4.0 * 5.0)
     }
 }

@@ -467,41 +467,6 @@ impl PpoConfig {
         }
     }
 
-    /// What the run's large buffers take: the envs, the rollout (twice with a lagged
-    /// actor, which fills a second one), its advantage and return rows, the networks
-    /// with their gradients and optimiser moments. Unknown envs count nothing (the
-    /// config's validation names them).
-    pub fn memory_estimate(&self) -> crate::memory::Estimate {
-        let Ok(spec) = rlrig_env::spec(&self.env) else {
-            return crate::memory::Estimate::new();
-        };
-        let (e, t) = (self.num_envs as f64, self.num_steps as f64);
-        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
-        let rollouts = match self.collection() {
-            Collection::OnPolicy => 1.0,
-            Collection::Lagged { .. } => 2.0,
-            Collection::Async { actors, .. } => 2.0 + actors as f64,
-        };
-        let params = crate::memory::mlp_params(d, &self.hidden, a.max(2))
-            + crate::memory::mlp_params(d, &self.hidden, 1);
-        crate::memory::Estimate::new()
-            .add(
-                format!("{} envs of {}", self.num_envs, self.env),
-                e * spec.bytes_per_env as f64,
-            )
-            .add(
-                format!(
-                    "rollout of {} steps x {} envs",
-                    self.num_steps, self.num_envs
-                ),
-                rollouts * t * e * (d + a + 6) as f64 * 4.0,
-            )
-            .add(
-                "networks and optimiser",
-                params * 4.0 * (4.0 + self.policy_lag as f64),
-            )
-    }
-
     /// How rollouts are collected (the three keys of a config that validates).
     pub fn collection(&self) -> Collection {
         match (self.actors, self.policy_lag) {
@@ -654,5 +619,42 @@ impl PpoConfig {
             }
         }
         Ok(())
+    }
+}
+
+impl crate::memory::Estimated for PpoConfig {
+    /// What the run's large buffers take: the envs, the rollout (twice with a lagged
+    /// actor, which fills a second one), its advantage and return rows, the networks
+    /// with their gradients and optimiser moments. Unknown envs count nothing (the
+    /// config's validation names them).
+    fn memory_estimate(&self) -> crate::memory::Estimate {
+        let Ok(spec) = rlrig_env::spec(&self.env) else {
+            return crate::memory::Estimate::new();
+        };
+        let (e, t) = (self.num_envs as f64, self.num_steps as f64);
+        let (d, a) = (spec.obs_dim, spec.action_space.flat_dim());
+        let rollouts = match self.collection() {
+            Collection::OnPolicy => 1.0,
+            Collection::Lagged { .. } => 2.0,
+            Collection::Async { actors, .. } => 2.0 + actors as f64,
+        };
+        let params = crate::memory::mlp_params(d, &self.hidden, a.max(2))
+            + crate::memory::mlp_params(d, &self.hidden, 1);
+        crate::memory::Estimate::new()
+            .add(
+                format!("{} envs of {}", self.num_envs, self.env),
+                e * spec.bytes_per_env as f64,
+            )
+            .add(
+                format!(
+                    "rollout of {} steps x {} envs",
+                    self.num_steps, self.num_envs
+                ),
+                rollouts * t * e * (d + a + 6) as f64 * 4.0,
+            )
+            .add(
+                "networks and optimiser",
+                params * 4.0 * (4.0 + self.policy_lag as f64),
+            )
     }
 }

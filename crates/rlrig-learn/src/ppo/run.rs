@@ -166,9 +166,6 @@ impl Algorithm for Ppo {
             lower: "--num-envs or num_steps",
         }
     }
-    fn memory_estimate(c: &PpoConfig) -> crate::memory::Estimate {
-        c.memory_estimate()
-    }
     fn config(&self) -> &PpoConfig {
         &self.cfg
     }
