@@ -101,6 +101,27 @@ impl StepRule {
 // operations in the same order, no contraction into FMA: the same bits on every CPU):
 // with SSE2 only, Adam's divisions and square root took 6 % of a PPO CartPole run
 // (perf, 2 threads), 3 % with AVX-512 (Zen 4).
+//
+// A moment below the smallest normal float is stored as 0. A unit that stopped
+// learning (a dead ReLU: gradient exactly 0) lets its first moment decay by `b1` a step
+// into the subnormal range, where it stays (0.9 times the smallest subnormal rounds back
+// to it), and on Intel cores every operation on a subnormal takes a microcode assist of
+// ~100 cycles: 14 % of SAC Pendulum's first moments were subnormal after 10k updates,
+// and the flush took the run from 5.06 to 4.14 s (Cascade Lake; AMD's cores do not slow
+// down). What it changes is below the parameters' resolution: a subnormal `m` moves `p`
+// by at most `step` x 1.2e-38 / `eps` (1.2e-33 at lr 1e-3, eps 1e-8), under half an ulp
+// of any |p| above ~2e-26; a subnormal `v` adds under 1.1e-19 to a denominator of at
+// least `eps`; a revived unit's next moment differs only where its gradient is itself
+// below ~1e-30. The parameters of every pinned run and of 10k SAC updates keep their
+// bits; the stored moments differ from PyTorch's (which keeps subnormals) only where
+// PyTorch's are subnormal.
+
+/// `x`, or 0 where it is subnormal.
+#[inline(always)]
+fn flush(x: f32) -> f32 {
+    if x.abs() < f32::MIN_POSITIVE { 0.0 } else { x }
+}
+
 #[multiversion::multiversion(targets(
     "x86_64+avx512f+avx512vl+avx512dq",
     "x86_64+avx2+fma",
@@ -110,7 +131,7 @@ fn rmsprop_step(r: &StepRule, a: f32, params: &mut [f32], grads: &[f32], v: &mut
     let (wd, eps, lr) = (r.wd, r.eps, r.lr);
     for ((p, g), v) in params.iter_mut().zip(grads).zip(v) {
         let g = *g + wd * *p;
-        *v = a * *v + (1.0 - a) * g * g;
+        *v = flush(a * *v + (1.0 - a) * g * g);
         *p -= lr * g / (v.sqrt() + eps);
     }
 }
@@ -124,8 +145,8 @@ fn adam_step(r: &StepRule, params: &mut [f32], grads: &[f32], m: &mut [f32], v: 
     let (wd, eps, b1, b2, step, sqrt_bc2) = (r.wd, r.eps, r.b1, r.b2, r.step, r.sqrt_bc2);
     for (((p, g), m), v) in params.iter_mut().zip(grads).zip(m).zip(v) {
         let g = *g + wd * *p;
-        *m = b1 * *m + (1.0 - b1) * g;
-        *v = b2 * *v + (1.0 - b2) * g * g;
+        *m = flush(b1 * *m + (1.0 - b1) * g);
+        *v = flush(b2 * *v + (1.0 - b2) * g * g);
         *p -= step * *m / (v.sqrt() / sqrt_bc2 + eps);
     }
 }
@@ -232,5 +253,49 @@ mod tests {
         let mut small = vec![0.1f32, 0.0];
         clip_grad_norm(&mut small, 0.5);
         assert_eq!(small, vec![0.1, 0.0]);
+    }
+
+    /// A unit whose gradient falls to 0 (a dead ReLU) lets its moments decay to 0
+    /// without ever holding a subnormal value, and every parameter keeps the bits of the
+    /// same update with the moments kept exactly (PyTorch's arithmetic, written out).
+    #[test]
+    fn moments_skip_the_subnormals_and_parameters_keep_their_bits() {
+        let n = 64;
+        let mut adam = Adam::new(n, 1e-8);
+        let mut p: Vec<f32> = (0..n).map(|i| 0.5 - i as f32 / 64.0).collect();
+        let (mut q, mut m, mut v) = (p.clone(), vec![0.0f32; n], vec![0.0f32; n]);
+        let (b1, b2) = (0.9f64, 0.999f64);
+        for t in 1..=3000 {
+            // Gradients of many sizes for 50 steps, then none.
+            let g: Vec<f32> = (0..n)
+                .map(|i| {
+                    if t <= 50 {
+                        10f32.powi(-(i as i32 % 20))
+                    } else {
+                        0.0
+                    }
+                })
+                .collect();
+            adam.step(&mut p, &g, 1e-3);
+            let step = (1e-3 / (1.0 - b1.powi(t))) as f32;
+            let sqrt_bc2 = (1.0 - b2.powi(t)).sqrt() as f32;
+            for i in 0..n {
+                m[i] = b1 as f32 * m[i] + (1.0 - b1 as f32) * g[i];
+                v[i] = b2 as f32 * v[i] + (1.0 - b2 as f32) * g[i] * g[i];
+                q[i] -= step * m[i] / (v[i].sqrt() / sqrt_bc2 + 1e-8);
+            }
+            assert!(
+                adam.m.iter().chain(&adam.v).all(|x| !x.is_subnormal()),
+                "step {t}"
+            );
+            assert_eq!(
+                p.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                q.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                "step {t}"
+            );
+        }
+        // The exact first moments end subnormal for good (0.9 times the smallest
+        // subnormal rounds back to it): Adam's are 0.
+        assert!(m.iter().all(|x| x.is_subnormal()) && adam.m.iter().all(|x| *x == 0.0));
     }
 }
