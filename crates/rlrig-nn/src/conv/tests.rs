@@ -157,24 +157,13 @@ fn check_gradients(net: &ConvNet) {
         .map(|_| normal(&mut rng) as f32)
         .collect();
     let g: Vec<f32> = (0..batch * 2).map(|_| normal(&mut rng) as f32).collect();
-    let mut cache = ConvCache::default();
-    let loss = |p: &[f32], cache: &mut ConvCache| -> f64 {
-        net.forward(p, &x, batch, cache)
-            .iter()
-            .zip(&g)
-            .map(|(o, g)| f64::from(*o) * f64::from(*g))
-            .sum()
-    };
-    let mut grads = vec![0.0; params.len()];
-    // Twice: the second pass must reuse the buffers correctly.
-    for _ in 0..2 {
-        loss(&params, &mut cache);
-        grads.fill(0.0);
-        net.backward(&params, &mut grads, &g, &mut cache);
-    }
-    crate::nn::assert_matches_central_differences(&params, &grads, 1e-3, 2e-2, |p| {
-        loss(p, &mut cache)
-    });
+    let grads = crate::nn::assert_backward_matches_central_differences(
+        &params,
+        &g,
+        (1e-3, 2e-2),
+        |p, cache: &mut ConvCache| net.forward(p, &x, batch, cache).to_vec(),
+        |p, grads, cache| net.backward(p, grads, &g, cache),
+    );
     // Every layer got a gradient (a dead path would pass the check with zeros).
     for c in net.convs() {
         assert!(

@@ -875,5 +875,36 @@ pub fn assert_matches_central_differences(
     }
 }
 
+/// [`assert_matches_central_differences`] for a network's backward pass on the loss
+/// `sum(output * g)` (so d loss / d output = `g`): `forward(params, cache)` is the output on
+/// fixed inputs, `backward(params, grads, cache)` adds d loss / d params given `g`. Both
+/// run twice over the same cache first (the second pass must reuse its buffers correctly).
+/// Returns the gradients checked.
+#[cfg(test)]
+pub(crate) fn assert_backward_matches_central_differences<C: Default>(
+    params: &[f32],
+    g: &[f32],
+    (h, tol): (f32, f64),
+    forward: impl Fn(&[f32], &mut C) -> Vec<f32>,
+    backward: impl Fn(&[f32], &mut [f32], &mut C),
+) -> Vec<f32> {
+    let mut cache = C::default();
+    let loss = |p: &[f32], cache: &mut C| -> f64 {
+        let out = forward(p, cache);
+        out.iter()
+            .zip(g)
+            .map(|(o, g)| f64::from(*o) * f64::from(*g))
+            .sum()
+    };
+    let mut grads = vec![0.0; params.len()];
+    for _ in 0..2 {
+        loss(params, &mut cache);
+        grads.fill(0.0);
+        backward(params, &mut grads, &mut cache);
+    }
+    assert_matches_central_differences(params, &grads, h, tol, |p| loss(p, &mut cache));
+    grads
+}
+
 #[cfg(test)]
 mod tests;

@@ -135,22 +135,13 @@ fn backward_matches_finite_differences() {
     let batch = 6;
     let x: Vec<f32> = (0..batch * 3).map(|_| normal(&mut rng) as f32).collect();
     let g: Vec<f32> = (0..batch * 2).map(|_| normal(&mut rng) as f32).collect();
-    let mut cache = MlpCache::default();
-    let loss = |p: &[f32], cache: &mut MlpCache| -> f64 {
-        mlp.forward(p, &x, batch, cache)
-            .iter()
-            .zip(&g)
-            .map(|(o, g)| f64::from(*o) * f64::from(*g))
-            .sum()
-    };
-    // Twice: the second pass must see the same buffers as the first.
-    let mut grads = vec![0.0; params.len()];
-    for _ in 0..2 {
-        loss(&params, &mut cache);
-        grads.fill(0.0);
-        mlp.backward(&params, &mut grads, &g, &mut cache);
-    }
-    assert_matches_central_differences(&params, &grads, 1e-2, 2e-3, |p| loss(p, &mut cache));
+    assert_backward_matches_central_differences(
+        &params,
+        &g,
+        (1e-2, 2e-3),
+        |p, cache: &mut MlpCache| mlp.forward(p, &x, batch, cache).to_vec(),
+        |p, grads, cache| mlp.backward(p, grads, &g, cache),
+    );
 }
 
 /// The same check for ReLU hidden layers and for the input gradient (the critic-to-
