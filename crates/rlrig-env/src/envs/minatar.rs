@@ -1,6 +1,6 @@
 //! What the MinAtar games (Young & Tian 2019; the `minatar` package 1.0.15) share: the
-//! random draws they make, sticky actions, Python-list semantics for their object lists,
-//! and the reading of state vectors.
+//! random draws they make, their parameters, sticky actions, Python-list semantics for
+//! their object lists, and the reading of state vectors.
 //!
 //! The games draw from NumPy's `RandomState`; rlrig draws from its keyed Philox streams
 //! instead, so the same seed cannot give the package's trajectory. To check the games
@@ -29,6 +29,41 @@ impl Draws for Rng {
     #[inline]
     fn randint(&mut self, low: i32, high: i32) -> i32 {
         low + self.below((high - low) as u32) as i32
+    }
+}
+
+/// The parameters of a MinAtar game without a difficulty ramp (Breakout, Freeway): the
+/// package's `sticky_action_prob`.
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Probability that the previous action is repeated instead of the chosen one.
+    pub sticky_action_prob: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            sticky_action_prob: 0.1,
+        }
+    }
+}
+
+/// The parameters of a MinAtar game with a difficulty ramp (Asterix, Seaquest, Space
+/// Invaders): the package's `sticky_action_prob` and `difficulty_ramping`.
+#[derive(Clone, Debug)]
+pub struct RampParams {
+    /// Probability that the previous action is repeated instead of the chosen one.
+    pub sticky_action_prob: f64,
+    /// The package's `difficulty_ramping`.
+    pub ramping: bool,
+}
+
+impl Default for RampParams {
+    fn default() -> Self {
+        RampParams {
+            sticky_action_prob: 0.1,
+            ramping: true,
+        }
     }
 }
 

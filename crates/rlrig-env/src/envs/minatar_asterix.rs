@@ -14,22 +14,8 @@ const INIT_SPAWN_SPEED: i32 = 10;
 const INIT_MOVE_INTERVAL: i32 = 5;
 const CHANNELS: usize = 4;
 
-#[derive(Clone, Debug)]
-pub struct AsterixParams {
-    /// Probability that the previous action is repeated instead of the chosen one.
-    pub sticky_action_prob: f64,
-    /// The package's `difficulty_ramping`.
-    pub ramping: bool,
-}
-
-impl Default for AsterixParams {
-    fn default() -> Self {
-        AsterixParams {
-            sticky_action_prob: 0.1,
-            ramping: true,
-        }
-    }
-}
+/// The game's parameters: sticky actions and the difficulty ramp, as in the package.
+pub type AsterixParams = super::minatar::RampParams;
 
 /// An enemy or a gold piece; it lives in row `slot + 1`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -10,19 +10,8 @@ use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 
-#[derive(Clone, Debug)]
-pub struct BreakoutParams {
-    /// Probability that the previous action is repeated instead of the chosen one.
-    pub sticky_action_prob: f64,
-}
-
-impl Default for BreakoutParams {
-    fn default() -> Self {
-        BreakoutParams {
-            sticky_action_prob: 0.1,
-        }
-    }
-}
+/// The game's parameters: sticky actions, as in the package.
+pub type BreakoutParams = super::minatar::Params;
 
 /// The game's variables; bricks are bits `y * 10 + x` of a u128.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -14,19 +14,8 @@ const PLAYER_SPEED: i8 = 3;
 const TIME_LIMIT: i32 = 2500;
 const CHANNELS: usize = 7;
 
-#[derive(Clone, Debug)]
-pub struct FreewayParams {
-    /// Probability that the previous action is repeated instead of the chosen one.
-    pub sticky_action_prob: f64,
-}
-
-impl Default for FreewayParams {
-    fn default() -> Self {
-        FreewayParams {
-            sticky_action_prob: 0.1,
-        }
-    }
-}
+/// The game's parameters: sticky actions, as in the package.
+pub type FreewayParams = super::minatar::Params;
 
 /// A car in lane (row) `index + 1`; it moves one cell every `|speed| + 1` steps, right
 /// when `speed > 0`, wrapping around.

@@ -60,22 +60,8 @@ pub type Bullets = PyList<Obj, 8>;
 pub type Enemies = PyList<Obj, 48>;
 pub type Divers = PyList<Obj, 8>;
 
-#[derive(Clone, Debug)]
-pub struct SeaquestParams {
-    /// Probability that the previous action is repeated instead of the chosen one.
-    pub sticky_action_prob: f64,
-    /// The package's `difficulty_ramping`.
-    pub ramping: bool,
-}
-
-impl Default for SeaquestParams {
-    fn default() -> Self {
-        SeaquestParams {
-            sticky_action_prob: 0.1,
-            ramping: true,
-        }
-    }
-}
+/// The game's parameters: sticky actions and the difficulty ramp, as in the package.
+pub type SeaquestParams = super::minatar::RampParams;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SeaquestState {

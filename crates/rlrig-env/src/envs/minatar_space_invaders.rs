@@ -46,22 +46,8 @@ fn bit(y: i32, x: i32) -> u128 {
     1 << (y * 10 + x)
 }
 
-#[derive(Clone, Debug)]
-pub struct SpaceInvadersParams {
-    /// Probability that the previous action is repeated instead of the chosen one.
-    pub sticky_action_prob: f64,
-    /// The package's `difficulty_ramping`.
-    pub ramping: bool,
-}
-
-impl Default for SpaceInvadersParams {
-    fn default() -> Self {
-        SpaceInvadersParams {
-            sticky_action_prob: 0.1,
-            ramping: true,
-        }
-    }
-}
+/// The game's parameters: sticky actions and the difficulty ramp, as in the package.
+pub type SpaceInvadersParams = super::minatar::RampParams;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SpaceInvadersState {
