@@ -1,6 +1,6 @@
 //! What the MinAtar games (Young & Tian 2019; the `minatar` package 1.0.15) share: the
 //! random draws they make, their parameters, sticky actions, Python-list semantics for
-//! their object lists, and the reading of state vectors.
+//! their object lists, and the writing and reading of state vectors.
 //!
 //! The games draw from NumPy's `RandomState`; rlrig draws from its keyed Philox streams
 //! instead, so the same seed cannot give the package's trajectory. To check the games
@@ -278,6 +278,12 @@ pub(crate) fn frame_space(channels: usize) -> crate::space::Space {
         shape: vec![10, 10, channels],
         dtype: crate::space::Dtype::Float32,
     }
+}
+
+/// The start of a state vector: a game's scalar fields (each an integer; the caller
+/// widens its `i8`s and `bool`s), as numbers. [`Reader`] reads them back.
+pub(crate) fn scalars_to_vec(fields: &[i32]) -> Vec<f64> {
+    fields.iter().map(|&x| f64::from(x)).collect()
 }
 
 /// The 100 cells of a bit-set grid as 0/1 numbers, row-major.

@@ -4,7 +4,7 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, GAME_OVER, Reader, put, ramp_notch};
+use super::minatar::{Draws, GAME_OVER, Reader, put, ramp_notch, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -186,7 +186,7 @@ impl Env for Asterix {
     }
 
     fn state_to_vec(s: &AsterixState) -> Vec<f64> {
-        let mut v: Vec<f64> = [
+        let mut v = scalars_to_vec(&[
             s.player_x.into(),
             s.player_y.into(),
             s.spawn_speed,
@@ -197,10 +197,7 @@ impl Env for Asterix {
             s.ramp_index,
             s.terminal.into(),
             s.last_action.into(),
-        ]
-        .iter()
-        .map(|&x: &i32| f64::from(x))
-        .collect();
+        ]);
         for e in &s.entities {
             match e {
                 Some(e) => v.extend([1.0, e.x.into(), e.right.into(), e.gold.into()]),

@@ -6,6 +6,7 @@
 //! `Environment` wrapper, not the game), so the first sticky repeat of an episode may
 //! replay the previous episode's last action; here a new episode starts from no-op.
 
+use super::minatar::{grid_to_vec, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -133,18 +134,18 @@ impl Env for Breakout {
     /// `[ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, last_action,
     /// brick_map (100 values, row-major)]`.
     fn state_to_vec(s: &BreakoutState) -> Vec<f64> {
-        let mut v = vec![
-            f64::from(s.ball_y),
-            f64::from(s.ball_x),
-            f64::from(s.ball_dir),
-            f64::from(s.pos),
-            f64::from(u8::from(s.strike)),
-            f64::from(s.last_x),
-            f64::from(s.last_y),
-            f64::from(u8::from(s.terminal)),
-            f64::from(s.last_action),
-        ];
-        v.extend((0..100).map(|i| ((s.bricks >> i) & 1) as f64));
+        let mut v = scalars_to_vec(&[
+            s.ball_y.into(),
+            s.ball_x.into(),
+            s.ball_dir.into(),
+            s.pos.into(),
+            s.strike.into(),
+            s.last_x.into(),
+            s.last_y.into(),
+            s.terminal.into(),
+            s.last_action.into(),
+        ]);
+        grid_to_vec(s.bricks, &mut v);
         v
     }
 

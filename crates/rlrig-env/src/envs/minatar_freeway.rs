@@ -5,7 +5,7 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, GAME_OVER, Reader, put};
+use super::minatar::{Draws, GAME_OVER, Reader, put, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -169,13 +169,13 @@ impl Env for Freeway {
     }
 
     fn state_to_vec(s: &FreewayState) -> Vec<f64> {
-        let mut v = vec![
+        let mut v = scalars_to_vec(&[
             s.pos.into(),
             s.move_timer.into(),
-            s.terminate_timer.into(),
-            u8::from(s.terminal).into(),
+            s.terminate_timer,
+            s.terminal.into(),
             s.last_action.into(),
-        ];
+        ]);
         for c in &s.cars {
             v.extend([f64::from(c.x), c.timer.into(), c.speed.into()]);
         }

@@ -9,7 +9,7 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, GAME_OVER, PyList, Reader, put, ramp_notch};
+use super::minatar::{Draws, GAME_OVER, PyList, Reader, put, ramp_notch, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -456,7 +456,7 @@ impl Env for Seaquest {
     }
 
     fn state_to_vec(s: &SeaquestState) -> Vec<f64> {
-        let mut v: Vec<f64> = [
+        let mut v = scalars_to_vec(&[
             s.oxygen,
             s.diver_count,
             s.sub_x.into(),
@@ -471,10 +471,7 @@ impl Env for Seaquest {
             s.surface.into(),
             s.terminal.into(),
             s.last_action.into(),
-        ]
-        .iter()
-        .map(|&x: &i32| f64::from(x))
-        .collect();
+        ]);
         let lists: [&[Obj]; 5] = [
             s.f_bullets.as_slice(),
             s.e_bullets.as_slice(),

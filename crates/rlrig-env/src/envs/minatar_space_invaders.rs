@@ -8,7 +8,7 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Draws, GAME_OVER, Reader, grid_to_vec, put, put_grid};
+use super::minatar::{Draws, GAME_OVER, Reader, grid_to_vec, put, put_grid, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -216,7 +216,7 @@ impl Env for SpaceInvaders {
     }
 
     fn state_to_vec(s: &SpaceInvadersState) -> Vec<f64> {
-        let mut v: Vec<f64> = [
+        let mut v = scalars_to_vec(&[
             s.pos.into(),
             s.alien_dir.into(),
             s.enemy_move_interval,
@@ -226,10 +226,7 @@ impl Env for SpaceInvaders {
             s.shot_timer,
             s.terminal.into(),
             s.last_action.into(),
-        ]
-        .iter()
-        .map(|&x: &i32| f64::from(x))
-        .collect();
+        ]);
         grid_to_vec(s.aliens, &mut v);
         grid_to_vec(s.f_bullets, &mut v);
         grid_to_vec(s.e_bullets, &mut v);
