@@ -6,7 +6,7 @@
 //! `Environment` wrapper, not the game), so the first sticky repeat of an episode may
 //! replay the previous episode's last action; here a new episode starts from no-op.
 
-use super::minatar::{grid_to_vec, scalars_to_vec};
+use super::minatar::{Reader, grid_to_vec, put, put_grid, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -39,8 +39,13 @@ fn bit(y: i8, x: i8) -> u128 {
 
 pub struct Breakout;
 
+const CHANNELS: usize = 4;
+
+const LAYOUT: &str = "[ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, \
+    last_action, bricks (100, row-major)]";
+
 impl Env for Breakout {
-    super::minatar::minatar_env!(BreakoutParams, BreakoutState, channels: 4, actions: 3);
+    super::minatar::minatar_env!(BreakoutParams, BreakoutState, channels: CHANNELS, actions: 3);
     const ID: &'static str = "MinAtar/Breakout-v1";
     const STEP_COST_NS: u64 = 40;
 
@@ -119,20 +124,12 @@ impl Env for Breakout {
 
     fn observe(_: &BreakoutParams, s: &BreakoutState, out: &mut [f32]) {
         out.fill(0.0);
-        let at = |y: i8, x: i8, c: usize| (y as usize * 10 + x as usize) * 4 + c;
-        out[at(9, s.pos, 0)] = 1.0;
-        out[at(s.ball_y, s.ball_x, 1)] = 1.0;
-        out[at(s.last_y, s.last_x, 2)] = 1.0;
-        let mut b = s.bricks;
-        while b != 0 {
-            let i = b.trailing_zeros() as usize;
-            out[i * 4 + 3] = 1.0;
-            b &= b - 1;
-        }
+        put(out, CHANNELS, 9, s.pos.into(), 0);
+        put(out, CHANNELS, s.ball_y.into(), s.ball_x.into(), 1);
+        put(out, CHANNELS, s.last_y.into(), s.last_x.into(), 2);
+        put_grid(out, CHANNELS, s.bricks, 3);
     }
 
-    /// `[ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, last_action,
-    /// brick_map (100 values, row-major)]`.
     fn state_to_vec(s: &BreakoutState) -> Vec<f64> {
         let mut v = scalars_to_vec(&[
             s.ball_y.into(),
@@ -150,39 +147,21 @@ impl Env for Breakout {
     }
 
     fn state_from_slice(_: &BreakoutParams, v: &[f64]) -> Result<BreakoutState, String> {
-        let v: &[f64; 109] = v.try_into().map_err(|_| {
-            format!(
-                "expected 109 numbers [ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, last_action, 100 bricks], got {}",
-                v.len()
-            )
-        })?;
-        let int = |i: usize, lo: f64, hi: f64| -> Result<i8, String> {
-            let x = v[i];
-            if x.fract() != 0.0 || !(lo..=hi).contains(&x) {
-                return Err(format!(
-                    "state[{i}] is {x}, expected an integer in {lo}..={hi}"
-                ));
-            }
-            Ok(x as i8)
+        let mut r = Reader::new(v, LAYOUT);
+        let s = BreakoutState {
+            ball_y: r.int("ball_y", 0, 9)? as i8,
+            ball_x: r.int("ball_x", 0, 9)? as i8,
+            ball_dir: r.int("ball_dir", 0, 3)? as u8,
+            pos: r.int("pos", 0, 9)? as i8,
+            strike: r.bool("strike")?,
+            last_x: r.int("last_x", 0, 9)? as i8,
+            last_y: r.int("last_y", 0, 9)? as i8,
+            terminal: r.bool("terminal")?,
+            last_action: r.int("last_action", 0, 2)? as u8,
+            bricks: r.grid("bricks")?,
         };
-        let mut bricks = 0u128;
-        for i in 0..100 {
-            if int(9 + i, 0.0, 1.0)? == 1 {
-                bricks |= 1 << i;
-            }
-        }
-        Ok(BreakoutState {
-            ball_y: int(0, 0.0, 9.0)?,
-            ball_x: int(1, 0.0, 9.0)?,
-            ball_dir: int(2, 0.0, 3.0)? as u8,
-            pos: int(3, 0.0, 9.0)?,
-            strike: int(4, 0.0, 1.0)? == 1,
-            last_x: int(5, 0.0, 9.0)?,
-            last_y: int(6, 0.0, 9.0)?,
-            terminal: int(7, 0.0, 1.0)? == 1,
-            last_action: int(8, 0.0, 2.0)? as u8,
-            bricks,
-        })
+        r.finish()?;
+        Ok(s)
     }
 }
 
