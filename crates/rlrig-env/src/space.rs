@@ -48,6 +48,11 @@ impl Space {
         }
     }
 
+    /// A float32 box from `-high` to `high`, 1-D.
+    pub fn symmetric(high: Vec<f32>) -> Space {
+        Space::box1(high.iter().map(|h| -h).collect(), high)
+    }
+
     /// Number of scalars one element of this space occupies in a flat buffer.
     pub fn flat_dim(&self) -> usize {
         match self {

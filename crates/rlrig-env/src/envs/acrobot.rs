@@ -293,7 +293,7 @@ impl Env for Acrobot {
 
     fn observation_space(p: &AcrobotParams) -> Space {
         let high = vec![1.0, 1.0, 1.0, 1.0, p.max_vel_1 as f32, p.max_vel_2 as f32];
-        Space::box1(high.iter().map(|h| -h).collect(), high)
+        Space::symmetric(high)
     }
 
     fn action_space(_: &AcrobotParams) -> Space {

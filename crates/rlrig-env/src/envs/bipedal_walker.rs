@@ -735,7 +735,7 @@ macro_rules! walker_env {
             }
 
             fn action_space(_: &$params) -> Space {
-                Space::box1(vec![-1.0; 4], vec![1.0; 4])
+                Space::symmetric(vec![1.0; 4])
             }
 
             fn max_episode_steps(p: &$params) -> Option<u32> {

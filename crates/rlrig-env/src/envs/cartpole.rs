@@ -168,13 +168,12 @@ impl Env for CartPole {
     const BATCH_LANES: usize = LANES;
 
     fn observation_space(p: &CartPoleParams) -> Space {
-        let high = [
+        Space::symmetric(vec![
             (p.x_threshold * 2.0) as f32,
             f32::INFINITY,
             (p.theta_threshold_radians * 2.0) as f32,
             f32::INFINITY,
-        ];
-        Space::box1(high.iter().map(|h| -h).collect(), high.to_vec())
+        ])
     }
 
     fn action_space(_: &CartPoleParams) -> Space {

@@ -639,7 +639,7 @@ lander_env!(
     LunarLanderContinuous,
     "LunarLanderContinuous-v3",
     [f32; 2],
-    Space::box1(vec![-1.0, -1.0], vec![1.0, 1.0]),
+    Space::symmetric(vec![1.0, 1.0]),
     Engines::continuous,
     "LunarLanderContinuous-v3 (`continuous=True`): [main throttle, lateral] in [-1, 1]."
 );

@@ -146,11 +146,11 @@ impl Env for Pendulum {
 
     fn observation_space(p: &PendulumParams) -> Space {
         let high = vec![1.0, 1.0, p.max_speed as f32];
-        Space::box1(high.iter().map(|h| -h).collect(), high)
+        Space::symmetric(high)
     }
 
     fn action_space(p: &PendulumParams) -> Space {
-        Space::box1(vec![-p.max_torque as f32], vec![p.max_torque as f32])
+        Space::symmetric(vec![p.max_torque as f32])
     }
 
     fn max_episode_steps(p: &PendulumParams) -> Option<u32> {
