@@ -44,6 +44,16 @@ pub struct MountainCarState {
 
 pub struct MountainCar;
 
+/// The observation space of both mountain cars (this one and
+/// [`super::mountain_car_continuous`]): `[position, velocity]`, the position in
+/// `[min_position, max_position]`, the velocity within `max_speed` either way.
+pub(crate) fn observation_space(min_position: f64, max_position: f64, max_speed: f64) -> Space {
+    Space::box1(
+        vec![min_position as f32, -max_speed as f32],
+        vec![max_position as f32, max_speed as f32],
+    )
+}
+
 impl Env for MountainCar {
     type Params = MountainCarParams;
     type State = MountainCarState;
@@ -55,10 +65,7 @@ impl Env for MountainCar {
     const STEP_COST_NS: u64 = 25;
 
     fn observation_space(p: &MountainCarParams) -> Space {
-        Space::box1(
-            vec![p.min_position as f32, -p.max_speed as f32],
-            vec![p.max_position as f32, p.max_speed as f32],
-        )
+        observation_space(p.min_position, p.max_position, p.max_speed)
     }
 
     fn action_space(_: &MountainCarParams) -> Space {

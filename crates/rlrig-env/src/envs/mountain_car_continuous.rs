@@ -64,10 +64,7 @@ impl Env for MountainCarContinuous {
     const STEP_COST_NS: u64 = 50;
 
     fn observation_space(p: &Self::Params) -> Space {
-        Space::box1(
-            vec![p.min_position as f32, -p.max_speed as f32],
-            vec![p.max_position as f32, p.max_speed as f32],
-        )
+        super::mountain_car::observation_space(p.min_position, p.max_position, p.max_speed)
     }
 
     fn action_space(p: &Self::Params) -> Space {
