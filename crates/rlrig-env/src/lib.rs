@@ -30,6 +30,18 @@ pub mod space;
 pub mod trig;
 pub mod vector;
 
+/// Test support: how many random arguments a bit-for-bit test of a numeric function
+/// checks, `release` in an optimised build and a tenth of that in a debug one (which
+/// runs about ten times slower).
+#[cfg(test)]
+pub(crate) fn test_cases(release: u32) -> u32 {
+    if cfg!(debug_assertions) {
+        release / 10
+    } else {
+        release
+    }
+}
+
 pub use env::{Action, ActionBuf, ActionFault, Env, ObsBuf, ObsElem, Transition};
 pub use error::EnvError;
 pub use registry::{ATARI_IDS, ENV_IDS, EnvSpec, EnvVisitor, make_async, make_sync, spec, visit};

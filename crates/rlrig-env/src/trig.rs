@@ -342,11 +342,7 @@ mod tests {
     #[test]
     fn equals_libm_bit_for_bit() {
         let mut rng = Rng::stream(7, Purpose::Env, 0);
-        let n = if cfg!(debug_assertions) {
-            300_000
-        } else {
-            3_000_000
-        };
+        let n = crate::test_cases(3_000_000);
         let (mut in_range, mut uncertain) = (0u32, 0u32);
         for scale in [0.25, 0.13, 1e-3, 1.0] {
             for _ in 0..n {
@@ -359,11 +355,7 @@ mod tests {
                 check(x);
             }
         }
-        // The speed is gone if many values fall back (~6 % expected).
-        assert!(
-            uncertain < in_range / 10,
-            "{uncertain} of {in_range} values uncertain"
-        );
+        assert_few_fall_back(uncertain, in_range);
         for x in [
             0.0, -0.0, 1e-300, -5e-324, 1e-9, 0.25, -0.25, 0.2500001, 3.0, 1e300,
         ] {
@@ -373,6 +365,15 @@ mod tests {
             let (s, c) = sin_cos(x);
             assert!(s.is_nan() && c.is_nan());
         }
+    }
+
+    /// The speed is gone if many values fall back to libm (~6 % expected): fewer than a
+    /// tenth of the `values` computed may be `uncertain`.
+    fn assert_few_fall_back(uncertain: u32, values: u32) {
+        assert!(
+            uncertain < values / 10,
+            "{uncertain} of {values} values uncertain"
+        );
     }
 
     /// `wide_sin_cos_lanes` against libm, lane by lane.
@@ -412,11 +413,7 @@ mod tests {
     #[test]
     fn wide_equals_libm_bit_for_bit() {
         let mut rng = Rng::stream(9, Purpose::Env, 0);
-        let n = if cfg!(debug_assertions) {
-            100_000
-        } else {
-            1_000_000
-        };
+        let n = crate::test_cases(1_000_000);
         let (mut values, mut uncertain) = (0u32, 0u32);
         // Acrobot's angles (±pi wrapped, ±14 inside a Runge-Kutta step), Pendulum's
         // unbounded ones, and larger quadrant counts.
@@ -431,11 +428,7 @@ mod tests {
                 check_wide(&x);
             }
         }
-        // The speed is gone if many values fall back (~6 % expected).
-        assert!(
-            uncertain < values / 10,
-            "{uncertain} of {values} values uncertain"
-        );
+        assert_few_fall_back(uncertain, values);
         // The hard angles, the range's ends, tiny and special values; NaN stays NaN.
         let mut special = hard_angles();
         special.extend([
@@ -455,11 +448,7 @@ mod tests {
     #[test]
     fn fast_is_within_an_ulp_of_libm_and_the_same_in_every_lane() {
         let mut rng = Rng::stream(10, Purpose::Env, 0);
-        let n = if cfg!(debug_assertions) {
-            100_000
-        } else {
-            1_000_000
-        };
+        let n = crate::test_cases(1_000_000);
         let (mut values, mut differ) = (0u32, 0u32);
         let mut check = |x: &[f64; 8]| {
             let (s, c) = fast_sin_cos_lanes(x);

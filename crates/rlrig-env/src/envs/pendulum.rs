@@ -280,11 +280,7 @@ mod tests {
                 "{y:e}"
             );
         };
-        let n = if cfg!(debug_assertions) {
-            200_000
-        } else {
-            2_000_000
-        };
+        let n = crate::test_cases(2_000_000);
         for scale in [1.0, 8.0, 1e3, 1e-3] {
             for _ in 0..n {
                 check(rng.uniform(-scale, scale));
