@@ -82,15 +82,10 @@ impl EnvThroughput {
 pub fn env_memory(b: &EnvBench) -> Result<rlrig_learn::memory::Estimate, LabError> {
     let s = rlrig_env::spec(&b.env)?;
     let envs = b.num_envs as f64;
-    Ok(rlrig_learn::memory::Estimate::new()
-        .add(
-            format!("{} envs of {}", b.num_envs, b.env),
-            envs * s.bytes_per_env as f64,
-        )
-        .add(
-            format!("{ACTION_BATCHES} batches of random actions"),
-            envs * ACTION_BATCHES as f64 * s.action_space.flat_dim() as f64 * 4.0,
-        ))
+    Ok(rlrig_learn::memory::envs(&b.env, b.num_envs).add(
+        format!("{ACTION_BATCHES} batches of random actions"),
+        envs * ACTION_BATCHES as f64 * s.action_space.flat_dim() as f64 * 4.0,
+    ))
 }
 
 /// Steps `b.num_envs` envs with random actions and times it.

@@ -143,6 +143,24 @@ fn cgroup_room(limit: Option<String>, usage: Option<String>, stat: Option<String
     Some((limit - (usage - cache).max(0.0)).max(0.0))
 }
 
+/// What `num_envs` envs of `env` take (their states, as [`rlrig_env::EnvSpec`] counts
+/// them); unknown envs count nothing.
+pub fn envs(env: &str, num_envs: usize) -> Estimate {
+    let bytes = rlrig_env::spec(env).map_or(0, |s| s.bytes_per_env);
+    Estimate::new().add(
+        format!("{num_envs} envs of {env}"),
+        num_envs as f64 * bytes as f64,
+    )
+}
+
+/// A replay buffer of `rows` transitions of `floats_per_row` f32 values each.
+pub fn replay(rows: f64, floats_per_row: usize) -> Estimate {
+    Estimate::new().add(
+        format!("replay buffer of {rows} transitions"),
+        rows * floats_per_row as f64 * 4.0,
+    )
+}
+
 /// What a greedy evaluation of `episodes` episodes of `env` takes: they run as one
 /// batch of envs (their states, observation and action rows, the network's
 /// activations). Unknown envs count nothing.

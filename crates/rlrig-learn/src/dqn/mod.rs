@@ -285,15 +285,8 @@ impl crate::memory::Estimated for DqnConfig {
             _ => 1,
         };
         let rows = self.capacity() as f64;
-        crate::memory::Estimate::new()
-            .add(
-                format!("{} envs of {}", self.num_envs, self.env),
-                self.num_envs as f64 * spec.bytes_per_env as f64,
-            )
-            .add(
-                format!("replay buffer of {rows} transitions"),
-                rows * (2 * d + 3) as f64 * 4.0,
-            )
+        crate::memory::envs(&self.env, self.num_envs)
+            .and(crate::memory::replay(rows, 2 * d + 3))
             .add(
                 "networks and optimiser",
                 crate::memory::mlp_params(d, &self.hidden, n) * 4.0 * 5.0,

@@ -242,15 +242,8 @@ impl crate::memory::Estimated for OffPolicyConfig {
         let rows = (self.buffer_size as f64).min(self.total_steps as f64);
         let actor = crate::memory::mlp_params(d, &self.hidden, 2 * a);
         let critic = crate::memory::mlp_params(d + a, &self.hidden, 1);
-        crate::memory::Estimate::new()
-            .add(
-                format!("{} envs of {}", self.num_envs, self.env),
-                self.num_envs as f64 * spec.bytes_per_env as f64,
-            )
-            .add(
-                format!("replay buffer of {rows} transitions"),
-                rows * (2 * d + a + 2) as f64 * 4.0,
-            )
+        crate::memory::envs(&self.env, self.num_envs)
+            .and(crate::memory::replay(rows, 2 * d + a + 2))
             .add("networks and optimiser", (actor + 2.0 * critic) * 4.0 * 5.0)
     }
 }

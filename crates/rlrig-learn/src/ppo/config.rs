@@ -640,11 +640,7 @@ impl crate::memory::Estimated for PpoConfig {
         };
         let params = crate::memory::mlp_params(d, &self.hidden, a.max(2))
             + crate::memory::mlp_params(d, &self.hidden, 1);
-        crate::memory::Estimate::new()
-            .add(
-                format!("{} envs of {}", self.num_envs, self.env),
-                e * spec.bytes_per_env as f64,
-            )
+        crate::memory::envs(&self.env, self.num_envs)
             .add(
                 format!(
                     "rollout of {} steps x {} envs",
