@@ -456,7 +456,9 @@ impl Ppo {
                     );
                     let t0 = std::time::Instant::now();
                     on.values_after(&self.agent, &mut self.buf, &mut self.value_scratch);
-                    r.inference += t0.elapsed().as_secs_f64();
+                    let t1 = std::time::Instant::now();
+                    r.inference += (t1 - t0).as_secs_f64();
+                    r.span(origin, "inference", t0, t1);
                     r
                 }
             }
