@@ -309,6 +309,12 @@ impl Agent {
         }
     }
 
+    /// Whether the actor and the critic are separate networks ([`ACTOR`], [`CRITIC`]),
+    /// which a pass can run apart or side by side, rather than one shared trunk.
+    pub fn separate_nets(&self) -> bool {
+        matches!(self.nets, AgentNets::Separate { .. })
+    }
+
     /// Outputs of the policy head per observation (logits or Gaussian means).
     pub fn policy_dim(&self) -> usize {
         match &self.head {

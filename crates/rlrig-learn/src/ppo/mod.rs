@@ -456,9 +456,7 @@ impl Ppo {
                     );
                     let t0 = std::time::Instant::now();
                     on.values_after(&self.agent, &mut self.buf, &mut self.value_scratch);
-                    let t1 = std::time::Instant::now();
-                    r.inference += (t1 - t0).as_secs_f64();
-                    r.span(origin, "inference", t0, t1);
+                    r.timed(origin, Stage::Inference, t0, std::time::Instant::now());
                     r
                 }
             }
@@ -779,7 +777,7 @@ mod tests {
         let collected_with = ppo.backend.params();
         ppo.iterate();
         ppo.backend.set_params(&collected_with);
-        assert!(BackendPolicy::defers_values(&ppo.agent));
+        assert!(ppo.agent.separate_nets());
         let (e, d) = (8, ppo.agent.obs_dim);
         let mut v = Vec::new();
         for t in 0..32 {

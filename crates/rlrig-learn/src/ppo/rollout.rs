@@ -76,11 +76,6 @@ pub(super) trait RolloutPolicy {
 pub(super) struct BackendPolicy<'a>(pub(super) &'a mut dyn NetBackend);
 
 impl BackendPolicy<'_> {
-    /// Whether [`RolloutPolicy::act`] leaves the values to [`BackendPolicy::values_after`].
-    pub(super) fn defers_values(agent: &Agent) -> bool {
-        matches!(agent.nets, AgentNets::Separate { .. })
-    }
-
     /// The rollout's values into `buf.values` where `act` left them out.
     pub(super) fn values_after(
         &mut self,
@@ -88,7 +83,7 @@ impl BackendPolicy<'_> {
         buf: &mut RolloutBuf,
         scratch: &mut Vec<f32>,
     ) {
-        if Self::defers_values(agent) {
+        if agent.separate_nets() {
             let n = buf.values.len();
             agent.head_on(Part::Value, &mut *self.0, &buf.obs, n, scratch);
             buf.values.copy_from_slice(scratch);
@@ -105,7 +100,7 @@ impl RolloutPolicy for BackendPolicy<'_> {
         out: &mut Vec<f32>,
         values: &mut [f32],
     ) {
-        if Self::defers_values(agent) {
+        if agent.separate_nets() {
             agent.head_on(Part::Policy, &mut *self.0, obs, n, out);
             return;
         }
@@ -172,19 +167,35 @@ pub(super) struct RolloutStats {
     pub(super) spans: Vec<Span>,
 }
 
+/// A rollout's stages, each with its stage timer and its span name in the trace.
+#[derive(Clone, Copy)]
+pub(super) enum Stage {
+    Env,
+    Inference,
+}
+
 impl RolloutStats {
-    pub(super) fn span(
+    /// Adds `from..to` to `stage`'s timer and, when tracing (`origin`), records it as a
+    /// span: the one way a rollout's time is counted, so the trace's spans and the stage
+    /// timers measure the same intervals.
+    pub(super) fn timed(
         &mut self,
         origin: Option<std::time::Instant>,
-        name: &'static str,
+        stage: Stage,
         from: std::time::Instant,
         to: std::time::Instant,
     ) {
+        let dur = to.duration_since(from).as_secs_f64();
+        let (timer, name) = match stage {
+            Stage::Env => (&mut self.env, "env.step"),
+            Stage::Inference => (&mut self.inference, "inference"),
+        };
+        *timer += dur;
         if let Some(origin) = origin {
             self.spans.push(Span {
                 name,
                 start: from.duration_since(origin).as_secs_f64(),
-                dur: to.duration_since(from).as_secs_f64(),
+                dur,
                 tid: crate::trace::MAIN_TRACK,
             });
         }
@@ -406,8 +417,7 @@ pub(super) fn collect(
             }
         }
         let t1 = std::time::Instant::now();
-        out_stats.inference += (t1 - t0).as_secs_f64();
-        out_stats.span(origin, "inference", t0, t1);
+        out_stats.timed(origin, Stage::Inference, t0, t1);
         let actions = match agent.head {
             Head::Categorical { .. } => ActionBuf::Discrete(&act_i32),
             Head::Gaussian { .. } => ActionBuf::Continuous(&act_f32),
@@ -416,8 +426,7 @@ pub(super) fn collect(
             .step(actions)
             .expect("the policy only emits valid actions");
         let t2 = std::time::Instant::now();
-        out_stats.env += (t2 - t1).as_secs_f64();
-        out_stats.span(origin, "env.step", t1, t2);
+        out_stats.timed(origin, Stage::Env, t1, t2);
         out_stats.steps += e as u64;
 
         // Rewards: statistics on raw rewards, learning on normalised ones.
@@ -482,8 +491,7 @@ pub(super) fn collect(
             }
         }
         let t3 = std::time::Instant::now();
-        out_stats.inference += (t3 - t2).as_secs_f64();
-        out_stats.span(origin, "inference", t2, t3);
+        out_stats.timed(origin, Stage::Inference, t2, t3);
     }
     out_stats
 }

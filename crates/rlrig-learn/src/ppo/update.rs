@@ -267,7 +267,7 @@ impl Ppo {
                 // rows where the backend fuses them; else the three apart, the loss in
                 // blocks on the pool. Either way each block's sums are added in block
                 // order below: the same bits.
-                let fused = matches!(self.agent.nets, AgentNets::Separate { .. })
+                let fused = self.agent.separate_nets()
                     && self.backend.train_fused(
                         &[ACTOR, CRITIC],
                         mb_obs,

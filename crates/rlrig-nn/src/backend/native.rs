@@ -32,6 +32,9 @@ pub const MIN_CHUNK_FLOPS: f64 = 150e6;
 pub const MIN_TRAIN_CHUNK_FLOPS: f64 = 640e6;
 /// The most chunks a pass is split into: enough for 16 cores.
 pub const MAX_CHUNKS: usize = 16;
+/// The most networks one fused training pass runs side by side (PPO's actor and critic
+/// are two).
+const MAX_FUSED_NETS: usize = 4;
 
 /// Chunks of a pass over `rows` rows, chunks of at least `min_rows` rows.
 pub fn chunk_count(rows: usize, min_rows: usize) -> usize {
@@ -595,14 +598,14 @@ impl NetBackend for Native {
         loss: &ChunkLoss<'_>,
     ) -> bool {
         // Fused where the passes are split at all (one chunk runs on the calling thread
-        // either way), in whole blocks, and not over MPI ranks (each rank runs the
-        // forward passes whole there).
+        // either way), in whole blocks, for at most MAX_FUSED_NETS networks, and not over
+        // MPI ranks (each rank runs the forward passes whole there).
         let k = chunk_count(rows, self.min_rows.1);
         let whole = |c| {
             let r = chunk_rows(rows, k, c);
             r.start.is_multiple_of(block) && (r.end.is_multiple_of(block) || r.end == rows)
         };
-        if k < 2 || self.collective.is_some() || !(0..k).all(whole) {
+        if k < 2 || self.collective.is_some() || nets.len() > MAX_FUSED_NETS || !(0..k).all(whole) {
             return false;
         }
         for &n in nets {
@@ -637,9 +640,16 @@ impl NetBackend for Native {
                 outs[n].extend_from_slice(y);
                 d.resize(y.len(), 0.0);
             }
-            let o: Vec<&[f32]> = nets.iter().map(|&n| outs[n].as_slice()).collect();
-            let mut d: Vec<&mut [f32]> = douts.iter_mut().map(|d| d.as_mut_slice()).collect();
-            loss(r, &o, &mut d);
+            // The loss's views, on the stack: nothing is allocated per chunk.
+            let mut o: [&[f32]; MAX_FUSED_NETS] = [&[]; MAX_FUSED_NETS];
+            for (o, &n) in o.iter_mut().zip(nets) {
+                *o = &outs[n];
+            }
+            let mut d: [&mut [f32]; MAX_FUSED_NETS] = Default::default();
+            for (d, dout) in d.iter_mut().zip(douts.iter_mut()) {
+                *d = dout;
+            }
+            loss(r, &o[..nets.len()], &mut d[..nets.len()]);
             for (&n, d) in nets.iter().zip(douts.iter()) {
                 layout[n].backward_set(params, grads, d, &mut caches[n]);
             }
