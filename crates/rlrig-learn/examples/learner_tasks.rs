@@ -8,7 +8,7 @@
 use rlrig_env::Rng;
 use rlrig_env::pool::{record_tasks, take_recorded_tasks};
 use rlrig_env::rng::Purpose;
-use rlrig_learn::backend::{Native, NetBackend, NetLayout};
+use rlrig_learn::backend::{Native, NetBackend, NetLayout, Weights};
 use rlrig_learn::nn::Mlp;
 use rlrig_learn::optim::Adam;
 use std::time::Instant;
@@ -51,10 +51,10 @@ fn main() {
         let t0 = Instant::now();
         for _ in 0..iters {
             marks.push((Instant::now(), 0));
-            b.forward_train_into(&[0, 1], &x, rows, &mut [&mut o0, &mut o1]);
+            b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [&mut o0, &mut o1]);
             if twice {
                 marks.push((Instant::now(), 1));
-                b.forward_train_into(&[0, 1], &x, rows, &mut [&mut o0, &mut o1]);
+                b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [&mut o0, &mut o1]);
             }
             marks.push((Instant::now(), 2));
             b.backward_many(&[(0, &d0), (1, &d1)]);

@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 use crate::LearnError;
-use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout, rebuild};
+use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout, Weights, rebuild};
 use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache, normal};
@@ -341,8 +341,13 @@ impl OffPolicy {
         s.y.resize(bsz, 0.0);
         if nets.algo.twin_critics() {
             s.q1v.resize(bsz, 0.0);
-            self.critic
-                .forward_target_into(&[0, 1], &s.x, bsz, &mut [&mut s.y, &mut s.q1v]);
+            self.critic.forward_into(
+                Weights::Target,
+                &[0, 1],
+                &s.x,
+                bsz,
+                &mut [&mut s.y, &mut s.q1v],
+            );
             for (y, q) in s.y.iter_mut().zip(&s.q1v) {
                 *y = y.min(*q);
             }
@@ -373,8 +378,13 @@ impl OffPolicy {
         s.q2v.resize(bsz, 0.0);
         {
             let outs: &mut [&mut [f32]] = &mut [&mut s.q1v, &mut s.q2v];
-            self.critic
-                .forward_train_into(critics, &s.x, bsz, &mut outs[..critics.len()]);
+            self.critic.forward_into(
+                Weights::Train,
+                critics,
+                &s.x,
+                bsz,
+                &mut outs[..critics.len()],
+            );
         }
         s.dq1.resize(bsz, 0.0);
         s.dq2.resize(bsz, 0.0);

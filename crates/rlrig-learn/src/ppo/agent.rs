@@ -384,7 +384,13 @@ impl Agent {
     ) {
         match &self.nets {
             AgentNets::Separate { .. } if train => {
-                backend.forward_train_into(&[ACTOR, CRITIC], obs, n, &mut [policy, values]);
+                backend.forward_into(
+                    Weights::Train,
+                    &[ACTOR, CRITIC],
+                    obs,
+                    n,
+                    &mut [policy, values],
+                );
             }
             AgentNets::Separate { .. } => {
                 values.copy_from_slice(backend.forward(CRITIC, obs, n));

@@ -22,7 +22,9 @@ use rlrig_env::{ActionBuf, Purpose, Rng, Space, VecEnvDyn};
 use serde::{Deserialize, Serialize};
 
 use crate::LearnError;
-use crate::backend::{BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, rebuild};
+use crate::backend::{
+    BackendMaker, Native, Net, NetBackend, NetCache, NetLayout, Weights, rebuild,
+};
 use crate::conv::{ConvNet, NATURE};
 use crate::nn::{Mlp, normal};
 use crate::normalize::RunningMeanStd;
@@ -154,22 +156,12 @@ impl Ppo {
             .seed
             .wrapping_add(0x9e37_79b9_7f4a_7c15u64.wrapping_mul(j as u64));
         let env = crate::training_envs(&cfg.env, &cfg.env_args, cfg.num_envs, seed, 1)?;
-        let e = cfg.num_envs;
-        Ok(ActorSide {
-            env,
-            obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(obs_dim)),
-            ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
-            discounted: vec![0.0; e],
-            ep_return: vec![0.0; e],
-            ep_length: vec![0; e],
-            next_done: vec![false; e],
-        })
+        Ok(ActorSide::new(env, cfg, obs_dim))
     }
 
-    /// PPO on an executor built by the caller (any env type, e.g. a test env); it must
-    /// have `cfg.num_envs` envs and SameStep auto-reset.
-    /// PPO on `env`, its updates split over `threads` threads (the results do not depend
-    /// on it).
+    /// PPO on an executor built by the caller (any env type, e.g. a test env), which
+    /// must have `cfg.num_envs` envs and SameStep auto-reset; its updates split over
+    /// `threads` threads (the results do not depend on it).
     pub fn with_env(
         cfg: PpoConfig,
         env: Box<dyn VecEnvDyn>,
@@ -204,15 +196,7 @@ impl Ppo {
         };
         Ok(Ppo {
             backend: Box::new(Native::new(&agent.layout(), &agent.params, opt).threads(threads)?),
-            actor: Some(ActorSide {
-                env,
-                obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(d)),
-                ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
-                discounted: vec![0.0; e],
-                ep_return: vec![0.0; e],
-                ep_length: vec![0; e],
-                next_done: vec![false; e],
-            }),
+            actor: Some(ActorSide::new(env, &cfg, d)),
             iteration: 0,
             global_step: 0,
             times: StageTimes::default(),

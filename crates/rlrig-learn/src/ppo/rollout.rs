@@ -17,6 +17,21 @@ pub(super) struct ActorSide {
 }
 
 impl ActorSide {
+    /// `env` (`cfg.num_envs` envs of `obs_dim` observations) with fresh normalisation
+    /// statistics where `cfg` asks for them, and no episode begun.
+    pub(super) fn new(env: Box<dyn VecEnvDyn>, cfg: &PpoConfig, obs_dim: usize) -> ActorSide {
+        let e = cfg.num_envs;
+        ActorSide {
+            env,
+            obs_rms: cfg.norm_obs.then(|| RunningMeanStd::new(obs_dim)),
+            ret_rms: cfg.norm_reward.then(|| RunningMeanStd::new(1)),
+            discounted: vec![0.0; e],
+            ep_return: vec![0.0; e],
+            ep_length: vec![0; e],
+            next_done: vec![false; e],
+        }
+    }
+
     /// Writes the current observations, normalised as the policy sees them, into `out`;
     /// with `update`, the running statistics take them in first (once per collection
     /// step, not for a bootstrap read of the same observations).

@@ -29,6 +29,14 @@ pub trait Evaluator {
     fn evaluate(&mut self, obs: &[f32], n: usize, logits: &mut [f32], values: &mut [f32]);
 }
 
+/// Which parameters a forward pass reads: the trained ones, keeping the activations for
+/// a backward pass, or the target copy ([`NetBackend::init_target`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Weights {
+    Train,
+    Target,
+}
+
 /// One network of a learner: an MLP or a convolutional tower with an MLP head.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Net {
@@ -205,31 +213,22 @@ pub trait NetBackend: Send {
     /// of its parameters into the backend's gradient accumulator.
     fn backward(&mut self, net: usize, dout: &[f32]);
 
-    /// [`NetBackend::forward_train`] of each of `nets` on the same input, output `i`
+    /// `weights`' forward pass ([`NetBackend::forward_train`] or
+    /// [`NetBackend::forward_target`]) of each of `nets` on the same input, output `i`
     /// copied into `outs[i]` (a backend may run them in one pass over the rows).
-    fn forward_train_into(
+    fn forward_into(
         &mut self,
+        weights: Weights,
         nets: &[usize],
         x: &[f32],
         rows: usize,
         outs: &mut [&mut [f32]],
     ) {
         for (&net, out) in nets.iter().zip(outs.iter_mut()) {
-            out.copy_from_slice(self.forward_train(net, x, rows));
-        }
-    }
-
-    /// [`NetBackend::forward_target`] of each of `nets` on the same input, output `i`
-    /// copied into `outs[i]`.
-    fn forward_target_into(
-        &mut self,
-        nets: &[usize],
-        x: &[f32],
-        rows: usize,
-        outs: &mut [&mut [f32]],
-    ) {
-        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
-            out.copy_from_slice(self.forward_target(net, x, rows));
+            out.copy_from_slice(match weights {
+                Weights::Train => self.forward_train(net, x, rows),
+                Weights::Target => self.forward_target(net, x, rows),
+            });
         }
     }
 
@@ -240,7 +239,7 @@ pub trait NetBackend: Send {
     /// gradients). `block`: the loss adds its rows up in blocks of this many, so a
     /// backend fuses only where every chunk holds whole blocks and the sums do not depend
     /// on how the rows are split. Returns false, having done nothing, where it does not
-    /// fuse; the caller then runs [`NetBackend::forward_train_into`], its loss and
+    /// fuse; the caller then runs [`NetBackend::forward_into`] ([`Weights::Train`]), its loss and
     /// [`NetBackend::backward_many`], which give the same bits.
     fn train_fused(
         &mut self,

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use super::{BackendMaker, ChunkLoss, Net, NetBackend, NetCache, NetLayout, OptimState};
+use super::{BackendMaker, ChunkLoss, Net, NetBackend, NetCache, NetLayout, OptimState, Weights};
 use crate::NnError;
 use crate::collective::Collective;
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
@@ -190,12 +190,6 @@ fn add_pending(g: &mut [f32], at: usize, pending: &[(Range<usize>, usize)], chun
 }
 
 /// Copies the stored outputs of `nets` into `outs`, in order.
-fn copy_outs(stored: &[Vec<f32>], nets: &[usize], outs: &mut [&mut [f32]]) {
-    for (&net, out) in nets.iter().zip(outs.iter_mut()) {
-        out.copy_from_slice(&stored[net]);
-    }
-}
-
 /// Runs `f(c, &mut items[c])` for every item: on the pool when there is one (what the
 /// native backend and PPO's loss blocks run their chunks with).
 pub fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
@@ -540,15 +534,24 @@ impl NetBackend for Native {
         &self.outs[net]
     }
 
-    fn forward_train_into(
+    fn forward_into(
         &mut self,
+        weights: Weights,
         nets: &[usize],
         x: &[f32],
         rows: usize,
         outs: &mut [&mut [f32]],
     ) {
-        self.pass(false, true, nets, x, rows);
-        copy_outs(&self.outs, nets, outs);
+        let target = weights == Weights::Target;
+        self.pass(target, !target, nets, x, rows);
+        let stored = if target {
+            &self.target_outs
+        } else {
+            &self.outs
+        };
+        for (&net, out) in nets.iter().zip(outs.iter_mut()) {
+            out.copy_from_slice(&stored[net]);
+        }
     }
 
     fn backward_many(&mut self, passes: &[(usize, &[f32])]) {
@@ -806,17 +809,6 @@ impl NetBackend for Native {
     fn forward_target(&mut self, net: usize, x: &[f32], rows: usize) -> &[f32] {
         self.pass(true, false, &[net], x, rows);
         &self.target_outs[net]
-    }
-
-    fn forward_target_into(
-        &mut self,
-        nets: &[usize],
-        x: &[f32],
-        rows: usize,
-        outs: &mut [&mut [f32]],
-    ) {
-        self.pass(true, false, nets, x, rows);
-        copy_outs(&self.target_outs, nets, outs);
     }
 
     fn soft_update(&mut self, tau: f32) {

@@ -45,7 +45,7 @@ fn train_on_rank(
         let x = noise(rows * 6, 10 + it);
         let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
         let [o0, o1] = &mut outs;
-        b.forward_train_into(&[0, 1], &x, rows, &mut [o0, o1]);
+        b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [o0, o1]);
         seen.extend_from_slice(b.forward_target(1, &x, rows));
         let (d0, d1) = (noise(rows * 3, 20 + it), noise(rows, 30 + it));
         b.backward_many(&[(0, &d0), (1, &d1)]);
@@ -189,7 +189,7 @@ fn fused_pass_gives_the_separate_passes_bits() {
                 if !did {
                     let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
                     let [o0, o1] = &mut outs;
-                    b.forward_train_into(&[0, 1], &x, rows, &mut [o0, o1]);
+                    b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [o0, o1]);
                     let (mut d0, mut d1) = (vec![0.0; rows * 3], vec![0.0; rows]);
                     for r in 0..rows {
                         loss_of(r, &o0[r * 3..r * 3 + 3], 3, &n0, &mut d0[r * 3..r * 3 + 3]);
