@@ -170,7 +170,7 @@ fn chunk_record(
             sps
         ),
         step: s.global_step,
-        scalars: vec![
+        scalars: [
             ("charts/episode_return", s.episode_return),
             ("charts/episode_length", s.episode_length),
             ("charts/steps_per_sec", sps),
@@ -179,10 +179,10 @@ fn chunk_record(
             ("losses/actor_loss", s.actor_loss),
             ("losses/q_value", s.q_value),
             ("losses/alpha", s.alpha),
-            ("time/env", dt.env),
-            ("time/inference", dt.inference),
-            ("time/learner", dt.learner),
-        ],
+        ]
+        .into_iter()
+        .chain(dt.scalars())
+        .collect(),
         rate: sps,
         episode_return: s.episode_return,
     }

@@ -32,6 +32,15 @@ impl StageTimes {
     pub fn total(&self) -> f64 {
         self.env + self.inference + self.learner
     }
+
+    /// The stages as TensorBoard scalars (`time/env`, `time/inference`, `time/learner`).
+    pub fn scalars(&self) -> [(&'static str, f64); 3] {
+        [
+            ("time/env", self.env),
+            ("time/inference", self.inference),
+            ("time/learner", self.learner),
+        ]
+    }
 }
 
 /// One timed stage of a run.

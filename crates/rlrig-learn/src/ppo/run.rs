@@ -242,7 +242,7 @@ impl Algorithm for Ppo {
         Record {
             row: metrics_row(s, &dt, other, sps),
             step: s.global_step,
-            scalars: vec![
+            scalars: [
                 ("charts/episode_return", s.episode_return),
                 ("charts/episode_length", s.episode_length),
                 ("charts/learning_rate", s.learning_rate),
@@ -253,10 +253,10 @@ impl Algorithm for Ppo {
                 ("losses/approx_kl", s.approx_kl),
                 ("losses/clipfrac", s.clipfrac),
                 ("losses/explained_variance", s.explained_variance),
-                ("time/env", dt.env),
-                ("time/inference", dt.inference),
-                ("time/learner", dt.learner),
-            ],
+            ]
+            .into_iter()
+            .chain(dt.scalars())
+            .collect(),
             rate: sps,
             episode_return: s.episode_return,
         }
