@@ -63,6 +63,18 @@ fn targets_follow_online_nets_by_tau() {
     }
 }
 
+/// A learner of `c` after 220 env steps, with a batch of 4 transitions sampled (the
+/// gradient checks' fixture).
+fn with_batch_of_four(c: OffPolicyConfig) -> OffPolicy {
+    let mut r = OffPolicy::new(c, 1).unwrap();
+    while r.c.global_step < 220 {
+        r.collect_step();
+    }
+    r.c.buffer
+        .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+    r
+}
+
 /// The SAC actor's analytic gradient (reparameterised sample, squashing correction,
 /// temperature) against central differences of the same loss with fixed noise.
 #[test]
@@ -72,12 +84,7 @@ fn sac_actor_gradient_matches_finite_differences() {
     c.batch_size = 4;
     c.autotune = false;
     c.alpha = 0.3;
-    let mut r = OffPolicy::new(c, 1).unwrap();
-    while r.c.global_step < 220 {
-        r.collect_step();
-    }
-    r.c.buffer
-        .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+    let mut r = with_batch_of_four(c);
     let critic = r.critic.params();
     let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
         let nets = &r.nets;
@@ -111,12 +118,7 @@ fn deterministic_actor_gradient_matches_finite_differences() {
     let mut c = cfg(Algo::Td3);
     c.hidden = vec![8];
     c.batch_size = 4;
-    let mut r = OffPolicy::new(c, 1).unwrap();
-    while r.c.global_step < 220 {
-        r.collect_step();
-    }
-    r.c.buffer
-        .sample(4, &mut Rng::stream(5, Purpose::User, 0), &mut r.batch);
+    let mut r = with_batch_of_four(c);
     let nets = r.nets();
     let loss = |r: &OffPolicy, params: &[f32]| -> f64 {
         let mut act = vec![0.0; 4];
