@@ -124,6 +124,7 @@ pub mod offpolicy;
 pub mod ppo;
 pub mod rank_envs;
 pub mod replay;
+pub mod rules;
 pub mod run;
 pub mod saved;
 pub mod serve;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::rules::{self, fields};
 
 /// Hyperparameters.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -108,63 +109,26 @@ impl AzConfig {
                 rlrig_env::games::GAME_IDS.join(", ")
             )));
         }
-        for (v, n) in [
-            (self.games, "games"),
-            (self.moves_per_iteration, "moves_per_iteration"),
-            (self.simulations, "simulations"),
-            (self.batch_size, "batch_size"),
-            (self.buffer_size, "buffer_size"),
-            (self.eval_simulations, "eval_simulations"),
-            (self.max_considered, "max_considered"),
-        ] {
-            if v == 0 {
-                return Err(LearnError::Config(format!("{n} must be at least 1")));
-            }
-        }
+        rules::at_least_one(fields!(self: games, moves_per_iteration, simulations, batch_size))?;
+        rules::at_least_one(fields!(self: buffer_size, eval_simulations, max_considered))?;
+        rules::at_least_one(fields!(self: eval_depth))?;
         if self.gate_every > 0 && self.gate_games == 0 {
             return Err(LearnError::Config(
                 "gate_games must be at least 1 when gate_every > 0".into(),
             ));
         }
-        if !(0.0..=1.0).contains(&self.gate_threshold) {
-            return Err(LearnError::Config(format!(
-                "gate_threshold is a score in [0, 1], got {}",
-                self.gate_threshold
-            )));
-        }
+        rules::unit_interval(fields!(self: gate_threshold))?;
+        rules::unit_interval(fields!(self: dirichlet_fraction))?;
         if self.channels > 512 || self.blocks > 40 {
             return Err(LearnError::Config(format!(
                 "channels (at most 512) and blocks (at most 40) size the CNN, got {} and {}",
                 self.channels, self.blocks
             )));
         }
-        if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(LearnError::Config(format!(
-                "hidden must list positive sizes, got {:?}",
-                self.hidden
-            )));
-        }
-        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
-            return Err(LearnError::Config(format!(
-                "learning_rate must be positive, got {}",
-                self.learning_rate
-            )));
-        }
-        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
-            return Err(LearnError::Config(format!(
-                "weight_decay must be >= 0, got {}",
-                self.weight_decay
-            )));
-        }
-        if !(self.dirichlet_alpha > 0.0 && (0.0..=1.0).contains(&self.dirichlet_fraction)) {
-            return Err(LearnError::Config(
-                "dirichlet_alpha must be > 0 and dirichlet_fraction in [0, 1]".into(),
-            ));
-        }
-        if self.eval_depth == 0 {
-            return Err(LearnError::Config("eval_depth must be at least 1".into()));
-        }
-        Ok(())
+        rules::hidden_layers(&self.hidden)?;
+        rules::positive(fields!(self: learning_rate))?;
+        rules::positive(fields!(self: dirichlet_alpha))?;
+        rules::non_negative(fields!(self: weight_decay))
     }
 
     pub fn mcts(&self, simulations: usize) -> MctsConfig {

@@ -22,6 +22,7 @@ use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState, re
 use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache};
+use crate::rules::{self, fields};
 use crate::run::TensorSource;
 use crate::trace::StageTimes;
 
@@ -202,62 +203,15 @@ impl DqnConfig {
                 self.env, spec.action_space
             )));
         }
-        if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
-            return Err(LearnError::Config(
-                "num_envs, batch_size and buffer_size must be at least 1".into(),
-            ));
-        }
-        for (v, n) in [
-            (self.train_frequency, "train_frequency"),
-            (self.gradient_steps, "gradient_steps"),
-            (self.target_network_frequency, "target_network_frequency"),
-            (self.log_every, "log_every"),
-        ] {
-            if v == 0 {
-                return Err(LearnError::Config(format!("{n} must be at least 1")));
-            }
-        }
-        if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(LearnError::Config(format!(
-                "hidden must list positive layer sizes, got {:?}",
-                self.hidden
-            )));
-        }
-        for (v, n) in [
-            (self.learning_rate, "learning_rate"),
-            (self.adam_eps, "adam_eps"),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(LearnError::Config(format!(
-                    "{n} must be a positive number, got {v}"
-                )));
-            }
-        }
-        for (v, n) in [
-            (self.gamma, "gamma"),
-            (self.start_e, "start_e"),
-            (self.end_e, "end_e"),
-            (self.exploration_fraction, "exploration_fraction"),
-        ] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(LearnError::Config(format!(
-                    "{n} must lie in [0, 1], got {v}"
-                )));
-            }
-        }
-        if !(self.tau > 0.0 && self.tau <= 1.0) {
-            return Err(LearnError::Config(format!(
-                "tau must lie in (0, 1], got {}",
-                self.tau
-            )));
-        }
-        if !(self.max_grad_norm.is_finite() && self.max_grad_norm >= 0.0) {
-            return Err(LearnError::Config(format!(
-                "max_grad_norm must be a non-negative number (0: no clipping), got {}",
-                self.max_grad_norm
-            )));
-        }
-        Ok(())
+        rules::at_least_one(fields!(self: num_envs, batch_size, buffer_size))?;
+        rules::at_least_one(
+            fields!(self: train_frequency, gradient_steps, target_network_frequency, log_every),
+        )?;
+        rules::hidden_layers(&self.hidden)?;
+        rules::positive(fields!(self: learning_rate, adam_eps, tau))?;
+        rules::unit_interval(fields!(self: gamma, start_e, end_e, exploration_fraction, tau))?;
+        // 0: no clipping.
+        rules::non_negative(fields!(self: max_grad_norm))
     }
 
     /// Epsilon after `step` env steps: linear from `start_e` to `end_e` over

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::rules::{self, fields};
 
 /// Which evolutionary method.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -135,16 +136,13 @@ impl EvoConfig {
                 self.hidden
             )));
         }
-        for (v, n) in [(self.sigma, "sigma"), (self.learning_rate, "learning_rate")] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(LearnError::Config(format!("{n} must be positive, got {v}")));
-            }
-        }
-        let wd_ok = self.weight_decay.is_finite() && self.weight_decay >= 0.0;
-        if !(0.0..1.0).contains(&self.prune_fraction) || !wd_ok {
-            return Err(LearnError::Config(
-                "prune_fraction must lie in [0, 1) and weight_decay be >= 0".into(),
-            ));
+        rules::positive(fields!(self: sigma, learning_rate))?;
+        rules::non_negative(fields!(self: weight_decay))?;
+        if !(0.0..1.0).contains(&self.prune_fraction) {
+            return Err(LearnError::Config(format!(
+                "prune_fraction must lie in [0, 1), got {}",
+                self.prune_fraction
+            )));
         }
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::rules::{self, fields};
 
 /// Which algorithm.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -173,55 +174,12 @@ impl OffPolicyConfig {
                 self.algo.name()
             )));
         }
-        let pos = |v: f64, name: &str| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(LearnError::Config(format!(
-                    "{name} must be a positive number, got {v}"
-                )))
-            }
-        };
-        if self.num_envs == 0 || self.batch_size == 0 || self.buffer_size == 0 {
-            return Err(LearnError::Config(
-                "num_envs, batch_size and buffer_size must be at least 1".into(),
-            ));
-        }
-        if self.policy_frequency == 0 || self.target_network_frequency == 0 || self.log_every == 0 {
-            return Err(LearnError::Config(
-                "policy_frequency, target_network_frequency and log_every must be at least 1"
-                    .into(),
-            ));
-        }
-        if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(LearnError::Config(format!(
-                "hidden must list positive layer sizes, got {:?}",
-                self.hidden
-            )));
-        }
-        pos(self.policy_lr, "policy_lr")?;
-        pos(self.q_lr, "q_lr")?;
-        pos(self.adam_eps, "adam_eps")?;
-        pos(self.alpha, "alpha")?;
-        if !(0.0..=1.0).contains(&self.gamma) || !(0.0..=1.0).contains(&self.tau) {
-            return Err(LearnError::Config(format!(
-                "gamma and tau must lie in [0, 1], got {} and {}",
-                self.gamma, self.tau
-            )));
-        }
-        for (v, n) in [
-            (self.exploration_noise, "exploration_noise"),
-            (self.policy_noise, "policy_noise"),
-            (self.noise_clip, "noise_clip"),
-            (self.utd_ratio, "utd_ratio"),
-        ] {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(LearnError::Config(format!(
-                    "{n} must be a non-negative number, got {v}"
-                )));
-            }
-        }
-        Ok(())
+        rules::at_least_one(fields!(self: num_envs, batch_size, buffer_size))?;
+        rules::at_least_one(fields!(self: policy_frequency, target_network_frequency, log_every))?;
+        rules::hidden_layers(&self.hidden)?;
+        rules::positive(fields!(self: policy_lr, q_lr, adam_eps, alpha))?;
+        rules::unit_interval(fields!(self: gamma, tau))?;
+        rules::non_negative(fields!(self: exploration_noise, policy_noise, noise_clip, utd_ratio))
     }
 
     /// Transitions the buffer holds.

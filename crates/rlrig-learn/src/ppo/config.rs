@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::rules::{self, fields};
 
 /// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
 /// the continuous-control defaults and per-env presets.
@@ -483,22 +484,8 @@ impl PpoConfig {
     pub fn validate(&self) -> Result<(), LearnError> {
         rlrig_env::spec(&self.env)?;
         crate::check_env(&self.env, &self.env_args)?;
-        let positive = [
-            ("num_envs", self.num_envs),
-            ("num_steps", self.num_steps),
-            ("num_minibatches", self.num_minibatches),
-            ("update_epochs", self.update_epochs),
-        ];
-        for (k, v) in positive {
-            if v == 0 {
-                return Err(LearnError::Config(format!("{k} must be at least 1")));
-            }
-        }
-        if self.hidden.is_empty() || self.hidden.contains(&0) {
-            return Err(LearnError::Config(
-                "hidden: needs at least one layer, each of at least 1 unit".into(),
-            ));
-        }
+        rules::at_least_one(fields!(self: num_envs, num_steps, num_minibatches, update_epochs))?;
+        rules::hidden_layers(&self.hidden)?;
         let obs_space = || rlrig_env::spec(&self.env).map(|s| s.observation_space);
         if self.conv_channels > 0 && image_shape(&obs_space()?).is_none() {
             return Err(LearnError::Config(format!(
@@ -589,36 +576,9 @@ impl PpoConfig {
                 self.policy_lag
             )));
         }
-        for (k, v) in [
-            ("vtrace_rho_bar", self.vtrace_rho_bar),
-            ("vtrace_c_bar", self.vtrace_c_bar),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(LearnError::Config(format!(
-                    "{k} must be a positive number, got {v}"
-                )));
-            }
-        }
-        for (k, v) in [("gamma", self.gamma), ("gae_lambda", self.gae_lambda)] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(LearnError::Config(format!(
-                    "{k} must be in [0, 1], got {v}"
-                )));
-            }
-        }
-        for (k, v) in [
-            ("learning_rate", self.learning_rate),
-            ("clip_coef", self.clip_coef),
-            ("max_grad_norm", self.max_grad_norm),
-            ("adam_eps", self.adam_eps),
-        ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(LearnError::Config(format!(
-                    "{k} must be a positive number, got {v}"
-                )));
-            }
-        }
-        Ok(())
+        rules::unit_interval(fields!(self: gamma, gae_lambda))?;
+        rules::positive(fields!(self: vtrace_rho_bar, vtrace_c_bar))?;
+        rules::positive(fields!(self: learning_rate, clip_coef, max_grad_norm, adam_eps))
     }
 }
 
