@@ -215,9 +215,7 @@ pub fn load_alphazero(
 ) -> Result<(crate::alphazero::AzConfig, crate::alphazero::PolicyValue), LearnError> {
     use crate::alphazero::{AzConfig, AzState, PolicyValue};
     let mut ck = RunDir::open(run_dir)?.load_tensors::<AzConfig, AzState>("alphazero")?;
-    let cfg = ck.meta.config;
-    cfg.validate()
-        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let cfg = checked_config(run_dir, ck.meta.config, AzConfig::validate)?;
     let mut rng = rlrig_env::Rng::stream(cfg.seed, rlrig_env::Purpose::Init, 0);
     let mut net = PolicyValue::for_config(&cfg, &mut rng);
     let params = ck.tensors.remove("params").unwrap_or_default();
@@ -271,9 +269,7 @@ pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), LearnEr
     let dir = RunDir::open(run_dir)?;
     let algo = dir.algo()?;
     let mut ck = dir.load_tensors::<OffPolicyConfig, OffPolicyState>(&algo)?;
-    let cfg = ck.meta.config;
-    cfg.validate()
-        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let cfg = checked_config(run_dir, ck.meta.config, OffPolicyConfig::validate)?;
     let spec = rlrig_env::spec(&cfg.env)?;
     let mut nets = Nets::new(&cfg, spec.obs_dim, &spec.action_space);
     let actor = ck.tensors.remove("actor").unwrap_or_default();
@@ -292,14 +288,23 @@ pub fn load_offpolicy(run_dir: &Path) -> Result<(OffPolicyConfig, Nets), LearnEr
 pub fn load_dqn(run_dir: &Path) -> Result<(DqnConfig, QNet), LearnError> {
     let dir = RunDir::open(run_dir)?;
     let mut ck = dir.load_tensors::<DqnConfig, DqnState>("dqn")?;
-    let cfg = ck.meta.config;
-    cfg.validate()
-        .map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    let cfg = checked_config(run_dir, ck.meta.config, DqnConfig::validate)?;
     let spec = rlrig_env::spec(&cfg.env)?;
     let mut net = QNet::new(&cfg, spec.obs_dim, &spec.action_space);
     let q = ck.tensors.remove("q").unwrap_or_default();
     net.params = checked_params(run_dir, "Q-network", q, &net.params, &cfg.env, &cfg.hidden)?;
     Ok((cfg, net))
+}
+
+/// A checkpoint's config, checked as a new run's is by `validate`; an error names the
+/// run directory.
+fn checked_config<C>(
+    run_dir: &Path,
+    cfg: C,
+    validate: impl FnOnce(&C) -> Result<(), LearnError>,
+) -> Result<C, LearnError> {
+    validate(&cfg).map_err(|e| LearnError::Mismatch(format!("{}: {e}", run_dir.display())))?;
+    Ok(cfg)
 }
 
 /// `loaded` when it has as many parameters as the freshly built `fresh`, else an error

@@ -17,10 +17,15 @@ impl PolicyValue {
             .chain(std::iter::once(actions + 1))
             .collect();
         let mlp = Mlp::with_activation(&sizes, 0, Activation::Relu);
-        let mut params = vec![0.0; mlp.num_params()];
-        mlp.init_torch_default(&mut params, rng);
+        PolicyValue::initialised(mlp.into(), actions, rng)
+    }
+
+    /// `net` (its parameters from index 0) with PyTorch's default initialisation.
+    fn initialised(net: Net, actions: usize, rng: &mut Rng) -> PolicyValue {
+        let mut params = vec![0.0; net.end()];
+        net.init_torch_default(&mut params, rng);
         PolicyValue {
-            net: Net::Mlp(mlp),
+            net,
             params,
             actions,
         }
@@ -41,13 +46,7 @@ impl PolicyValue {
         rng: &mut Rng,
     ) -> PolicyValue {
         let net = ConvNet::new(planes, h, w, channels, 3, 1, blocks, hidden, actions + 1, 0);
-        let mut params = vec![0.0; net.num_params()];
-        net.init_torch_default(&mut params, rng);
-        PolicyValue {
-            net: Net::Conv(net),
-            params,
-            actions,
-        }
+        PolicyValue::initialised(net.into(), actions, rng)
     }
 
     /// Connect Four's network as `cfg` describes it: the MLP, or the residual tower

@@ -80,6 +80,15 @@ impl Net {
         }
     }
 
+    /// PyTorch's default initialisation of the network's parameters in `params` (its
+    /// range of the flat vector): [`Mlp::init_torch_default`], [`ConvNet::init_torch_default`].
+    pub fn init_torch_default(&self, params: &mut [f32], rng: &mut rlrig_env::Rng) {
+        match self {
+            Net::Mlp(m) => m.init_torch_default(params, rng),
+            Net::Conv(c) => c.init_torch_default(params, rng),
+        }
+    }
+
     pub fn input_dim(&self) -> usize {
         match self {
             Net::Mlp(m) => m.input_dim(),
