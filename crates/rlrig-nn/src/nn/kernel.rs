@@ -196,9 +196,24 @@ pub(crate) struct Operands<'a> {
     b: &'a [f32],
     ldb: usize,
     ldc: usize,
-    /// Write the product into `c` instead of adding it (`c`'s old values unread).
-    set: bool,
+    /// What the product is added to.
+    start: Start<'a>,
 }
+
+/// What a product is added to: `c`'s own values, nothing (`c`'s old values unread), or
+/// one row repeated in every row of `c` (a layer's bias: `c = bias + a b` in one pass,
+/// the same bits as filling `c` with the bias and adding the product).
+#[derive(Clone, Copy)]
+pub(crate) enum Start<'a> {
+    Add,
+    Set,
+    Bias(&'a [f32]),
+}
+
+/// [`Start`] as the kernels' const parameter.
+const ADD: u8 = 0;
+const SET: u8 = 1;
+const BIAS: u8 = 2;
 
 impl<'a> Operands<'a> {
     /// `c (m x n, rows ldc apart) += a (m x k, element (i, t) at i*rsa + t*csa) *
@@ -237,27 +252,32 @@ impl<'a> Operands<'a> {
             b,
             ldb,
             ldc,
-            set: false,
+            start: Start::Add,
         }
     }
 
-    /// The same product written into `c` (`c = a b`) instead of added to it: what a
-    /// `beta = 0` product costs without zeroing `c` first.
-    pub(crate) fn writing(self) -> Operands<'a> {
-        Operands { set: true, ..self }
+    /// The same product starting from `start` instead of `c`'s values (`Set`: what a
+    /// `beta = 0` product costs without zeroing `c` first). Panics if a bias row is
+    /// shorter than `n`.
+    pub(crate) fn starting(self, start: Start<'a>) -> Operands<'a> {
+        if let Start::Bias(bias) = start {
+            assert!(bias.len() >= self.n, "kernel: bias too short");
+        }
+        Operands { start, ..self }
     }
 }
 
-/// Rows `i..i + R` by columns `j..j + P * LANES` of the product, added to `c` (written
-/// into it with `SET`).
+/// Rows `i..i + R` by columns `j..j + P * LANES` of the product, added to `c`, written
+/// into it, or added to the bias row, as `START` ([`Start`]) says.
 ///
 /// # Safety
 /// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n`, and `o`
-/// was checked by [`Operands::new`] against `c`, so every index read or written is in
+/// was checked by [`Operands::new`] against `c` (and by [`Operands::starting`] against
+/// its bias row, which `START == BIAS` requires), so every index read or written is in
 /// bounds: `a` at `(i + r) * rsa + t * csa`, `b` at `t * ldb + j + q`, `c` at
-/// `(i + r) * ldc + j + q`, for `r < R`, `t < k`, `q < P * LANES`.
+/// `(i + r) * ldc + j + q`, the bias at `j + q`, for `r < R`, `t < k`, `q < P * LANES`.
 #[inline(always)]
-unsafe fn block<S: Simd, const R: usize, const P: usize, const SET: bool>(
+unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
     o: &Operands,
     c: *mut f32,
     i: usize,
@@ -280,11 +300,20 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const SET: bool>(
                 }
             }
         }
+        let bias = match o.start {
+            Start::Bias(b) => b.as_ptr().add(j),
+            _ => std::ptr::null(),
+        };
         for (r, row) in acc.iter().enumerate() {
             let crow = c.add((i + r) * o.ldc + j);
             for (q, v) in row.iter().enumerate() {
                 let p = crow.add(q * S::LANES);
-                S::store(p, if SET { *v } else { S::add(S::load(p), *v) });
+                let sum = match START {
+                    SET => *v,
+                    BIAS => S::add(S::load(bias.add(q * S::LANES)), *v),
+                    _ => S::add(S::load(p), *v),
+                };
+                S::store(p, sum);
             }
         }
     }
@@ -299,20 +328,20 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const SET: bool>(
 unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut [f32]) {
     // SAFETY: the caller's contract, passed on.
     unsafe {
-        if o.set {
-            product_as::<S, R, P, true>(o, c)
-        } else {
-            product_as::<S, R, P, false>(o, c)
+        match o.start {
+            Start::Add => product_as::<S, R, P, ADD>(o, c),
+            Start::Set => product_as::<S, R, P, SET>(o, c),
+            Start::Bias(_) => product_as::<S, R, P, BIAS>(o, c),
         }
     }
 }
 
-/// [`product`], adding or (`SET`) writing.
+/// [`product`], starting from `START` ([`Start`]).
 ///
 /// # Safety
 /// As [`product`].
 #[inline(always)]
-unsafe fn product_as<S: Simd, const R: usize, const P: usize, const SET: bool>(
+unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
     o: &Operands,
     c: &mut [f32],
 ) {
@@ -324,23 +353,23 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const SET: bool>(
         while j + P * S::LANES <= n {
             let mut i = 0;
             while i + R <= m {
-                block::<S, R, P, SET>(o, c, i, j);
+                block::<S, R, P, START>(o, c, i, j);
                 i += R;
             }
             for i in i..m {
-                block::<S, 1, P, SET>(o, c, i, j);
+                block::<S, 1, P, START>(o, c, i, j);
             }
             j += P * S::LANES;
         }
         while j + S::LANES <= n {
             for i in 0..m {
-                block::<S, 1, 1, SET>(o, c, i, j);
+                block::<S, 1, 1, START>(o, c, i, j);
             }
             j += S::LANES;
         }
         for j in j..n {
             for i in 0..m {
-                block::<Scalar, 1, 1, SET>(o, c, i, j);
+                block::<Scalar, 1, 1, START>(o, c, i, j);
             }
         }
     }
@@ -464,8 +493,8 @@ impl Isa {
     }
 }
 
-/// `c += a b`, or with `set` `c = a b` (see [`Operands::new`] for the shapes), on the
-/// fastest version here.
+/// `c = start + a b` ([`Start`]: `c`'s values, nothing or a bias row; see
+/// [`Operands::new`] for the shapes), on the fastest version here.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product_into(
     shape: (usize, usize, usize),
@@ -475,10 +504,9 @@ pub(crate) fn product_into(
     ldb: usize,
     c: &mut [f32],
     ldc: usize,
-    set: bool,
+    start: Start,
 ) {
-    let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc);
-    let o = if set { o.writing() } else { o };
+    let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).starting(start);
     Isa::best().product()(&o, c);
 }
 
@@ -576,7 +604,11 @@ mod tests {
                     acc = o.a[i * o.rsa + t * o.csa].mul_add(o.b[t * o.ldb + j], acc);
                 }
                 let c = &mut c[i * o.ldc + j];
-                *c = if o.set { acc } else { *c + acc };
+                *c = match o.start {
+                    Start::Add => *c + acc,
+                    Start::Set => acc,
+                    Start::Bias(b) => b[j] + acc,
+                };
             }
         }
     }
@@ -595,7 +627,7 @@ mod tests {
             k in 0usize..70,
             n in prop_oneof![1usize..40, 60usize..140],
             transposed in any::<bool>(),
-            set in any::<bool>(),
+            start in 0u8..3,
             pad in 0usize..3,
             seed in 0u64..1000,
         ) {
@@ -604,8 +636,9 @@ mod tests {
             let b = values(k.max(1) * ldb, seed + 1);
             let c0 = values(m * ldc, seed + 2);
             let strides = if transposed { (1, m) } else { (k, 1) };
-            let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc);
-            let o = if set { o.writing() } else { o };
+            let bias = values(n, seed + 3);
+            let start = [Start::Add, Start::Set, Start::Bias(&bias)][usize::from(start)];
+            let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc).starting(start);
             let mut want = c0.clone();
             reference(&o, &mut want);
             for isa in Isa::available() {

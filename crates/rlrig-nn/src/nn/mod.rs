@@ -13,6 +13,52 @@ use rlrig_env::Rng;
 
 mod kernel;
 
+/// What the kernel adds a `beta` product to: nothing for `beta = 0` (it writes `c`
+/// without a zeroing pass), else `c` scaled by `beta` first.
+fn kernel_start(
+    c: &mut [f32],
+    m: usize,
+    n: usize,
+    rsc: usize,
+    beta: f32,
+) -> kernel::Start<'static> {
+    if beta == 0.0 {
+        return kernel::Start::Set;
+    }
+    scale_rows(c, m, n, rsc, beta);
+    kernel::Start::Add
+}
+
+/// `out[m x n] = x[m x k] w[k x n] + bias` on every row (a layer: row-major `x`, `w`
+/// and `out`). Where the register-blocked kernel takes the shape it adds the bias as it
+/// stores each product; else `out` is filled with the bias and [`gemm`] adds the product
+/// on top. Either way each output is `bias + (the product's sum)`: the same bits.
+pub(crate) fn affine(
+    m: usize,
+    k: usize,
+    n: usize,
+    x: &[f32],
+    w: &[f32],
+    bias: &[f32],
+    out: &mut [f32],
+) {
+    if n >= KERNEL_MIN_N && (1..=KERNEL_MAX_K).contains(&k) && m > 0 {
+        kernel::product_into(
+            (m, k, n),
+            x,
+            (k, 1),
+            w,
+            n,
+            out,
+            n,
+            kernel::Start::Bias(bias),
+        );
+        return;
+    }
+    fill_rows(out, bias);
+    gemm(m, k, n, 1.0, x, (k, 1), w, (n, 1), 1.0, out, (n, 1));
+}
+
 /// `c[m x n] = alpha * a[m x k] * b[k x n] + beta * c`, with explicit row and column
 /// strides (a transpose is a stride swap). Panics if any operand is too short.
 #[allow(clippy::too_many_arguments)]
@@ -51,11 +97,8 @@ pub fn gemm(
         && k <= KERNEL_MAX_K
     {
         // beta 0: the kernel writes `c` (no zeroing pass); otherwise it adds to it.
-        let set = beta == 0.0;
-        if !set {
-            scale_rows(c, m, n, rsc, beta);
-        }
-        kernel::product_into((m, k, n), a, (rsa, csa), b, rsb, c, rsc, set);
+        let start = kernel_start(c, m, n, rsc, beta);
+        kernel::product_into((m, k, n), a, (rsa, csa), b, rsb, c, rsc, start);
         return;
     }
     // `b` stored transposed, its columns contiguous (the backward pass's `d W^T`, with
@@ -64,13 +107,10 @@ pub fn gemm(
     // on 64 x 64 x 64), or, for narrow outputs, dot products with `b`'s columns in place.
     if alpha == 1.0 && rsb == 1 && csb >= k && csc == 1 && rsc >= n {
         if n >= KERNEL_MIN_N && k <= KERNEL_MAX_K {
-            let set = beta == 0.0;
-            if !set {
-                scale_rows(c, m, n, rsc, beta);
-            }
+            let start = kernel_start(c, m, n, rsc, beta);
             with_scratch(k * n, |bt| {
                 kernel::transpose(b, csb, n, k, bt);
-                kernel::product_into((m, k, n), a, (rsa, csa), bt, n, c, rsc, set);
+                kernel::product_into((m, k, n), a, (rsa, csa), bt, n, c, rsc, start);
             });
             return;
         }
@@ -590,20 +630,14 @@ impl Mlp {
         for (i, l) in self.layers.iter().enumerate() {
             let (prev, next) = cache.hs.split_at_mut(i + 1);
             let (h_in, h_out) = (&prev[i], &mut next[0]);
-            // Start from the bias, then accumulate x W on top (beta = 1).
-            fill_rows(h_out, &params[l.b..l.b + l.fan_out]);
-            gemm(
+            affine(
                 batch,
                 l.fan_in,
                 l.fan_out,
-                1.0,
                 h_in,
-                (l.fan_in, 1),
                 &params[l.w..l.w + l.fan_in * l.fan_out],
-                (l.fan_out, 1),
-                1.0,
+                &params[l.b..l.b + l.fan_out],
                 h_out,
-                (l.fan_out, 1),
             );
             match l.act {
                 Activation::Tanh => tanh_in_place(h_out),
