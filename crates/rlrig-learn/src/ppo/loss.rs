@@ -84,8 +84,14 @@ pub(super) fn policy_row(
         Head::Categorical { .. } => {
             log_softmax(out, logp);
             let a = action[0] as usize;
-            let h: f32 = -logp.iter().map(|lp| lp.exp() * lp).sum::<f32>();
-            (logp[a], h)
+            // The probabilities wait in `d_out` for the gradient below (one `exp` each).
+            // -0.0 to start, as `Iterator::sum` of floats does: the same bits.
+            let mut sum = -0.0f32;
+            for (p, lp) in d_out.iter_mut().zip(logp.iter()) {
+                *p = lp.exp();
+                sum += *p * lp;
+            }
+            (logp[a], -sum)
         }
         Head::Gaussian { dim, .. } => {
             let mut lp = 0.0f32;
@@ -116,7 +122,7 @@ pub(super) fn policy_row(
         Head::Categorical { n } => {
             let a = action[0] as usize;
             for j in 0..*n {
-                let p = logp[j].exp();
+                let p = d_out[j];
                 let onehot = if j == a { 1.0 } else { 0.0 };
                 // d(-ec * H)/dl_j = ec * p_j (log p_j + H)
                 d_out[j] = g_lp * (onehot - p) + ec * inv * p * (logp[j] + entropy);
