@@ -3,6 +3,7 @@
 //! Gymnasium: observations within 1e-6 relative (or 1e-9 absolute), rewards bit-exact,
 //! flags exact, same episode length. MinAtar against the `minatar` package: exact.
 
+use rlrig_env::envs::minatar::Game;
 use rlrig_env::replay::{ReplayStep, replay};
 use serde_json::Value;
 
@@ -308,11 +309,7 @@ fn fnv(ones: &[usize]) -> String {
 /// Replays a MinAtar golden file of a game that draws as it plays: the package's draws
 /// go in, frames (every channel), rewards and termination must come out exactly.
 /// Returns the total reward, for the callers' coverage checks.
-fn check_minatar_game<E: rlrig_env::Env<Action = i32, Obs = f32>>(
-    file: &str,
-    reset: impl Fn(&mut Recorded<'_>) -> E::State,
-    step: impl Fn(&mut E::State, u8, &mut Recorded<'_>) -> rlrig_env::env::Transition,
-) -> f64 {
+fn check_minatar_game<E: Game>(file: &str) -> f64 {
     let path = format!("{}/tests/golden/{file}.json", env!("CARGO_MANIFEST_DIR"));
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(doc["env"], E::ID);
@@ -334,7 +331,7 @@ fn check_minatar_game<E: rlrig_env::Env<Action = i32, Obs = f32>>(
     for ep in doc["episodes"].as_array().unwrap() {
         let what = format!("{} seed {} policy {}", E::ID, ep["seed"], ep["policy"]);
         let mut d = Recorded::of(Some(&ep["reset_draws"]), format!("{what} reset"));
-        let mut s = reset(&mut d);
+        let mut s = E::reset_game(&mut d);
         d.done();
         E::observe(&p, &s, &mut frame);
         assert_eq!(ones_of(&frame), as_ones(&ep["obs0"]), "{what}: first frame");
@@ -343,7 +340,7 @@ fn check_minatar_game<E: rlrig_env::Env<Action = i32, Obs = f32>>(
         for (t, (a, w)) in actions.iter().zip(steps).enumerate() {
             let what = format!("{what} step {t}");
             let mut d = Recorded::of(w.get("d"), what.clone());
-            let tr = step(&mut s, a.as_u64().unwrap() as u8, &mut d);
+            let tr = E::step_game(&p, &mut s, a.as_u64().unwrap() as u8, &mut d);
             d.done();
             E::observe(&p, &s, &mut frame);
             let ones = ones_of(&frame);
@@ -371,14 +368,7 @@ fn check_minatar_game<E: rlrig_env::Env<Action = i32, Obs = f32>>(
 
 #[test]
 fn minatar_asterix_matches_the_minatar_package() {
-    use rlrig_env::envs::Asterix;
-    use rlrig_env::envs::minatar_asterix::AsterixParams;
-    let p = AsterixParams::default();
-    let total = check_minatar_game::<Asterix>(
-        "MinAtar-Asterix-v1",
-        |_| Asterix::reset_game(),
-        |s, a, d| Asterix::step_game(&p, s, a, d),
-    );
+    let total = check_minatar_game::<rlrig_env::envs::Asterix>("MinAtar-Asterix-v1");
     assert!(
         total >= 20.0,
         "the golden episodes should collect gold: {total}"
@@ -387,39 +377,19 @@ fn minatar_asterix_matches_the_minatar_package() {
 
 #[test]
 fn minatar_freeway_matches_the_minatar_package() {
-    use rlrig_env::envs::Freeway;
-    use rlrig_env::envs::minatar_freeway::FreewayParams;
-    let total = check_minatar_game::<Freeway>(
-        "MinAtar-Freeway-v1",
-        |d| Freeway::reset_game(d),
-        |s, a, d| Freeway::step_game(&FreewayParams::default(), s, a, d),
-    );
+    let total = check_minatar_game::<rlrig_env::envs::Freeway>("MinAtar-Freeway-v1");
     assert!(total >= 20.0, "the golden episodes should cross: {total}");
 }
 
 #[test]
 fn minatar_seaquest_matches_the_minatar_package() {
-    use rlrig_env::envs::Seaquest;
-    use rlrig_env::envs::minatar_seaquest::SeaquestParams;
-    let p = SeaquestParams::default();
-    let total = check_minatar_game::<Seaquest>(
-        "MinAtar-Seaquest-v1",
-        |_| Seaquest::reset_game(),
-        |s, a, d| Seaquest::step_game(&p, s, a, d),
-    );
+    let total = check_minatar_game::<rlrig_env::envs::Seaquest>("MinAtar-Seaquest-v1");
     assert!(total >= 10.0, "the golden episodes should score: {total}");
 }
 
 #[test]
 fn minatar_space_invaders_matches_the_minatar_package() {
-    use rlrig_env::envs::SpaceInvaders;
-    use rlrig_env::envs::minatar_space_invaders::SpaceInvadersParams;
-    let p = SpaceInvadersParams::default();
-    let total = check_minatar_game::<SpaceInvaders>(
-        "MinAtar-SpaceInvaders-v1",
-        |_| SpaceInvaders::reset_game(),
-        |s, a, d| SpaceInvaders::step_game(&p, s, a, d),
-    );
+    let total = check_minatar_game::<rlrig_env::envs::SpaceInvaders>("MinAtar-SpaceInvaders-v1");
     assert!(
         total >= 20.0,
         "the golden episodes should shoot aliens: {total}"

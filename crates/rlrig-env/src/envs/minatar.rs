@@ -32,6 +32,17 @@ impl Draws for Rng {
     }
 }
 
+/// A MinAtar game as the package's game classes are, written against [`Draws`]: their
+/// `reset` and their `act` (sticky actions aside). [`minatar_env`]'s `played as a Game`
+/// makes them the env's `reset` and `step`; the golden tests feed them the package's
+/// recorded draws.
+pub trait Game: crate::Env<Action = i32, Obs = f32> {
+    /// The package's `reset`.
+    fn reset_game(d: &mut impl Draws) -> Self::State;
+    /// The package's `act` for a minimal-set action (sticky actions aside).
+    fn step_game(p: &Self::Params, s: &mut Self::State, a: u8, d: &mut impl Draws) -> Transition;
+}
+
 /// The parameters of a MinAtar game without a difficulty ramp (Breakout, Freeway): the
 /// package's `sticky_action_prob`.
 #[derive(Clone, Debug)]
@@ -346,16 +357,21 @@ pub(crate) fn set_param(
 /// The items of `impl Env` every MinAtar game shares: i32 actions, a `10 x 10 x
 /// channels` frame, no time limit of its own, and the sticky-action parameter; with
 /// `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws); with
-/// `played by step_game`, `step` draws the sticky action and hands it to the game's
-/// `step_game(params, state, action, draws)` (the package's `act`). A game's impl names
-/// its id, step cost, reset, state layout and (without `played by`) step itself.
+/// `played as a Game`, `reset` is the game's [`Game::reset_game`] and `step` draws the
+/// sticky action and hands it to the game's [`Game::step_game`] (the package's `act`). A
+/// game's impl names its id, step cost, state layout and (without `played as a Game`)
+/// reset and step themselves.
 macro_rules! minatar_env {
-    ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame, played by step_game) => {
+    ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame, played as a Game) => {
         super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions, drawn as a frame);
+
+        fn reset(_: &$params, rng: &mut Rng) -> $state {
+            <Self as super::minatar::Game>::reset_game(rng)
+        }
 
         fn step(p: &$params, s: &mut $state, a: &i32, rng: &mut Rng) -> Transition {
             let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-            Self::step_game(p, s, a, rng)
+            <Self as super::minatar::Game>::step_game(p, s, a, rng)
         }
     };
     ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame) => {

@@ -4,7 +4,7 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, GAME_OVER, Reader, put, ramp_notch, scalars_to_vec};
+use super::minatar::{Draws, GAME_OVER, Game, Reader, put, ramp_notch, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -42,17 +42,9 @@ pub struct AsterixState {
     pub last_action: u8,
 }
 
+/// The package's `reset` (it draws nothing).
 impl Default for AsterixState {
     fn default() -> Self {
-        Asterix::reset_game()
-    }
-}
-
-pub struct Asterix;
-
-impl Asterix {
-    /// The package's `reset` (it draws nothing).
-    pub fn reset_game() -> AsterixState {
         AsterixState {
             player_x: 5,
             player_y: 5,
@@ -67,7 +59,11 @@ impl Asterix {
             last_action: 0,
         }
     }
+}
 
+pub struct Asterix;
+
+impl Asterix {
     fn spawn(s: &mut AsterixState, d: &mut impl Draws) {
         let right = d.rand() < 0.5;
         let gold = d.rand() < 1.0 / 3.0;
@@ -101,14 +97,14 @@ impl Asterix {
             }
         }
     }
+}
 
-    /// The package's `act` for a minimal-set action (sticky actions aside).
-    pub fn step_game(
-        p: &AsterixParams,
-        s: &mut AsterixState,
-        a: u8,
-        d: &mut impl Draws,
-    ) -> Transition {
+impl Game for Asterix {
+    fn reset_game(_: &mut impl Draws) -> AsterixState {
+        AsterixState::default()
+    }
+
+    fn step_game(p: &AsterixParams, s: &mut AsterixState, a: u8, d: &mut impl Draws) -> Transition {
         if s.terminal {
             return GAME_OVER;
         }
@@ -162,13 +158,9 @@ const LAYOUT: &str = "[player_x, player_y, spawn_speed, spawn_timer, move_speed,
     ramp_timer, ramp_index, terminal, last_action, then for rows 1..=8: present, x, right, gold]";
 
 impl Env for Asterix {
-    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame, played by step_game);
+    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame, played as a Game);
     const ID: &'static str = "MinAtar/Asterix-v1";
     const STEP_COST_NS: u64 = 40;
-
-    fn reset(_: &AsterixParams, _: &mut Rng) -> AsterixState {
-        Self::reset_game()
-    }
 
     fn observe(_: &AsterixParams, s: &AsterixState, out: &mut [f32]) {
         out.fill(0.0);

@@ -5,7 +5,7 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, GAME_OVER, Reader, put, scalars_to_vec};
+use super::minatar::{Draws, GAME_OVER, Game, Reader, put, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -64,9 +64,11 @@ impl Freeway {
             car.speed = *v;
         }
     }
+}
 
+impl Game for Freeway {
     /// The package's `reset`: draws the cars.
-    pub fn reset_game(d: &mut impl Draws) -> FreewayState {
+    fn reset_game(d: &mut impl Draws) -> FreewayState {
         let mut s = FreewayState {
             pos: 9,
             move_timer: PLAYER_SPEED,
@@ -77,13 +79,7 @@ impl Freeway {
         s
     }
 
-    /// The package's `act` for a minimal-set action (sticky actions aside).
-    pub fn step_game(
-        _: &FreewayParams,
-        s: &mut FreewayState,
-        a: u8,
-        d: &mut impl Draws,
-    ) -> Transition {
+    fn step_game(_: &FreewayParams, s: &mut FreewayState, a: u8, d: &mut impl Draws) -> Transition {
         if s.terminal {
             return GAME_OVER;
         }
@@ -139,13 +135,9 @@ const LAYOUT: &str = "[pos, move_timer, terminate_timer, terminal, last_action, 
     1..=8: x, timer, speed]";
 
 impl Env for Freeway {
-    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame, played by step_game);
+    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame, played as a Game);
     const ID: &'static str = "MinAtar/Freeway-v1";
     const STEP_COST_NS: u64 = 40;
-
-    fn reset(_: &FreewayParams, rng: &mut Rng) -> FreewayState {
-        Self::reset_game(rng)
-    }
 
     fn observe(_: &FreewayParams, s: &FreewayState, out: &mut [f32]) {
         out.fill(0.0);

@@ -9,7 +9,7 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, GAME_OVER, PyList, Reader, put, ramp_notch, scalars_to_vec};
+use super::minatar::{Draws, GAME_OVER, Game, PyList, Reader, put, ramp_notch, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -89,17 +89,9 @@ pub struct SeaquestState {
     pub last_action: u8,
 }
 
+/// The package's `reset` (it draws nothing).
 impl Default for SeaquestState {
     fn default() -> Self {
-        Seaquest::reset_game()
-    }
-}
-
-pub struct Seaquest;
-
-impl Seaquest {
-    /// The package's `reset` (it draws nothing).
-    pub fn reset_game() -> SeaquestState {
         SeaquestState {
             oxygen: MAX_OXYGEN,
             diver_count: 0,
@@ -122,7 +114,11 @@ impl Seaquest {
             last_action: 0,
         }
     }
+}
 
+pub struct Seaquest;
+
+impl Seaquest {
     fn spawn_enemy(s: &mut SeaquestState, d: &mut impl Draws) {
         let right = d.rand() < 0.5;
         let is_sub = d.rand() < 1.0 / 3.0;
@@ -244,9 +240,14 @@ impl Seaquest {
         }
         at
     }
+}
 
-    /// The package's `act` (sticky actions aside).
-    pub fn step_game(
+impl Game for Seaquest {
+    fn reset_game(_: &mut impl Draws) -> SeaquestState {
+        SeaquestState::default()
+    }
+
+    fn step_game(
         p: &SeaquestParams,
         s: &mut SeaquestState,
         a: u8,
@@ -408,13 +409,9 @@ const LAYOUT: &str = "[oxygen, diver_count, sub_x, sub_y, sub_or, e_spawn_speed,
     entries x, y, right, move_timer, shot_timer]";
 
 impl Env for Seaquest {
-    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame, played by step_game);
+    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame, played as a Game);
     const ID: &'static str = "MinAtar/Seaquest-v1";
     const STEP_COST_NS: u64 = 150;
-
-    fn reset(_: &SeaquestParams, _: &mut Rng) -> SeaquestState {
-        Self::reset_game()
-    }
 
     fn observe(_: &SeaquestParams, s: &SeaquestState, out: &mut [f32]) {
         out.fill(0.0);
@@ -511,7 +508,7 @@ impl Env for Seaquest {
             surface: r.bool("surface")?,
             terminal: r.bool("terminal")?,
             last_action: r.int("last_action", 0, 5)? as u8,
-            ..Self::reset_game()
+            ..SeaquestState::default()
         };
         fn list<const N: usize>(r: &mut Reader<'_>, what: &str) -> Result<PyList<Obj, N>, String> {
             let n = r.int(&format!("{what} count"), 0, N as i64)?;
@@ -552,7 +549,7 @@ mod tests {
         });
         assert!(seen > 0, "enemies spawn");
         assert_refused::<Seaquest>(
-            &Seaquest::reset_game(),
+            &SeaquestState::default(),
             14,
             100.0,
             "state[14] (friendly bullet count)",

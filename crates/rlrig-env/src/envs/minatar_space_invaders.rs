@@ -8,7 +8,7 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Draws, GAME_OVER, Reader, grid_to_vec, put, put_grid, scalars_to_vec};
+use super::minatar::{Draws, GAME_OVER, Game, Reader, grid_to_vec, put, put_grid, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -67,17 +67,9 @@ pub struct SpaceInvadersState {
     pub last_action: u8,
 }
 
+/// The package's `reset`.
 impl Default for SpaceInvadersState {
     fn default() -> Self {
-        SpaceInvaders::reset_game()
-    }
-}
-
-pub struct SpaceInvaders;
-
-impl SpaceInvaders {
-    /// The package's `reset`.
-    pub fn reset_game() -> SpaceInvadersState {
         SpaceInvadersState {
             pos: 5,
             aliens: WAVE,
@@ -93,7 +85,11 @@ impl SpaceInvaders {
             last_action: 0,
         }
     }
+}
 
+pub struct SpaceInvaders;
+
+impl SpaceInvaders {
     /// The package's `_nearest_alien`: the lowest alien of the non-empty column closest
     /// to the cannon (ties to the left).
     fn nearest_alien(aliens: u128, pos: i32) -> Option<(i32, i32)> {
@@ -111,9 +107,14 @@ impl SpaceInvaders {
         }
         None
     }
+}
 
-    /// The package's `act` for a minimal-set action (sticky actions aside).
-    pub fn step_game(
+impl Game for SpaceInvaders {
+    fn reset_game(_: &mut impl Draws) -> SpaceInvadersState {
+        SpaceInvadersState::default()
+    }
+
+    fn step_game(
         p: &SpaceInvadersParams,
         s: &mut SpaceInvadersState,
         a: u8,
@@ -198,13 +199,9 @@ const LAYOUT: &str = "[pos, alien_dir, enemy_move_interval, alien_move_timer, al
     enemy bullets (100)]";
 
 impl Env for SpaceInvaders {
-    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame, played by step_game);
+    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame, played as a Game);
     const ID: &'static str = "MinAtar/SpaceInvaders-v1";
     const STEP_COST_NS: u64 = 40;
-
-    fn reset(_: &SpaceInvadersParams, _: &mut Rng) -> SpaceInvadersState {
-        Self::reset_game()
-    }
 
     fn observe(_: &SpaceInvadersParams, s: &SpaceInvadersState, out: &mut [f32]) {
         out.fill(0.0);
