@@ -39,3 +39,56 @@ pub(crate) fn check_replay(env: &str, steps: f64, got: &[f64], want: &[f64]) -> 
         "{env} snapshot: replaying its {steps} steps gives the observation {got:?}, not the recorded {want:?} (written by a build whose physics differs?)"
     ))
 }
+
+/// The simulation a Box2D env's state holds: its world and the reference's bookkeeping
+/// around it, with the replay record its snapshots hold.
+pub trait Simulation {
+    /// The env's name in messages, e.g. `LunarLander`.
+    const ENV: &'static str;
+    /// A deep copy, by replaying the episode from its own snapshot (Box2D 2.3 cannot copy
+    /// a world).
+    fn replay(&self) -> Self;
+}
+
+/// A Box2D env's state: its own world (boxed: the executors move states around), `None`
+/// until the first reset.
+pub struct SimState<S> {
+    pub sim: Option<Box<S>>,
+}
+
+impl<S> Default for SimState<S> {
+    fn default() -> Self {
+        SimState { sim: None }
+    }
+}
+
+impl<S: Simulation> SimState<S> {
+    pub(crate) fn new(sim: S) -> Self {
+        SimState {
+            sim: Some(Box::new(sim)),
+        }
+    }
+
+    #[inline]
+    pub fn sim(&self) -> &S {
+        self.sim
+            .as_deref()
+            .unwrap_or_else(|| panic!("{} state used before reset", S::ENV))
+    }
+
+    #[inline]
+    pub(crate) fn sim_mut(&mut self) -> &mut S {
+        self.sim
+            .as_deref_mut()
+            .unwrap_or_else(|| panic!("{} state used before reset", S::ENV))
+    }
+}
+
+impl<S: Simulation> Clone for SimState<S> {
+    /// A deep copy by replaying the episode (rare: checkpoints and tests).
+    fn clone(&self) -> Self {
+        SimState {
+            sim: self.sim.as_ref().map(|s| Box::new(s.replay())),
+        }
+    }
+}

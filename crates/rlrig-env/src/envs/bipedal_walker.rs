@@ -12,7 +12,8 @@
 //! makes after the terrain) are left out.
 
 use super::b2::{
-    self, BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, Tag, check_replay,
+    self, BodyHandle, DEFAULT_FRICTION, Fixture, JointHandle, Revolute, Scene, SimState,
+    Simulation, Tag, check_replay,
 };
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
@@ -586,44 +587,23 @@ impl Sim {
             }
             sim.step_recorded(&std::array::from_fn(|k| a[k] as f32));
         }
-        check_replay("BipedalWalker", m, &sim.state, &v[v.len() - 24..])?;
+        check_replay(Self::ENV, m, &sim.state, &v[v.len() - 24..])?;
         Ok(sim)
     }
 }
 
 const SNAPSHOT_VERSION: f64 = 2.0;
 
+impl Simulation for Sim {
+    const ENV: &'static str = "BipedalWalker";
+
+    fn replay(&self) -> Sim {
+        Sim::from_vec(&self.to_vec()).expect("own snapshot restores")
+    }
+}
+
 /// An env's state: its own Box2D world.
-#[derive(Default)]
-pub struct WalkerState {
-    pub sim: Option<Box<Sim>>,
-}
-
-impl WalkerState {
-    pub fn sim(&self) -> &Sim {
-        self.sim
-            .as_deref()
-            .expect("BipedalWalker state used before reset")
-    }
-
-    fn sim_mut(&mut self) -> &mut Sim {
-        self.sim
-            .as_deref_mut()
-            .expect("BipedalWalker state used before reset")
-    }
-}
-
-impl Clone for WalkerState {
-    /// A deep copy by replaying the episode (rare: checkpoints and tests).
-    fn clone(&self) -> Self {
-        WalkerState {
-            sim: self
-                .sim
-                .as_ref()
-                .map(|s| Box::new(Sim::from_vec(&s.to_vec()).expect("own snapshot restores"))),
-        }
-    }
-}
+pub type WalkerState = SimState<Sim>;
 
 impl std::fmt::Debug for WalkerState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -654,9 +634,7 @@ fn reset_sim(hardcore: bool, draws: &[f64]) -> Result<Sim, String> {
 /// The initial state from a reset's draws (terrain draws in the reference's order, then the
 /// initial push), as `state_from_slice` and the golden tests use it.
 pub fn reset_from_draws(p: &WalkerParams, draws: &[f64]) -> Result<WalkerState, String> {
-    Ok(WalkerState {
-        sim: Some(Box::new(reset_sim(p.hardcore, draws)?)),
-    })
+    Ok(WalkerState::new(reset_sim(p.hardcore, draws)?))
 }
 
 fn reset_random(p: &WalkerParams, rng: &mut Rng) -> WalkerState {
@@ -665,9 +643,7 @@ fn reset_random(p: &WalkerParams, rng: &mut Rng) -> WalkerState {
         log: Vec::with_capacity(200),
     };
     let sim = Sim::build(p.hardcore, &mut src).expect("a random stream never runs out");
-    WalkerState {
-        sim: Some(Box::new(sim.finish_reset(src.log))),
-    }
+    WalkerState::new(sim.finish_reset(src.log))
 }
 
 /// One step (the walker has no in-step randomness).
@@ -776,9 +752,7 @@ macro_rules! walker_env {
             }
 
             fn restore(_: &$params, v: &[f64]) -> Result<WalkerState, String> {
-                Ok(WalkerState {
-                    sim: Some(Box::new(Sim::from_vec(v)?)),
-                })
+                Ok(WalkerState::new(Sim::from_vec(v)?))
             }
         }
     };
@@ -914,9 +888,7 @@ mod tests {
                 step(&mut s, &gait(t));
             }
             let mut copy = s.clone();
-            let mut restored = WalkerState {
-                sim: Some(Box::new(Sim::from_vec(&s.sim().to_vec()).unwrap())),
-            };
+            let mut restored = WalkerState::new(Sim::from_vec(&s.sim().to_vec()).unwrap());
             for t in 30..200 {
                 let x = step(&mut s, &gait(t));
                 assert_eq!(x, step(&mut copy, &gait(t)), "clone, step {t}");

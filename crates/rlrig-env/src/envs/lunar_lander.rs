@@ -14,7 +14,10 @@
 use std::f64::consts::PI;
 use std::fmt;
 
-use super::b2::{self, BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, Tag, check_replay};
+use super::b2::{
+    self, BodyHandle, DEFAULT_FRICTION, Fixture, Revolute, Scene, SimState, Simulation, Tag,
+    check_replay,
+};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -408,43 +411,23 @@ impl Sim {
             };
             sim.step_recorded(e, [i[3], i[4]]);
         }
-        check_replay("LunarLander", n, &sim.state, &v[v.len() - 8..])?;
+        check_replay(Self::ENV, n, &sim.state, &v[v.len() - 8..])?;
         Ok(sim)
     }
 }
 
 const SNAPSHOT_VERSION: f64 = 2.0;
 
-/// An env's state: its own Box2D world (boxed: the executors move states around).
-#[derive(Default)]
-pub struct LanderState {
-    pub sim: Option<Box<Sim>>,
-}
+impl Simulation for Sim {
+    const ENV: &'static str = "LunarLander";
 
-impl LanderState {
-    fn sim(&self) -> &Sim {
-        self.sim
-            .as_deref()
-            .expect("LunarLander state used before reset")
-    }
-
-    fn sim_mut(&mut self) -> &mut Sim {
-        self.sim
-            .as_deref_mut()
-            .expect("LunarLander state used before reset")
+    fn replay(&self) -> Sim {
+        Sim::from_vec(&self.params, &self.to_vec()).expect("own snapshot restores")
     }
 }
 
-impl Clone for LanderState {
-    /// A deep copy by replaying the episode (rare: checkpoints and tests).
-    fn clone(&self) -> Self {
-        LanderState {
-            sim: self.sim.as_ref().map(|s| {
-                Box::new(Sim::from_vec(&s.params, &s.to_vec()).expect("own snapshot restores"))
-            }),
-        }
-    }
-}
+/// An env's state: its own Box2D world.
+pub type LanderState = SimState<Sim>;
 
 impl fmt::Debug for LanderState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -460,9 +443,7 @@ impl fmt::Debug for LanderState {
 }
 
 fn reset_with(p: &LunarLanderParams, draws: [f64; DRAWS], wind: (i64, i64)) -> LanderState {
-    LanderState {
-        sim: Some(Box::new(Sim::reset(p, draws, wind))),
-    }
+    LanderState::new(Sim::reset(p, draws, wind))
 }
 
 fn reset_random(p: &LunarLanderParams, rng: &mut Rng) -> LanderState {
@@ -549,9 +530,7 @@ fn check_draws(draws: &[f64; DRAWS]) -> Result<(), String> {
 }
 
 fn restore(p: &LunarLanderParams, v: &[f64]) -> Result<LanderState, String> {
-    Ok(LanderState {
-        sim: Some(Box::new(Sim::from_vec(p, v)?)),
-    })
+    Ok(LanderState::new(Sim::from_vec(p, v)?))
 }
 
 /// The two landers differ only in their action space and its decoding.
