@@ -75,6 +75,33 @@ impl Replay {
         tr.terminated || want_term
     }
 
+    /// Follows a recorded episode from `s`, the state its reset's draws give: the first
+    /// observation, then each recorded action through `step(s, t, action)`, comparing the
+    /// observations the recording has and every reward and flag, until the episode ends on
+    /// either side.
+    fn follow<E: Env<Obs = f32>>(
+        p: &E::Params,
+        s: &mut E::State,
+        traj: &Value,
+        mut step: impl FnMut(&mut E::State, usize, &Value) -> Transition,
+    ) -> Replay {
+        let mut obs = vec![0f32; E::OBS_DIM];
+        let mut r = Replay::default();
+        E::observe(p, s, &mut obs);
+        r.obs(0, &obs, &floats(&traj["obs0"]));
+        for (t, a) in traj["actions"].as_array().unwrap().iter().enumerate() {
+            let tr = step(s, t, a);
+            if let Some(want) = traj["obs"].get(t) {
+                E::observe(p, s, &mut obs);
+                r.obs(t + 1, &obs, &floats(want));
+            }
+            if r.outcome_of(t, traj, tr) {
+                break;
+            }
+        }
+        r
+    }
+
     fn line(&self, what: &str) -> String {
         let at = |x: Option<usize>| x.map_or("never".to_string(), |t| format!("at step {t}"));
         format!(
@@ -114,16 +141,13 @@ fn replays(g: &Value, env: &str, replay: impl Fn(&Value) -> Replay) -> Vec<(Stri
         .collect()
 }
 
-/// Replays one recorded lander episode (draws, actions, dispersions).
+/// Replays one recorded lander episode (draws, actions, dispersions; every step's
+/// observation).
 fn replay_lander(traj: &Value) -> Replay {
     let p = LunarLanderParams::default();
     let draws: [f64; DRAWS] = floats(&traj["draws"]).try_into().unwrap();
     let mut s = reset_from_draws(&p, draws);
-    let mut obs = [0f32; 8];
-    let mut r = Replay::default();
-    LunarLander::observe(&p, &s, &mut obs);
-    r.obs(0, &obs, &floats(&traj["obs0"]));
-    for (t, a) in traj["actions"].as_array().unwrap().iter().enumerate() {
+    Replay::follow::<LunarLander>(&p, &mut s, traj, |s, t, a| {
         let e = match a {
             Value::Array(a) => {
                 // As recorded: the random policy passed Python floats (float32 values'
@@ -133,14 +157,8 @@ fn replay_lander(traj: &Value) -> Replay {
             a => Engines::discrete(a.as_i64().unwrap() as i32),
         };
         let d = floats(&traj["dispersions"][t]);
-        let tr = step_with(&mut s, e, [d[0], d[1]]);
-        LunarLander::observe(&p, &s, &mut obs);
-        r.obs(t + 1, &obs, &floats(&traj["obs"][t]));
-        if r.outcome_of(t, traj, tr) {
-            break;
-        }
-    }
-    r
+        step_with(s, e, [d[0], d[1]])
+    })
 }
 
 #[test]
@@ -311,22 +329,10 @@ fn replay_walker(env: &str, traj: &Value) -> Replay {
         "{what}"
     );
     assert_eq!(BipedalWalker::state_to_vec(&s), draws);
-    let mut obs = [0f32; 24];
-    let mut r = Replay::default();
-    BipedalWalker::observe(&p, &s, &mut obs);
-    r.obs(0, &obs, &floats(&traj["obs0"]));
-    for (t, a) in traj["actions"].as_array().unwrap().iter().enumerate() {
+    Replay::follow::<BipedalWalker>(&p, &mut s, traj, |s, _, a| {
         let a: [f32; 4] = std::array::from_fn(|k| a[k].as_f64().unwrap() as f32);
-        let tr = walker::step(&mut s, &a);
-        if let Some(want) = traj["obs"].get(t) {
-            BipedalWalker::observe(&p, &s, &mut obs);
-            r.obs(t + 1, &obs, &floats(want));
-        }
-        if r.outcome_of(t, traj, tr) {
-            break;
-        }
-    }
-    r
+        walker::step(s, &a)
+    })
 }
 
 #[test]
