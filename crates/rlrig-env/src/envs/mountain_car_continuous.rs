@@ -53,6 +53,40 @@ pub struct MountainCarContinuousState {
 
 pub struct MountainCarContinuous;
 
+/// The reference's move of the car in the precision its state is in (`F`: float64 after a
+/// reset, float32 after a step): the velocity plus `delta` within `max_speed`, the position
+/// plus the velocity within the track, and a car at the left end stopped. Takes
+/// `[position, velocity, delta]` and `[min_position, max_position, max_speed]`; returns the
+/// new `(position, velocity)`.
+#[inline(always)]
+fn drive<F>(
+    [position, velocity, delta]: [F; 3],
+    [min_position, max_position, max_speed]: [F; 3],
+) -> (F, F)
+where
+    F: Copy + Default + PartialOrd + std::ops::Add<Output = F> + std::ops::Neg<Output = F>,
+{
+    let zero = F::default();
+    let mut v = velocity + delta;
+    if v > max_speed {
+        v = max_speed;
+    }
+    if v < -max_speed {
+        v = -max_speed;
+    }
+    let mut x = position + v;
+    if x > max_position {
+        x = max_position;
+    }
+    if x < min_position {
+        x = min_position;
+    }
+    if x == min_position && v < zero {
+        v = zero;
+    }
+    (x, v)
+}
+
 impl Env for MountainCarContinuous {
     type Params = MountainCarContinuousParams;
     type State = MountainCarContinuousState;
@@ -105,46 +139,16 @@ impl Env for MountainCarContinuous {
         } else {
             f64::from(a0 * p.power as f32 - gravity_term as f32)
         };
+        let bounds = [p.min_position, p.max_position, p.max_speed];
         let (position, velocity) = if s.f32_state {
             // Everything stays float32; Python-float bounds are rounded to float32.
-            let max_speed = p.max_speed as f32;
-            let mut v = s.velocity as f32 + delta as f32;
-            if v > max_speed {
-                v = max_speed;
-            }
-            if v < -max_speed {
-                v = -max_speed;
-            }
-            let mut x = s.position as f32 + v;
-            if x > p.max_position as f32 {
-                x = p.max_position as f32;
-            }
-            if x < p.min_position as f32 {
-                x = p.min_position as f32;
-            }
-            if x == p.min_position as f32 && v < 0.0 {
-                v = 0.0;
-            }
+            let (x, v) = drive(
+                [s.position, s.velocity, delta].map(|x| x as f32),
+                bounds.map(|x| x as f32),
+            );
             (f64::from(x), f64::from(v))
         } else {
-            let mut v = s.velocity + delta;
-            if v > p.max_speed {
-                v = p.max_speed;
-            }
-            if v < -p.max_speed {
-                v = -p.max_speed;
-            }
-            let mut x = s.position + v;
-            if x > p.max_position {
-                x = p.max_position;
-            }
-            if x < p.min_position {
-                x = p.min_position;
-            }
-            if x == p.min_position && v < 0.0 {
-                v = 0.0;
-            }
-            (x, v)
+            drive([s.position, s.velocity, delta], bounds)
         };
         let terminated = if s.f32_state {
             position as f32 >= p.goal_position as f32 && velocity as f32 >= p.goal_velocity as f32
