@@ -221,8 +221,8 @@ where
 
 /// Return and length statistics over `n` episodes of the random policy or Gymnasium's
 /// lander heuristic.
-fn stats(env: &str, heuristic: bool, n: usize) -> [f64; 4] {
-    match (env == LunarLander::ID, heuristic) {
+fn lander_stats(env: &str, policy: &str, n: usize) -> [f64; 4] {
+    match (env == LunarLander::ID, policy == "heuristic") {
         (true, true) => {
             first_episodes::<LunarLander, _>(77, n, |_| |_, o: &[f32]| heuristic_discrete(o))
         }
@@ -270,16 +270,23 @@ fn compare(what: &str, got: [f64; 4], n: usize, want: &Value) -> (String, Vec<St
     (line, failures)
 }
 
-#[test]
-fn statistics_match_the_reference() {
-    let g = golden("LunarLander-v3.json");
+/// Compares rlrig's statistics of each env's policies, `stats(env, policy, episodes)`,
+/// with the reference's in the golden file `file` ([`compare`]); the failures name every
+/// env and policy off.
+fn check_statistics(
+    file: &str,
+    envs: [&str; 2],
+    policies: &[(&str, usize)],
+    stats: impl Fn(&str, &str, usize) -> [f64; 4],
+) {
+    let g = golden(file);
     let mut report = String::new();
     let mut failures = Vec::new();
-    for env in [LunarLander::ID, LunarLanderContinuous::ID] {
-        for (policy, heuristic, n) in [("random", false, 1000), ("heuristic", true, 200)] {
+    for env in envs {
+        for &(policy, n) in policies {
             let (line, f) = compare(
                 &format!("{env} {policy}"),
-                stats(env, heuristic, n),
+                stats(env, policy, n),
                 n,
                 &g["statistics"][env][policy],
             );
@@ -289,6 +296,16 @@ fn statistics_match_the_reference() {
     }
     eprintln!("{report}");
     assert!(failures.is_empty(), "{failures:?}\n{report}");
+}
+
+#[test]
+fn statistics_match_the_reference() {
+    check_statistics(
+        "LunarLander-v3.json",
+        [LunarLander::ID, LunarLanderContinuous::ID],
+        &[("random", 1000), ("heuristic", 200)],
+        lander_stats,
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -372,24 +389,12 @@ fn walker_episodes<E: Env<Action = [f32; 4], Obs = f32>>(policy: &str, n: usize)
 
 #[test]
 fn walker_statistics_match_the_reference() {
-    let g = golden("BipedalWalker-v3.json");
-    let mut report = String::new();
-    let mut failures = Vec::new();
-    for env in [BipedalWalker::ID, BipedalWalkerHardcore::ID] {
-        for (policy, n) in [("random", 1000), ("gait", 100), ("heuristic", 100)] {
-            let got = walker_stats(env, policy, n);
-            let (line, f) = compare(
-                &format!("{env} {policy}"),
-                got,
-                n,
-                &g["statistics"][env][policy],
-            );
-            report += &line;
-            failures.extend(f);
-        }
-    }
-    eprintln!("{report}");
-    assert!(failures.is_empty(), "{failures:?}\n{report}");
+    check_statistics(
+        "BipedalWalker-v3.json",
+        [BipedalWalker::ID, BipedalWalkerHardcore::ID],
+        &[("random", 1000), ("gait", 100), ("heuristic", 100)],
+        walker_stats,
+    );
 }
 
 /// The walker heuristic is Gymnasium's, action for action: fed the observations of the
