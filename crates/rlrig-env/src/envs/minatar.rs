@@ -33,14 +33,33 @@ impl Draws for Rng {
 }
 
 /// A MinAtar game as the package's game classes are, written against [`Draws`]: their
-/// `reset` and their `act` (sticky actions aside). [`minatar_env`]'s `played as a Game`
-/// makes them the env's `reset` and `step`; the golden tests feed them the package's
-/// recorded draws.
+/// `reset` and their `act` (sticky actions aside). [`minatar_env`] makes them the env's
+/// `reset` and `step`; the golden tests feed them the package's recorded draws.
 pub trait Game: crate::Env<Action = i32, Obs = f32> {
     /// The package's `reset`.
     fn reset_game(d: &mut impl Draws) -> Self::State;
-    /// The package's `act` for a minimal-set action (sticky actions aside).
-    fn step_game(p: &Self::Params, s: &mut Self::State, a: u8, d: &mut impl Draws) -> Transition;
+    /// Whether the game is over (the package's `terminal`).
+    fn over(s: &Self::State) -> bool;
+    /// One step of a game that is not over, for a minimal-set action: the reward.
+    fn play(p: &Self::Params, s: &mut Self::State, a: u8, d: &mut impl Draws) -> f64;
+
+    /// The package's `act` for a minimal-set action (sticky actions aside): once the game
+    /// is over, no reward and still terminal (no state changes, no draws); else
+    /// [`Game::play`]'s reward and whether the game is over now.
+    #[inline]
+    fn step_game(p: &Self::Params, s: &mut Self::State, a: u8, d: &mut impl Draws) -> Transition {
+        if Self::over(s) {
+            return Transition {
+                reward: 0.0,
+                terminated: true,
+            };
+        }
+        let reward = Self::play(p, s, a, d);
+        Transition {
+            reward,
+            terminated: Self::over(s),
+        }
+    }
 }
 
 /// The parameters of a MinAtar game without a difficulty ramp (Breakout, Freeway): the
@@ -90,13 +109,6 @@ pub(crate) fn sticky(prob: f64, last: &mut u8, a: i32, rng: &mut Rng) -> u8 {
     *last = a;
     a
 }
-
-/// What the package's `act` returns once the game is over: no reward, still terminal
-/// (no state changes, no draws).
-pub(crate) const GAME_OVER: Transition = Transition {
-    reward: 0.0,
-    terminated: true,
-};
 
 /// One notch of the package's difficulty ramp (Asterix on its timer, Seaquest on each
 /// surfacing): spawning one step faster, moving one step faster on every second notch,
@@ -355,25 +367,12 @@ pub(crate) fn set_param(
 }
 
 /// The items of `impl Env` every MinAtar game shares: i32 actions, a `10 x 10 x
-/// channels` frame, no time limit of its own, and the sticky-action parameter; with
-/// `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws); with
-/// `played as a Game`, `reset` is the game's [`Game::reset_game`] and `step` draws the
-/// sticky action and hands it to the game's [`Game::step_game`] (the package's `act`). A
-/// game's impl names its id, step cost, state layout and (without `played as a Game`)
-/// reset and step themselves.
+/// channels` frame, no time limit of its own, the sticky-action parameter, `reset` as the
+/// game's [`Game::reset_game`], and `step` drawing the sticky action, then handing it to
+/// the game's [`Game::step_game`] (as the package's `Environment.act` does); with `drawn
+/// as a frame`, `render_state` is the frame (what `rlrig play` draws). A game's impl names
+/// its id, step cost, observation and state layout.
 macro_rules! minatar_env {
-    ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame, played as a Game) => {
-        super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions, drawn as a frame);
-
-        fn reset(_: &$params, rng: &mut Rng) -> $state {
-            <Self as super::minatar::Game>::reset_game(rng)
-        }
-
-        fn step(p: &$params, s: &mut $state, a: &i32, rng: &mut Rng) -> Transition {
-            let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-            <Self as super::minatar::Game>::step_game(p, s, a, rng)
-        }
-    };
     ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame) => {
         super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions);
 
@@ -403,6 +402,15 @@ macro_rules! minatar_env {
 
         fn set_param(p: &mut $params, key: &str, value: &str) -> Result<(), String> {
             super::minatar::set_param(&mut p.sticky_action_prob, key, value)
+        }
+
+        fn reset(_: &$params, rng: &mut Rng) -> $state {
+            <Self as super::minatar::Game>::reset_game(rng)
+        }
+
+        fn step(p: &$params, s: &mut $state, a: &i32, rng: &mut Rng) -> Transition {
+            let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
+            <Self as super::minatar::Game>::step_game(p, s, a, rng)
         }
     };
 }

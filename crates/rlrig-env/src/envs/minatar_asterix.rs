@@ -4,7 +4,7 @@
 //! minimal action set no-op, left, up, right, down; sticky actions (0.1) and difficulty
 //! ramping (spawning and moving speed up every 100 steps) as in the package.
 
-use super::minatar::{Draws, GAME_OVER, Game, Reader, put, ramp_notch, scalars_to_vec};
+use super::minatar::{Draws, Game, Reader, put, ramp_notch, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -104,10 +104,11 @@ impl Game for Asterix {
         AsterixState::default()
     }
 
-    fn step_game(p: &AsterixParams, s: &mut AsterixState, a: u8, d: &mut impl Draws) -> Transition {
-        if s.terminal {
-            return GAME_OVER;
-        }
+    fn over(s: &AsterixState) -> bool {
+        s.terminal
+    }
+
+    fn play(p: &AsterixParams, s: &mut AsterixState, a: u8, d: &mut impl Draws) -> f64 {
         let mut r = 0.0;
         if s.spawn_timer == 0 {
             Self::spawn(s, d);
@@ -147,10 +148,7 @@ impl Game for Asterix {
                 s.ramp_timer = RAMP_INTERVAL;
             }
         }
-        Transition {
-            reward: r,
-            terminated: s.terminal,
-        }
+        r
     }
 }
 
@@ -158,7 +156,7 @@ const LAYOUT: &str = "[player_x, player_y, spawn_speed, spawn_timer, move_speed,
     ramp_timer, ramp_index, terminal, last_action, then for rows 1..=8: present, x, right, gold]";
 
 impl Env for Asterix {
-    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame, played as a Game);
+    super::minatar::minatar_env!(AsterixParams, AsterixState, channels: CHANNELS, actions: 5, drawn as a frame);
     const ID: &'static str = "MinAtar/Asterix-v1";
     const STEP_COST_NS: u64 = 40;
 

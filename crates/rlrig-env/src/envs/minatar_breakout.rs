@@ -6,7 +6,7 @@
 //! `Environment` wrapper, not the game), so the first sticky repeat of an episode may
 //! replay the previous episode's last action; here a new episode starts from no-op.
 
-use super::minatar::{Reader, grid_to_vec, put, put_grid, scalars_to_vec};
+use super::minatar::{Draws, Game, Reader, grid_to_vec, put, put_grid, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -44,13 +44,11 @@ const CHANNELS: usize = 4;
 const LAYOUT: &str = "[ball_y, ball_x, ball_dir, pos, strike, last_x, last_y, terminal, \
     last_action, bricks (100, row-major)]";
 
-impl Env for Breakout {
-    super::minatar::minatar_env!(BreakoutParams, BreakoutState, channels: CHANNELS, actions: 3);
-    const ID: &'static str = "MinAtar/Breakout-v1";
-    const STEP_COST_NS: u64 = 40;
-
-    fn reset(_: &BreakoutParams, rng: &mut Rng) -> BreakoutState {
-        let (ball_x, ball_dir) = if rng.below(2) == 0 { (0, 2) } else { (9, 3) };
+impl Game for Breakout {
+    /// The package's `reset`: the ball starts in the left or the right corner (its
+    /// `random.choice(2)`).
+    fn reset_game(d: &mut impl Draws) -> BreakoutState {
+        let (ball_x, ball_dir) = if d.randint(0, 2) == 0 { (0, 2) } else { (9, 3) };
         BreakoutState {
             ball_y: 3,
             ball_x,
@@ -65,11 +63,11 @@ impl Env for Breakout {
         }
     }
 
-    fn step(p: &BreakoutParams, s: &mut BreakoutState, a: &i32, rng: &mut Rng) -> Transition {
-        let a = super::minatar::sticky(p.sticky_action_prob, &mut s.last_action, *a, rng);
-        if s.terminal {
-            return super::minatar::GAME_OVER;
-        }
+    fn over(s: &BreakoutState) -> bool {
+        s.terminal
+    }
+
+    fn play(_: &BreakoutParams, s: &mut BreakoutState, a: u8, _: &mut impl Draws) -> f64 {
         let mut r = 0.0;
         match a {
             1 => s.pos = (s.pos - 1).max(0),
@@ -116,11 +114,14 @@ impl Env for Breakout {
         }
         s.ball_x = nx;
         s.ball_y = ny;
-        Transition {
-            reward: r,
-            terminated: s.terminal,
-        }
+        r
     }
+}
+
+impl Env for Breakout {
+    super::minatar::minatar_env!(BreakoutParams, BreakoutState, channels: CHANNELS, actions: 3);
+    const ID: &'static str = "MinAtar/Breakout-v1";
+    const STEP_COST_NS: u64 = 40;
 
     fn observe(_: &BreakoutParams, s: &BreakoutState, out: &mut [f32]) {
         out.fill(0.0);

@@ -5,7 +5,7 @@
 //! channels by speed; minimal action set no-op, up, down; sticky actions (0.1). The
 //! game does not ramp.
 
-use super::minatar::{Draws, GAME_OVER, Game, Reader, put, scalars_to_vec};
+use super::minatar::{Draws, Game, Reader, put, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -79,10 +79,11 @@ impl Game for Freeway {
         s
     }
 
-    fn step_game(_: &FreewayParams, s: &mut FreewayState, a: u8, d: &mut impl Draws) -> Transition {
-        if s.terminal {
-            return GAME_OVER;
-        }
+    fn over(s: &FreewayState) -> bool {
+        s.terminal
+    }
+
+    fn play(_: &FreewayParams, s: &mut FreewayState, a: u8, d: &mut impl Draws) -> f64 {
         let mut r = 0.0;
         if a == 1 && s.move_timer == 0 {
             s.move_timer = PLAYER_SPEED;
@@ -124,10 +125,7 @@ impl Game for Freeway {
         if s.terminate_timer < 0 {
             s.terminal = true;
         }
-        Transition {
-            reward: r,
-            terminated: s.terminal,
-        }
+        r
     }
 }
 
@@ -135,7 +133,7 @@ const LAYOUT: &str = "[pos, move_timer, terminate_timer, terminal, last_action, 
     1..=8: x, timer, speed]";
 
 impl Env for Freeway {
-    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame, played as a Game);
+    super::minatar::minatar_env!(FreewayParams, FreewayState, channels: CHANNELS, actions: 3, drawn as a frame);
     const ID: &'static str = "MinAtar/Freeway-v1";
     const STEP_COST_NS: u64 = 40;
 

@@ -9,7 +9,7 @@
 //! while removing, and removes with `list.remove` (the first *equal* element). The
 //! same semantics are kept here through [`PyList`], down to the rare twins.
 
-use super::minatar::{Draws, GAME_OVER, Game, PyList, Reader, put, ramp_notch, scalars_to_vec};
+use super::minatar::{Draws, Game, PyList, Reader, put, ramp_notch, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -247,15 +247,11 @@ impl Game for Seaquest {
         SeaquestState::default()
     }
 
-    fn step_game(
-        p: &SeaquestParams,
-        s: &mut SeaquestState,
-        a: u8,
-        d: &mut impl Draws,
-    ) -> Transition {
-        if s.terminal {
-            return GAME_OVER;
-        }
+    fn over(s: &SeaquestState) -> bool {
+        s.terminal
+    }
+
+    fn play(p: &SeaquestParams, s: &mut SeaquestState, a: u8, d: &mut impl Draws) -> f64 {
         let mut r = 0.0;
         if s.e_spawn_timer == 0 {
             Self::spawn_enemy(s, d);
@@ -396,10 +392,7 @@ impl Game for Seaquest {
                 r += Self::surface(p, s);
             }
         }
-        Transition {
-            reward: r,
-            terminated: s.terminal,
-        }
+        r
     }
 }
 
@@ -409,7 +402,7 @@ const LAYOUT: &str = "[oxygen, diver_count, sub_x, sub_y, sub_or, e_spawn_speed,
     entries x, y, right, move_timer, shot_timer]";
 
 impl Env for Seaquest {
-    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame, played as a Game);
+    super::minatar::minatar_env!(SeaquestParams, SeaquestState, channels: CHANNELS, actions: 6, drawn as a frame);
     const ID: &'static str = "MinAtar/Seaquest-v1";
     const STEP_COST_NS: u64 = 150;
 

@@ -8,7 +8,7 @@
 //! The package keeps each object kind in a 10 x 10 array and moves it with `np.roll`;
 //! here each is a bit set (bit `y * 10 + x` of a u128), and the rolls are shifts.
 
-use super::minatar::{Draws, GAME_OVER, Game, Reader, grid_to_vec, put, put_grid, scalars_to_vec};
+use super::minatar::{Draws, Game, Reader, grid_to_vec, put, put_grid, scalars_to_vec};
 use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
@@ -114,15 +114,11 @@ impl Game for SpaceInvaders {
         SpaceInvadersState::default()
     }
 
-    fn step_game(
-        p: &SpaceInvadersParams,
-        s: &mut SpaceInvadersState,
-        a: u8,
-        _: &mut impl Draws,
-    ) -> Transition {
-        if s.terminal {
-            return GAME_OVER;
-        }
+    fn over(s: &SpaceInvadersState) -> bool {
+        s.terminal
+    }
+
+    fn play(p: &SpaceInvadersParams, s: &mut SpaceInvadersState, a: u8, _: &mut impl Draws) -> f64 {
         let pos = i32::from(s.pos);
         if a == 3 && s.shot_timer == 0 {
             s.f_bullets |= bit(9, pos);
@@ -187,10 +183,7 @@ impl Game for SpaceInvaders {
             }
             s.aliens = WAVE;
         }
-        Transition {
-            reward: r,
-            terminated: s.terminal,
-        }
+        r
     }
 }
 
@@ -199,7 +192,7 @@ const LAYOUT: &str = "[pos, alien_dir, enemy_move_interval, alien_move_timer, al
     enemy bullets (100)]";
 
 impl Env for SpaceInvaders {
-    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame, played as a Game);
+    super::minatar::minatar_env!(SpaceInvadersParams, SpaceInvadersState, channels: CHANNELS, actions: 4, drawn as a frame);
     const ID: &'static str = "MinAtar/SpaceInvaders-v1";
     const STEP_COST_NS: u64 = 40;
 
