@@ -36,8 +36,12 @@ impl Draws for Rng {
 /// `reset` and their `act` (sticky actions aside). [`minatar_env`] makes them the env's
 /// `reset` and `step`; the golden tests feed them the package's recorded draws.
 pub trait Game: crate::Env<Action = i32, Obs = f32> {
-    /// The package's `reset`.
-    fn reset_game(d: &mut impl Draws) -> Self::State;
+    /// The package's `reset`; by default the state's `Default`, for the games whose reset
+    /// draws nothing.
+    fn reset_game(d: &mut impl Draws) -> Self::State {
+        let _ = d;
+        Self::State::default()
+    }
     /// Whether the game is over (the package's `terminal`).
     fn over(s: &Self::State) -> bool;
     /// One step of a game that is not over, for a minimal-set action: the reward.

@@ -100,10 +100,6 @@ impl Asterix {
 }
 
 impl Game for Asterix {
-    fn reset_game(_: &mut impl Draws) -> AsterixState {
-        AsterixState::default()
-    }
-
     fn over(s: &AsterixState) -> bool {
         s.terminal
     }

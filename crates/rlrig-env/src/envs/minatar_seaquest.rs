@@ -243,10 +243,6 @@ impl Seaquest {
 }
 
 impl Game for Seaquest {
-    fn reset_game(_: &mut impl Draws) -> SeaquestState {
-        SeaquestState::default()
-    }
-
     fn over(s: &SeaquestState) -> bool {
         s.terminal
     }

@@ -67,7 +67,7 @@ pub struct SpaceInvadersState {
     pub last_action: u8,
 }
 
-/// The package's `reset`.
+/// The package's `reset` (it draws nothing).
 impl Default for SpaceInvadersState {
     fn default() -> Self {
         SpaceInvadersState {
@@ -110,10 +110,6 @@ impl SpaceInvaders {
 }
 
 impl Game for SpaceInvaders {
-    fn reset_game(_: &mut impl Draws) -> SpaceInvadersState {
-        SpaceInvadersState::default()
-    }
-
     fn over(s: &SpaceInvadersState) -> bool {
         s.terminal
     }
