@@ -39,6 +39,13 @@ trait Simd {
     /// # Safety
     /// As [`Simd::zero`].
     unsafe fn add(a: Self::V, b: Self::V) -> Self::V;
+    /// # Safety
+    /// As [`Simd::zero`].
+    unsafe fn mul(a: Self::V, b: Self::V) -> Self::V;
+    /// `a - b`.
+    /// # Safety
+    /// As [`Simd::zero`].
+    unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
 }
 
 /// One lane: the reference every vector version equals.
@@ -73,6 +80,14 @@ impl Simd for Scalar {
     unsafe fn add(a: f32, b: f32) -> f32 {
         a + b
     }
+    #[inline(always)]
+    unsafe fn mul(a: f32, b: f32) -> f32 {
+        a * b
+    }
+    #[inline(always)]
+    unsafe fn sub(a: f32, b: f32) -> f32 {
+        a - b
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -83,7 +98,7 @@ mod x86 {
     /// An x86 vector type's [`Simd`] impl from its intrinsics.
     macro_rules! x86_simd {
         ($name:ident, $v:ty, $lanes:expr, $zero:ident, $splat:ident, $load:ident,
-         $store:ident, $fma:ident, $add:ident) => {
+         $store:ident, $fma:ident, $add:ident, $mul:ident, $sub:ident) => {
             pub struct $name;
             // SAFETY (every method): the intrinsics need their instruction set, which
             // the trait's contract makes the caller guarantee; loads and stores are
@@ -116,6 +131,14 @@ mod x86 {
                 unsafe fn add(a: $v, b: $v) -> $v {
                     unsafe { $add(a, b) }
                 }
+                #[inline(always)]
+                unsafe fn mul(a: $v, b: $v) -> $v {
+                    unsafe { $mul(a, b) }
+                }
+                #[inline(always)]
+                unsafe fn sub(a: $v, b: $v) -> $v {
+                    unsafe { $sub(a, b) }
+                }
             }
         };
     }
@@ -129,7 +152,9 @@ mod x86 {
         _mm512_loadu_ps,
         _mm512_storeu_ps,
         _mm512_fmadd_ps,
-        _mm512_add_ps
+        _mm512_add_ps,
+        _mm512_mul_ps,
+        _mm512_sub_ps
     );
     x86_simd!(
         Avx2,
@@ -140,7 +165,9 @@ mod x86 {
         _mm256_loadu_ps,
         _mm256_storeu_ps,
         _mm256_fmadd_ps,
-        _mm256_add_ps
+        _mm256_add_ps,
+        _mm256_mul_ps,
+        _mm256_sub_ps
     );
 }
 
@@ -181,6 +208,14 @@ mod arm {
         unsafe fn add(a: float32x4_t, b: float32x4_t) -> float32x4_t {
             unsafe { vaddq_f32(a, b) }
         }
+        #[inline(always)]
+        unsafe fn mul(a: float32x4_t, b: float32x4_t) -> float32x4_t {
+            unsafe { vmulq_f32(a, b) }
+        }
+        #[inline(always)]
+        unsafe fn sub(a: float32x4_t, b: float32x4_t) -> float32x4_t {
+            unsafe { vsubq_f32(a, b) }
+        }
     }
 }
 
@@ -202,18 +237,23 @@ pub(crate) struct Operands<'a> {
 
 /// What a product is added to: `c`'s own values, nothing (`c`'s old values unread), or
 /// one row repeated in every row of `c` (a layer's bias: `c = bias + a b` in one pass,
-/// the same bits as filling `c` with the bias and adding the product).
+/// the same bits as filling `c` with the bias and adding the product). `TanhGrad(h)`
+/// writes the product times `1 - h * h`, `h` laid out as `c` (the gradient through a
+/// tanh layer whose outputs are `h`: the same bits as writing the product and then
+/// multiplying each element by `1 - h * h`, rounded after each operation).
 #[derive(Clone, Copy)]
 pub(crate) enum Start<'a> {
     Add,
     Set,
     Bias(&'a [f32]),
+    TanhGrad(&'a [f32]),
 }
 
 /// [`Start`] as the kernels' const parameter.
 const ADD: u8 = 0;
 const SET: u8 = 1;
 const BIAS: u8 = 2;
+const TANH_GRAD: u8 = 3;
 
 impl<'a> Operands<'a> {
     /// `c (m x n, rows ldc apart) += a (m x k, element (i, t) at i*rsa + t*csa) *
@@ -260,8 +300,13 @@ impl<'a> Operands<'a> {
     /// `beta = 0` product costs without zeroing `c` first). Panics if a bias row is
     /// shorter than `n`.
     pub(crate) fn starting(self, start: Start<'a>) -> Operands<'a> {
-        if let Start::Bias(bias) = start {
-            assert!(bias.len() >= self.n, "kernel: bias too short");
+        match start {
+            Start::Bias(bias) => assert!(bias.len() >= self.n, "kernel: bias too short"),
+            Start::TanhGrad(h) if self.m > 0 && self.n > 0 => assert!(
+                h.len() >= (self.m - 1) * self.ldc + self.n,
+                "kernel: tanh outputs too short"
+            ),
+            _ => {}
         }
         Operands { start, ..self }
     }
@@ -273,9 +318,10 @@ impl<'a> Operands<'a> {
 /// # Safety
 /// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n`, and `o`
 /// was checked by [`Operands::new`] against `c` (and by [`Operands::starting`] against
-/// its bias row, which `START == BIAS` requires), so every index read or written is in
-/// bounds: `a` at `(i + r) * rsa + t * csa`, `b` at `t * ldb + j + q`, `c` at
-/// `(i + r) * ldc + j + q`, the bias at `j + q`, for `r < R`, `t < k`, `q < P * LANES`.
+/// its bias row or tanh outputs, which `START == BIAS` or `TANH_GRAD` requires), so every
+/// index read or written is in bounds: `a` at `(i + r) * rsa + t * csa`, `b` at
+/// `t * ldb + j + q`, `c` and the tanh outputs at `(i + r) * ldc + j + q`, the bias at
+/// `j + q`, for `r < R`, `t < k`, `q < P * LANES`.
 #[inline(always)]
 unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
     o: &Operands,
@@ -300,9 +346,10 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
                 }
             }
         }
-        let bias = match o.start {
-            Start::Bias(b) => b.as_ptr().add(j),
-            _ => std::ptr::null(),
+        let (bias, h) = match o.start {
+            Start::Bias(b) => (b.as_ptr().add(j), std::ptr::null()),
+            Start::TanhGrad(h) => (std::ptr::null(), h.as_ptr()),
+            _ => (std::ptr::null(), std::ptr::null()),
         };
         for (r, row) in acc.iter().enumerate() {
             let crow = c.add((i + r) * o.ldc + j);
@@ -311,6 +358,10 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
                 let sum = match START {
                     SET => *v,
                     BIAS => S::add(S::load(bias.add(q * S::LANES)), *v),
+                    TANH_GRAD => {
+                        let h = S::load(h.add((i + r) * o.ldc + j + q * S::LANES));
+                        S::mul(*v, S::sub(S::splat(1.0), S::mul(h, h)))
+                    }
                     _ => S::add(S::load(p), *v),
                 };
                 S::store(p, sum);
@@ -332,6 +383,7 @@ unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut
             Start::Add => product_as::<S, R, P, ADD>(o, c),
             Start::Set => product_as::<S, R, P, SET>(o, c),
             Start::Bias(_) => product_as::<S, R, P, BIAS>(o, c),
+            Start::TanhGrad(_) => product_as::<S, R, P, TANH_GRAD>(o, c),
         }
     }
 }
@@ -493,8 +545,9 @@ impl Isa {
     }
 }
 
-/// `c = start + a b` ([`Start`]: `c`'s values, nothing or a bias row; see
-/// [`Operands::new`] for the shapes), on the fastest version here.
+/// `c = start + a b` ([`Start`]: `c`'s values, nothing, a bias row, or the product
+/// through tanh's gradient; see [`Operands::new`] for the shapes), on the fastest version
+/// here.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product_into(
     shape: (usize, usize, usize),
@@ -608,6 +661,10 @@ mod tests {
                     Start::Add => *c + acc,
                     Start::Set => acc,
                     Start::Bias(b) => b[j] + acc,
+                    Start::TanhGrad(h) => {
+                        let h = h[i * o.ldc + j];
+                        acc * (1.0 - h * h)
+                    }
                 };
             }
         }
@@ -627,7 +684,7 @@ mod tests {
             k in 0usize..70,
             n in prop_oneof![1usize..40, 60usize..140],
             transposed in any::<bool>(),
-            start in 0u8..3,
+            start in 0u8..4,
             pad in 0usize..3,
             seed in 0u64..1000,
         ) {
@@ -637,7 +694,9 @@ mod tests {
             let c0 = values(m * ldc, seed + 2);
             let strides = if transposed { (1, m) } else { (k, 1) };
             let bias = values(n, seed + 3);
-            let start = [Start::Add, Start::Set, Start::Bias(&bias)][usize::from(start)];
+            let h = values(m * ldc, seed + 4);
+            let start = [Start::Add, Start::Set, Start::Bias(&bias), Start::TanhGrad(&h)]
+                [usize::from(start)];
             let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc).starting(start);
             let mut want = c0.clone();
             reference(&o, &mut want);

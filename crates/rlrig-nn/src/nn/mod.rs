@@ -768,8 +768,31 @@ impl Mlp {
             }
             let mut prev = std::mem::take(&mut cache.delta[i - 1]);
             let dp = &mut prev[..batch * l.fan_in];
-            d_wt(dp);
-            activation_grad(self.layers[i - 1].act, dp, h_in);
+            let h_in = &h_in[..batch * l.fan_in];
+            if self.layers[i - 1].act == Activation::Tanh
+                && l.fan_in >= KERNEL_MIN_N
+                && (1..=KERNEL_MAX_K).contains(&l.fan_out)
+            {
+                // The kernel multiplies tanh's gradient in as it stores: one pass.
+                with_scratch(l.fan_out * l.fan_in, |wt| {
+                    kernel::transpose(w, l.fan_out, l.fan_in, l.fan_out, wt);
+                    let shape = (batch, l.fan_out, l.fan_in);
+                    let start = kernel::Start::TanhGrad(h_in);
+                    kernel::product_into(
+                        shape,
+                        d,
+                        (l.fan_out, 1),
+                        wt,
+                        l.fan_in,
+                        dp,
+                        l.fan_in,
+                        start,
+                    );
+                });
+            } else {
+                d_wt(dp);
+                activation_grad(self.layers[i - 1].act, dp, h_in);
+            }
             cache.delta[i] = cur;
             cur = prev;
         }
