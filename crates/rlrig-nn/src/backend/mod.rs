@@ -167,12 +167,12 @@ impl NetLayout {
     /// of a training pass (whose backward pass follows) or of an inference pass.
     pub fn min_chunk_rows(&self, train: bool) -> usize {
         let flops = self.nets.iter().map(Net::flops_per_row).fold(1.0, f64::max);
-        let work = if train {
-            MIN_TRAIN_CHUNK_FLOPS
+        let (work, most) = if train {
+            (MIN_TRAIN_CHUNK_FLOPS, MIN_CHUNK_ROWS)
         } else {
-            MIN_CHUNK_FLOPS
+            (MIN_CHUNK_FLOPS, MIN_INFER_CHUNK_ROWS)
         };
-        ((work / flops) as usize).clamp(MIN_CHUNK_ROWS_LARGE, MIN_CHUNK_ROWS)
+        ((work / flops) as usize).clamp(MIN_CHUNK_ROWS_LARGE, most)
     }
 
     /// Checks that the networks and the free range tile `0..total` without overlap.

@@ -17,6 +17,10 @@ use rlrig_env::pool::Pool;
 /// never on the thread count, and chunk gradients are summed in chunk order, so any
 /// `--threads` gives the same bits (see [`Native`]).
 pub const MIN_CHUNK_ROWS: usize = 64;
+/// The most rows an inference chunk needs to hold (a small network's): its rows do not
+/// depend on each other, so the split never changes the outputs, and 64 envs' rollout
+/// step runs on both cores in two chunks.
+pub const MIN_INFER_CHUNK_ROWS: usize = 32;
 /// The fewest rows a chunk holds however large the network.
 pub const MIN_CHUNK_ROWS_LARGE: usize = 4;
 /// A chunk of an inference pass holds at least this much forward work (2 x

@@ -124,7 +124,7 @@ fn nature_tower_shapes() {
     };
     assert_eq!(
         (mlp.min_chunk_rows(false), mlp.min_chunk_rows(true)),
-        (64, 64)
+        (crate::backend::MIN_INFER_CHUNK_ROWS, 64)
     );
 }
 
