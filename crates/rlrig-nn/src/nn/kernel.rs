@@ -233,6 +233,9 @@ pub(crate) struct Operands<'a> {
     ldc: usize,
     /// What the product is added to.
     start: Start<'a>,
+    /// Where a `Set` product also writes the sums of `b`'s rows (`n` floats; null:
+    /// nowhere), set by [`Operands::summing_b_rows`].
+    b_sums: *mut f32,
 }
 
 /// What a product is added to: `c`'s own values, nothing (`c`'s old values unread), or
@@ -254,6 +257,8 @@ const ADD: u8 = 0;
 const SET: u8 = 1;
 const BIAS: u8 = 2;
 const TANH_GRAD: u8 = 3;
+/// `SET`, and the block of rows from 0 also sums `b`'s rows into `b_sums`.
+const SET_SUMS: u8 = 4;
 
 impl<'a> Operands<'a> {
     /// `c (m x n, rows ldc apart) += a (m x k, element (i, t) at i*rsa + t*csa) *
@@ -293,6 +298,21 @@ impl<'a> Operands<'a> {
             ldb,
             ldc,
             start: Start::Add,
+            b_sums: std::ptr::null_mut(),
+        }
+    }
+
+    /// The same product written into `c`, and the sums of `b`'s `k` rows (from +0, in
+    /// row order: the bits of adding each row to a zeroed `sums` in turn) written into
+    /// `sums` on the way: a layer's weight gradient `h^T d` and its bias gradient, the
+    /// sum of `d`'s rows, in one pass over `d`. Panics if `sums` is shorter than `n` or
+    /// the product has no rows (`m == 0`: no block would write the sums).
+    pub(crate) fn summing_b_rows(self, sums: &'a mut [f32]) -> Operands<'a> {
+        assert!(sums.len() >= self.n && self.m > 0, "kernel: sums too short");
+        Operands {
+            start: Start::Set,
+            b_sums: sums.as_mut_ptr(),
+            ..self
         }
     }
 
@@ -320,7 +340,8 @@ impl<'a> Operands<'a> {
 /// was checked by [`Operands::new`] against `c` (and by [`Operands::starting`] against
 /// its bias row or tanh outputs, which `START == BIAS` or `TANH_GRAD` requires), so every
 /// index read or written is in bounds: `a` at `(i + r) * rsa + t * csa`, `b` at
-/// `t * ldb + j + q`, `c` and the tanh outputs at `(i + r) * ldc + j + q`, the bias at
+/// `t * ldb + j + q`, `c` and the tanh outputs at `(i + r) * ldc + j + q`, the bias and
+/// `b_sums` (non-null with `SET_SUMS`, checked by [`Operands::summing_b_rows`]) at
 /// `j + q`, for `r < R`, `t < k`, `q < P * LANES`.
 #[inline(always)]
 unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
@@ -332,12 +353,18 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
     // SAFETY: the bounds are the caller's contract above.
     unsafe {
         let mut acc = [[S::zero(); P]; R];
+        let mut sums = [S::zero(); P];
         let a = o.a.as_ptr();
         for t in 0..o.k {
             let brow = o.b.as_ptr().add(t * o.ldb + j);
             let mut bv = [S::zero(); P];
             for (q, v) in bv.iter_mut().enumerate() {
                 *v = S::load(brow.add(q * S::LANES));
+            }
+            if START == SET_SUMS {
+                for (s, b) in sums.iter_mut().zip(&bv) {
+                    *s = S::add(*s, *b);
+                }
             }
             for (r, row) in acc.iter_mut().enumerate() {
                 let av = S::splat(*a.add((i + r) * o.rsa + t * o.csa));
@@ -356,7 +383,7 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
             for (q, v) in row.iter().enumerate() {
                 let p = crow.add(q * S::LANES);
                 let sum = match START {
-                    SET => *v,
+                    SET | SET_SUMS => *v,
                     BIAS => S::add(S::load(bias.add(q * S::LANES)), *v),
                     TANH_GRAD => {
                         let h = S::load(h.add((i + r) * o.ldc + j + q * S::LANES));
@@ -366,6 +393,33 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
                 };
                 S::store(p, sum);
             }
+        }
+        if START == SET_SUMS {
+            for (q, s) in sums.iter().enumerate() {
+                S::store(o.b_sums.add(j + q * S::LANES), *s);
+            }
+        }
+    }
+}
+
+/// [`block`] in mode `START`, except that with `SET_SUMS` only the blocks of rows from 0
+/// sum `b`'s rows (every column's sums once); the others write as `SET`.
+///
+/// # Safety
+/// As [`block`].
+#[inline(always)]
+unsafe fn block_at<S: Simd, const R: usize, const P: usize, const START: u8>(
+    o: &Operands,
+    c: *mut f32,
+    i: usize,
+    j: usize,
+) {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        if START == SET_SUMS && i != 0 {
+            block::<S, R, P, SET>(o, c, i, j)
+        } else {
+            block::<S, R, P, START>(o, c, i, j)
         }
     }
 }
@@ -381,6 +435,7 @@ unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut
     unsafe {
         match o.start {
             Start::Add => product_as::<S, R, P, ADD>(o, c),
+            Start::Set if !o.b_sums.is_null() => product_as::<S, R, P, SET_SUMS>(o, c),
             Start::Set => product_as::<S, R, P, SET>(o, c),
             Start::Bias(_) => product_as::<S, R, P, BIAS>(o, c),
             Start::TanhGrad(_) => product_as::<S, R, P, TANH_GRAD>(o, c),
@@ -405,23 +460,23 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
         while j + P * S::LANES <= n {
             let mut i = 0;
             while i + R <= m {
-                block::<S, R, P, START>(o, c, i, j);
+                block_at::<S, R, P, START>(o, c, i, j);
                 i += R;
             }
             for i in i..m {
-                block::<S, 1, P, START>(o, c, i, j);
+                block_at::<S, 1, P, START>(o, c, i, j);
             }
             j += P * S::LANES;
         }
         while j + S::LANES <= n {
             for i in 0..m {
-                block::<S, 1, 1, START>(o, c, i, j);
+                block_at::<S, 1, 1, START>(o, c, i, j);
             }
             j += S::LANES;
         }
         for j in j..n {
             for i in 0..m {
-                block::<Scalar, 1, 1, START>(o, c, i, j);
+                block_at::<Scalar, 1, 1, START>(o, c, i, j);
             }
         }
     }
@@ -560,6 +615,23 @@ pub(crate) fn product_into(
     start: Start,
 ) {
     let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).starting(start);
+    Isa::best().product()(&o, c);
+}
+
+/// `c = a b` and `sums` = the sums of `b`'s rows ([`Operands::summing_b_rows`]), on
+/// the fastest version here.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn product_summing_b_rows(
+    shape: (usize, usize, usize),
+    a: &[f32],
+    a_strides: (usize, usize),
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    sums: &mut [f32],
+) {
+    let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).summing_b_rows(sums);
     Isa::best().product()(&o, c);
 }
 
@@ -705,6 +777,24 @@ mod tests {
                 isa.product()(&o, &mut c);
                 let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits());
                 prop_assert!(same, "{:?} differs from the reference at {}x{}x{}", isa, m, k, n);
+            }
+            // A written product that also sums `b`'s rows: the product's bits, and the
+            // sums of adding each row in turn to zeros.
+            let mut want_sums = vec![0.0f32; n];
+            for t in 0..k {
+                for (s, v) in want_sums.iter_mut().zip(&b[t * ldb..t * ldb + n]) {
+                    *s += v;
+                }
+            }
+            let o = o.starting(Start::Set);
+            let mut want = c0.clone();
+            reference(&o, &mut want);
+            for isa in Isa::available() {
+                let (mut c, mut sums) = (c0.clone(), vec![f32::NAN; n]);
+                isa.product()(&o.summing_b_rows(&mut sums), &mut c);
+                let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits())
+                    && sums.iter().zip(&want_sums).all(|(x, y)| x.to_bits() == y.to_bits());
+                prop_assert!(same, "{:?} sums differ at {}x{}x{}", isa, m, k, n);
             }
         }
     }

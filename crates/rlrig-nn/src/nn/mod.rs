@@ -715,7 +715,28 @@ impl Mlp {
             let l = &self.layers[i];
             let d = &cur[..batch * l.fan_out];
             let h_in = &cache.hs[i];
-            if let Some(grads) = grads.as_deref_mut() {
+            if let Some(grads) = grads.as_deref_mut()
+                && set
+                && l.fan_out >= KERNEL_MIN_N
+                && (1..=KERNEL_MAX_K).contains(&batch)
+            {
+                // dW = h_in^T d and db = the sum of d's rows, in one pass of the kernel
+                // over d (the bits of the passes below: the kernel's sums start from +0
+                // as `db`'s do, and add the rows in order).
+                let (weights, bias) = grads.split_at_mut(l.b);
+                let dw = &mut weights[l.w..l.w + l.fan_in * l.fan_out];
+                let db = &mut bias[..l.fan_out];
+                kernel::product_summing_b_rows(
+                    (l.fan_in, batch, l.fan_out),
+                    h_in,
+                    (1, l.fan_in),
+                    d,
+                    l.fan_out,
+                    dw,
+                    l.fan_out,
+                    db,
+                );
+            } else if let Some(grads) = grads.as_deref_mut() {
                 // dW += h_in^T d  ([in x batch] x [batch x out]); with `set`, dW = (the
                 // kernel's sums start from +0, so writing them equals adding them to 0).
                 gemm(
