@@ -193,7 +193,6 @@ fn add_pending(g: &mut [f32], at: usize, pending: &[(Range<usize>, usize)], chun
     }
 }
 
-/// Copies the stored outputs of `nets` into `outs`, in order.
 /// Runs `f(c, &mut items[c])` for every item: on the pool when there is one (what the
 /// native backend and PPO's loss blocks run their chunks with).
 pub fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
