@@ -353,6 +353,8 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
     // SAFETY: the bounds are the caller's contract above.
     unsafe {
         let mut acc = [[S::zero(); P]; R];
+        // With `SET_SUMS`, the blocks of rows from 0 sum `b`'s rows (each column once).
+        let summing = START == SET_SUMS && i == 0;
         let mut sums = [S::zero(); P];
         let a = o.a.as_ptr();
         for t in 0..o.k {
@@ -361,7 +363,7 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
             for (q, v) in bv.iter_mut().enumerate() {
                 *v = S::load(brow.add(q * S::LANES));
             }
-            if START == SET_SUMS {
+            if summing {
                 for (s, b) in sums.iter_mut().zip(&bv) {
                     *s = S::add(*s, *b);
                 }
@@ -394,32 +396,10 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
                 S::store(p, sum);
             }
         }
-        if START == SET_SUMS {
+        if summing {
             for (q, s) in sums.iter().enumerate() {
                 S::store(o.b_sums.add(j + q * S::LANES), *s);
             }
-        }
-    }
-}
-
-/// [`block`] in mode `START`, except that with `SET_SUMS` only the blocks of rows from 0
-/// sum `b`'s rows (every column's sums once); the others write as `SET`.
-///
-/// # Safety
-/// As [`block`].
-#[inline(always)]
-unsafe fn block_at<S: Simd, const R: usize, const P: usize, const START: u8>(
-    o: &Operands,
-    c: *mut f32,
-    i: usize,
-    j: usize,
-) {
-    // SAFETY: the caller's contract, passed on.
-    unsafe {
-        if START == SET_SUMS && i != 0 {
-            block::<S, R, P, SET>(o, c, i, j)
-        } else {
-            block::<S, R, P, START>(o, c, i, j)
         }
     }
 }
@@ -460,23 +440,23 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
         while j + P * S::LANES <= n {
             let mut i = 0;
             while i + R <= m {
-                block_at::<S, R, P, START>(o, c, i, j);
+                block::<S, R, P, START>(o, c, i, j);
                 i += R;
             }
             for i in i..m {
-                block_at::<S, 1, P, START>(o, c, i, j);
+                block::<S, 1, P, START>(o, c, i, j);
             }
             j += P * S::LANES;
         }
         while j + S::LANES <= n {
             for i in 0..m {
-                block_at::<S, 1, 1, START>(o, c, i, j);
+                block::<S, 1, 1, START>(o, c, i, j);
             }
             j += S::LANES;
         }
         for j in j..n {
             for i in 0..m {
-                block_at::<Scalar, 1, 1, START>(o, c, i, j);
+                block::<Scalar, 1, 1, START>(o, c, i, j);
             }
         }
     }
@@ -601,8 +581,9 @@ impl Isa {
 }
 
 /// `c = start + a b` ([`Start`]: `c`'s values, nothing, a bias row, or the product
-/// through tanh's gradient; see [`Operands::new`] for the shapes), on the fastest version
-/// here.
+/// through tanh's gradient; see [`Operands::new`] for the shapes), and with `b_sums` the
+/// sums of `b`'s rows too ([`Operands::summing_b_rows`], a written product only), on the
+/// fastest version here.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product_into(
     shape: (usize, usize, usize),
@@ -613,25 +594,13 @@ pub(crate) fn product_into(
     c: &mut [f32],
     ldc: usize,
     start: Start,
+    b_sums: Option<&mut [f32]>,
 ) {
     let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).starting(start);
-    Isa::best().product()(&o, c);
-}
-
-/// `c = a b` and `sums` = the sums of `b`'s rows ([`Operands::summing_b_rows`]), on
-/// the fastest version here.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn product_summing_b_rows(
-    shape: (usize, usize, usize),
-    a: &[f32],
-    a_strides: (usize, usize),
-    b: &[f32],
-    ldb: usize,
-    c: &mut [f32],
-    ldc: usize,
-    sums: &mut [f32],
-) {
-    let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).summing_b_rows(sums);
+    let o = match b_sums {
+        Some(sums) => o.summing_b_rows(sums),
+        None => o,
+    };
     Isa::best().product()(&o, c);
 }
 

@@ -52,6 +52,7 @@ pub(crate) fn affine(
             out,
             n,
             kernel::Start::Bias(bias),
+            None,
         );
         return;
     }
@@ -98,7 +99,7 @@ pub fn gemm(
     {
         // beta 0: the kernel writes `c` (no zeroing pass); otherwise it adds to it.
         let start = kernel_start(c, m, n, rsc, beta);
-        kernel::product_into((m, k, n), a, (rsa, csa), b, rsb, c, rsc, start);
+        kernel::product_into((m, k, n), a, (rsa, csa), b, rsb, c, rsc, start, None);
         return;
     }
     // `b` stored transposed, its columns contiguous (the backward pass's `d W^T`, with
@@ -110,7 +111,7 @@ pub fn gemm(
             let start = kernel_start(c, m, n, rsc, beta);
             with_scratch(k * n, |bt| {
                 kernel::transpose(b, csb, n, k, bt);
-                kernel::product_into((m, k, n), a, (rsa, csa), bt, n, c, rsc, start);
+                kernel::product_into((m, k, n), a, (rsa, csa), bt, n, c, rsc, start, None);
             });
             return;
         }
@@ -726,7 +727,7 @@ impl Mlp {
                 let (weights, bias) = grads.split_at_mut(l.b);
                 let dw = &mut weights[l.w..l.w + l.fan_in * l.fan_out];
                 let db = &mut bias[..l.fan_out];
-                kernel::product_summing_b_rows(
+                kernel::product_into(
                     (l.fan_in, batch, l.fan_out),
                     h_in,
                     (1, l.fan_in),
@@ -734,7 +735,8 @@ impl Mlp {
                     l.fan_out,
                     dw,
                     l.fan_out,
-                    db,
+                    kernel::Start::Set,
+                    Some(db),
                 );
             } else if let Some(grads) = grads.as_deref_mut() {
                 // dW += h_in^T d  ([in x batch] x [batch x out]); with `set`, dW = (the
@@ -808,6 +810,7 @@ impl Mlp {
                         dp,
                         l.fan_in,
                         start,
+                        None,
                     );
                 });
             } else {
