@@ -12,34 +12,30 @@ use common::{
     rlrig, stderr, stdout, tmp,
 };
 
-fn args<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
-    vec![
-        "train",
-        "impala",
-        "--env",
-        "MinAtar/Breakout-v1",
-        "--total-steps",
-        "16000",
-        // Two updates stale: the checkpoint must carry two earlier parameter sets.
-        "--set",
-        "policy_lag=2",
-        "--set",
-        "checkpoint_every=4000",
-        "--threads",
-        threads,
-        "--run-dir",
+/// This file's run: Breakout with the conv network for 16,000 steps, a checkpoint every
+/// 4,000, into `dir`; `more` adds its settings.
+fn args<'a>(dir: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut v = argv![
+        "train impala --env MinAtar/Breakout-v1 --total-steps 16000",
+        "--set checkpoint_every=4000 --run-dir",
         dir,
-        "--quiet",
-        "--eval-episodes",
-        "2",
-    ]
+        "--quiet --eval-episodes 2",
+    ];
+    v.extend(more);
+    v
+}
+
+/// The lagged run on `threads` threads: two updates stale, so the checkpoint must carry
+/// two earlier parameter sets.
+fn lagged<'a>(dir: &'a str, threads: &'a str) -> Vec<&'a str> {
+    args(dir, &["--set", "policy_lag=2", "--threads", threads])
 }
 
 #[test]
 fn impala_is_deterministic_resumes_exactly_and_plays() {
     let (a, b, killed) = (tmp("impala1"), tmp("impala2"), tmp("impala-killed"));
     for (d, t) in [(&a, "1"), (&b, "2")] {
-        let o = ok(&args(d.to_str().unwrap(), t));
+        let o = ok(&lagged(d.to_str().unwrap(), t));
         let out = stdout(&o);
         assert!(out.contains("MinAtar/Breakout-v1 impala on cpu"), "{out}");
     }
@@ -61,7 +57,7 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
     }
 
     let ks = killed.to_str().unwrap();
-    resumes_like(&a, &killed, COLS, &args(ks, "2"), &args(ks, "1"));
+    resumes_like(&a, &killed, COLS, &lagged(ks, "2"), &lagged(ks, "1"));
 
     let gif = a.join("breakout.gif");
     common::play_gif(&a, &gif, &["--max-frames", "20"]);
@@ -111,32 +107,9 @@ fn impala_and_conv_settings_are_checked() {
 /// reproducible, so nothing is compared but the shape of the run.
 #[test]
 fn async_impala_runs_checkpoints_and_resumes() {
+    const ACTORS: &[&str] = &["--set", "actors=2", "--set", "policy_lag=0"];
     let (a, killed) = (tmp("impala-async"), tmp("impala-async-killed"));
-    let args = |dir: &str| -> Vec<String> {
-        [
-            "train",
-            "impala",
-            "--env",
-            "MinAtar/Breakout-v1",
-            "--total-steps",
-            "16000",
-            "--set",
-            "actors=2",
-            "--set",
-            "policy_lag=0",
-            "--set",
-            "checkpoint_every=4000",
-            "--run-dir",
-            dir,
-            "--quiet",
-            "--eval-episodes",
-            "2",
-        ]
-        .map(String::from)
-        .to_vec()
-    };
-    let run = |args: &[String]| rlrig(&args.iter().map(String::as_str).collect::<Vec<_>>());
-    let o = run(&args(a.to_str().unwrap()));
+    let o = rlrig(&args(a.to_str().unwrap(), ACTORS));
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
@@ -153,20 +126,19 @@ fn async_impala_runs_checkpoints_and_resumes() {
 
     // The same through the batching inference server.
     let s = tmp("impala-async-server");
-    let mut srv = args(s.to_str().unwrap());
-    srv.extend(["--set", "inference_server=true"].map(String::from));
-    let o = run(&srv);
+    let mut srv = args(s.to_str().unwrap(), ACTORS);
+    srv.extend(["--set", "inference_server=true"]);
+    let o = rlrig(&srv);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("; inference server: "), "{out}");
     assert_eq!(learning_columns(&s, COLS).len(), 201);
     drop(s);
 
-    let k = args(killed.to_str().unwrap());
-    kill_after_first_checkpoint(&k.iter().map(String::as_str).collect::<Vec<_>>(), &killed);
-    let mut resume = k.clone();
-    resume.push("--resume".into());
-    let o = run(&resume);
+    let mut k = args(killed.to_str().unwrap(), ACTORS);
+    kill_after_first_checkpoint(&k, &killed);
+    k.push("--resume");
+    let o = rlrig(&k);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("resumed from step"));
     assert_eq!(learning_columns(&killed, COLS).len(), 201);
