@@ -8,8 +8,8 @@ mod common;
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
 
 use common::{
-    Tmp, fails_with, final_weights, learning_columns, ok, read_json, resumes_like, rlrig, rlrig_in,
-    stderr, stdout, tmp,
+    Tmp, each_fails_with, fails_with, final_weights, learning_columns, ok, read_json, resumes_like,
+    rlrig, rlrig_in, stderr, stdout, tmp,
 };
 
 /// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
@@ -160,7 +160,7 @@ fn same_seed_same_run_and_a_killed_run_resumes_exactly() {
 
 #[test]
 fn alphazero_bad_input_is_a_clear_error() {
-    let cases: &[(&str, &[&str])] = &[
+    each_fails_with(&[
         (
             "train alphazero --env Chess",
             &["unknown game 'Chess'", "ConnectFour"],
@@ -170,10 +170,7 @@ fn alphazero_bad_input_is_a_clear_error() {
             &["simulations must be at least 1"],
         ),
         ("train alphazero --set sims=3", &["unknown key 'sims'"]),
-    ];
-    for (args, needles) in cases {
-        fails_with(&common::words(args), None, needles);
-    }
+    ]);
     // A device is one of the names --help lists: a usage error (exit 2) naming them.
     let o = rlrig(&["train", "alphazero", "--device", "tpu"]);
     assert_eq!(o.status.code(), Some(2));

@@ -4,7 +4,9 @@
 #[macro_use]
 mod common;
 
-use common::{fails_with, json_lines, read_json, rlrig_in as rlrig, stderr, stdout, tmp};
+use common::{
+    each_fails_with, fails_with, json_lines, read_json, rlrig_in as rlrig, stderr, stdout, tmp,
+};
 
 /// `rlrig replay --env ENV --state STATE --actions - EXTRA...`.
 fn replay_stdin<'a>(env: &'a str, state: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
@@ -158,17 +160,14 @@ fn bad_input_gets_clear_errors() {
         None,
         &["/nonexistent/actions.txt"],
     );
-    let cases: &[(&str, &[&str])] = &[
+    each_fails_with(&[
         (
             "bench env --env Nope-v0 --steps 10",
             &["unknown env id 'Nope-v0'"],
         ),
         ("bench env --num-envs 0 --steps 10", &["--num-envs"]),
         ("bench env --threads 0 --steps 10", &["--threads"]),
-    ];
-    for (args, needles) in cases {
-        fails_with(&common::words(args), None, needles);
-    }
+    ]);
     for bad in ["--warmup=-1", "--warmup=NaN", "--warmup=inf"] {
         fails_with(&["bench", "env", bad, "--steps", "10"], None, &["--warmup"]);
     }

@@ -6,7 +6,7 @@ mod common;
 
 const COLS: usize = rlrig_learn::evolution::EVO_DETERMINISTIC_COLUMNS;
 
-use common::{fails_with, final_weights, learning_columns, ok, resumes_like, tmp};
+use common::{each_fails_with, fails_with, final_weights, learning_columns, ok, resumes_like, tmp};
 
 fn args<'a>(algo: &'a str, dir: &'a str, threads: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut v = argv![
@@ -73,18 +73,12 @@ fn evolution_bad_input_is_a_clear_error() {
         None,
         &["smaller than the elite"],
     );
-    let cases: &[(&str, &[&str])] = &[
+    each_fails_with(&[
         ("train ga --generations 0", &["generations"]),
         ("train es --prune", &["GA option"]),
         ("train es --env CartPol-v1", &["CartPole-v1"]),
-        (
-            "train ga --set sigma=-1",
-            &["sigma must be a positive number"],
-        ),
-    ];
-    for (args, needles) in cases {
-        fails_with(&common::words(args), None, needles);
-    }
+        ("train ga --set sigma=-1", &["sigma must be a positive number"]),
+    ]);
 }
 
 /// `mpirun -n 2`: members split over two ranks give the same run as one process, and

@@ -8,8 +8,8 @@ mod common;
 const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use common::{
-    fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok, resumes_like,
-    rlrig, stderr, stdout, tmp,
+    each_fails_with, fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok,
+    resumes_like, rlrig, stderr, stdout, tmp,
 };
 
 /// This file's run: Breakout with the conv network for 16,000 steps, a checkpoint every
@@ -75,7 +75,7 @@ fn impala_and_conv_settings_are_checked() {
         None,
         &["conv_channels", "CartPole-v1", "no image observations"],
     );
-    let cases: &[(&str, &[&str])] = &[
+    each_fails_with(&[
         (
             "train impala --set vtrace_rho_bar=0",
             &["vtrace_rho_bar must be a positive number"],
@@ -92,10 +92,7 @@ fn impala_and_conv_settings_are_checked() {
             "train impala --set inference_server=true",
             &["inference_server = true needs asynchronous actors"],
         ),
-    ];
-    for (args, needles) in cases {
-        fails_with(&common::words(args), None, needles);
-    }
+    ]);
     let help = rlrig(&["train", "impala", "--help"]);
     let text = String::from_utf8_lossy(&help.stdout);
     assert!(text.contains("deterministic"), "{text}");

@@ -7,8 +7,8 @@ mod common;
 const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
 use common::{
-    damage_latest_weights, fails_with, final_weights, learning_columns, ok, resumes_like, rlrig,
-    stderr, stdout, tmp,
+    damage_latest_weights, each_fails_with, fails_with, final_weights, learning_columns, ok,
+    resumes_like, rlrig, stderr, stdout, tmp,
 };
 
 /// A small, fast run of `algo` on `env`: 3000 steps on 4 envs (`--total-steps` the
@@ -107,7 +107,7 @@ fn a_killed_td3_run_resumes_to_the_same_weights_and_buffer() {
 
 #[test]
 fn off_policy_bad_input_is_a_clear_error() {
-    let cases: &[(&str, &[&str])] = &[
+    each_fails_with(&[
         (
             "train sac --env CartPole-v1",
             &["CartPole-v1", "discrete", "rlrig train ppo"],
@@ -119,10 +119,7 @@ fn off_policy_bad_input_is_a_clear_error() {
             &["algo = \"td3\"", "rlrig train sac"],
         ),
         ("train ddpg --set hidden=\"big\"", &["key 'hidden'"]),
-    ];
-    for (args, needles) in cases {
-        fails_with(&common::words(args), None, needles);
-    }
+    ]);
     // A SAC run resumed as TD3 or PPO names what the checkpoint is.
     let d = tmp("sac-mismatch");
     let mut a = args("sac", d.to_str().unwrap(), "1");
@@ -184,7 +181,7 @@ fn a_killed_dqn_run_resumes_to_the_same_weights_and_buffer() {
 
 #[test]
 fn dqn_bad_input_is_a_clear_error() {
-    let cases: &[(&str, &[&str])] = &[
+    each_fails_with(&[
         (
             "train dqn --env Pendulum-v1",
             &["Pendulum-v1", "continuous", "rlrig train sac"],
@@ -195,10 +192,7 @@ fn dqn_bad_input_is_a_clear_error() {
             "train dqn --set gradient_steps=0",
             &["gradient_steps must be at least 1"],
         ),
-    ];
-    for (args, needles) in cases {
-        fails_with(&common::words(args), None, needles);
-    }
+    ]);
     let d = tmp("dqn-mismatch");
     let mut a = dqn_args(d.to_str().unwrap(), "1");
     a[5] = "600";

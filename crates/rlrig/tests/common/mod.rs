@@ -97,6 +97,14 @@ pub fn fails_with(args: &[&str], stdin: Option<&str>, needles: &[&str]) {
     }
 }
 
+/// [`fails_with`] for each of `cases`: a command line (its words, as [`argv!`] splits a
+/// literal) and what its error must contain.
+pub fn each_fails_with(cases: &[(&'static str, &[&str])]) {
+    for (line, needles) in cases {
+        fails_with(&words(line), None, needles);
+    }
+}
+
 /// `rlrig play --run RUN --gif GIF` with `extra` flags: succeeds and writes a GIF.
 /// Returns its standard output (one line per episode, then the GIF's path).
 pub fn play_gif(run: &Path, gif: &Path, extra: &[&str]) -> String {
