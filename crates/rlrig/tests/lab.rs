@@ -3,7 +3,7 @@
 #[macro_use]
 mod common;
 
-use common::{ok, rlrig, stderr, stdout, tmp};
+use common::{ok, read_json, rlrig, stderr, stdout, tmp};
 
 fn fixture(name: &str) -> String {
     format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))
@@ -46,7 +46,7 @@ fn bench_suite_writes_results_that_compare_reads() {
         "bench suite --quick --only env/CartPole-v1 --threads 1 --out",
         out.to_str().unwrap(),
     ]);
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let v = read_json(&out);
     assert_eq!(v["suite"], "rlrig-bench-suite");
     assert_eq!(v["workloads"][0]["name"], "env/CartPole-v1");
     for c in ["stepping", "with_inference", "with_training"] {
@@ -79,7 +79,7 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
     let o = run(&[]);
     assert!(o.status.success(), "{}", common::stderr(&o));
     let out = dir.join("learn.json");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let v = read_json(&out);
     assert_eq!(v["suite"], "rlrig-bench-learn");
     let cell = &v["cells"][0];
     assert_eq!(
@@ -94,10 +94,7 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
         assert_eq!(s["seed"], *seed);
         assert_eq!(s["status"], "done");
         assert_eq!(s["env_steps"], 8192.0);
-        let eval: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(dir.join(format!("CartPole-v1-ppo/seed{seed}/eval.json"))).unwrap(),
-        )
-        .unwrap();
+        let eval = read_json(dir.join(format!("CartPole-v1-ppo/seed{seed}/eval.json")));
         assert_eq!(s["final_return"], eval["mean_return"]);
         finals.push(eval["mean_return"].as_f64().unwrap());
     }
@@ -116,7 +113,7 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
     assert!(o.status.success(), "{}", common::stderr(&o));
     assert!(stdout(&o).contains("finished in an earlier leg"));
     assert_eq!(std::fs::read(&metrics).unwrap(), before);
-    let again: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let again = read_json(&out);
     assert_eq!(again["cells"][0]["final_return"], cell["final_return"]);
     // compare reads it, and refuses to mix it with a bench suite result.
     let o = rlrig(&["compare", out.to_str().unwrap(), out.to_str().unwrap()]);

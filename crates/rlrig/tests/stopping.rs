@@ -8,8 +8,8 @@
 mod common;
 
 use common::{
-    fails_with, final_weights, learning_columns, ok, rlrig, signal, spawn, spawn_with_env, stderr,
-    stdout, tmp, wait_for_lines, wait_until,
+    fails_with, final_weights, learning_columns, ok, read_json, rlrig, signal, spawn,
+    spawn_with_env, stderr, stdout, tmp, wait_for_lines, wait_until,
 };
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -424,8 +424,7 @@ fn sigint_stops_every_packed_seed_at_a_checkpoint_and_resume_finishes_them() {
         out.contains("interrupted by SIGINT") && out.contains("seeds not started: 1"),
         "{out}"
     );
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("seeds.json")).unwrap()).unwrap();
+    let summary = read_json(d.join("seeds.json"));
     let runs = summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{summary}");
     for r in runs {
@@ -513,15 +512,13 @@ fn sigint_stops_bench_learn_at_a_checkpoint_and_resume_finishes_it() {
         );
     }
     assert!(!d.join("CartPole-v1-a2c").exists());
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("learn.json")).unwrap()).unwrap();
+    let v = read_json(d.join("learn.json"));
     assert_eq!(v["cells"].as_array().map(Vec::len), Some(0));
     args.push("--resume");
     let o = rlrig(&args);
     let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(d.join("learn.json")).unwrap()).unwrap();
+    let v = read_json(d.join("learn.json"));
     let cells = v["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 2, "{v}");
     for c in cells {

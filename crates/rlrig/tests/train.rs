@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use common::{
     damage_latest_weights, fails_with, final_weights, latest_weights, learning_columns, ok,
-    resumes_like, rlrig, stderr, stdout, tmp,
+    read_json, resumes_like, rlrig, stderr, stdout, tmp,
 };
 use std::time::{Duration, Instant};
 
@@ -139,7 +139,7 @@ fn a_long_runs_trace_keeps_its_ends_and_counts_the_middle() {
         trace.to_str().unwrap(),
         "--trace-iterations 3 --threads 2",
     ]);
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let v = read_json(&trace);
     assert_eq!(v["otherData"]["rlrig_iterations"], 20);
     assert_eq!(v["otherData"]["rlrig_omitted_iterations"], 14);
     let events = v["traceEvents"].as_array().unwrap();
@@ -513,8 +513,7 @@ fn seeds_are_packed_and_each_equals_its_run_alone() {
     ] {
         assert!(out.contains(needle), "{needle}: {out}");
     }
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(pack.join("seeds.json")).unwrap()).unwrap();
+    let summary = read_json(pack.join("seeds.json"));
     let runs = summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3, "{summary}");
     for (r, seed) in runs.iter().zip(1..) {
@@ -570,8 +569,7 @@ fn a_sweep_trains_each_value_like_its_set_run() {
     ] {
         assert!(out.contains(needle), "{needle}: {out}");
     }
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(sweep.join("seeds.json")).unwrap()).unwrap();
+    let summary = read_json(sweep.join("seeds.json"));
     let runs = summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{summary}");
     for (r, (variant, seed)) in runs.iter().zip([
