@@ -8,8 +8,8 @@ mod common;
 const COLS: usize = rlrig_learn::alphazero::AZ_DETERMINISTIC_COLUMNS;
 
 use common::{
-    Tmp, each_fails_with, fails_with, final_weights, learning_columns, ok, read_json, resumes_like,
-    rlrig, rlrig_in, stderr, stdout, tmp,
+    Tmp, assert_contains, each_fails_with, fails_with, final_weights, learning_columns, ok,
+    read_json, resumes_like, rlrig, rlrig_in, stderr, stdout, tmp,
 };
 
 /// The default run (60 iterations of 128 games x 8 moves, 32 simulations; ~2-3 s in
@@ -174,12 +174,13 @@ fn alphazero_bad_input_is_a_clear_error() {
     // A device is one of the names --help lists: a usage error (exit 2) naming them.
     let o = rlrig(&["train", "alphazero", "--device", "tpu"]);
     assert_eq!(o.status.code(), Some(2));
-    for n in [
-        "invalid value 'tpu'",
-        "possible values: cpu, burn-cpu, wgpu, vulkan, gpu",
-    ] {
-        assert!(stderr(&o).contains(n), "{}", stderr(&o));
-    }
+    assert_contains(
+        &stderr(&o),
+        &[
+            "invalid value 'tpu'",
+            "possible values: cpu, burn-cpu, wgpu, vulkan, gpu",
+        ],
+    );
     fails_with(
         &["train", "alphazero", "--device", "gpu"],
         None,

@@ -105,14 +105,15 @@ fn a2c_trains_pong_with_the_nature_cnn_bit_identically_on_any_thread_count() {
         let extra = ["--threads", threads, "--eval-episodes", "0"];
         train("a2c", "Pong-v5", "240", &run, &extra);
         let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
-        for line in [
-            "cnn = \"nature\"",
-            "hidden = [512]",
-            "num_envs = 16",
-            "anneal_steps = 10000000",
-        ] {
-            assert!(config.contains(line), "{line} not in {config}");
-        }
+        common::assert_contains(
+            &config,
+            &[
+                "cnn = \"nature\"",
+                "hidden = [512]",
+                "num_envs = 16",
+                "anneal_steps = 10000000",
+            ],
+        );
         assert_eq!(common::learning_columns(&run, 2).len(), 1 + 3);
         weights.push(common::final_weights(&run));
     }

@@ -8,8 +8,8 @@ mod common;
 const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 
 use common::{
-    each_fails_with, fails_with, final_weights, kill_after_first_checkpoint, learning_columns, ok,
-    resumes_like, rlrig, stderr, stdout, tmp,
+    assert_contains, each_fails_with, fails_with, final_weights, kill_after_first_checkpoint,
+    learning_columns, ok, resumes_like, rlrig, stderr, stdout, tmp,
 };
 
 /// This file's run: Breakout with the conv network for 16,000 steps, a checkpoint every
@@ -52,9 +52,10 @@ fn impala_is_deterministic_resumes_exactly_and_plays() {
         "weights differ by thread count"
     );
     let config = std::fs::read_to_string(a.join("config.toml")).unwrap();
-    for key in ["vtrace = true", "policy_lag = 2", "conv_channels = 16"] {
-        assert!(config.contains(key), "{key} not in config.toml:\n{config}");
-    }
+    assert_contains(
+        &config,
+        &["vtrace = true", "policy_lag = 2", "conv_channels = 16"],
+    );
 
     let ks = killed.to_str().unwrap();
     resumes_like(&a, &killed, COLS, &lagged(ks, "2"), &lagged(ks, "1"));

@@ -7,8 +7,8 @@ mod common;
 const COLS: usize = rlrig_learn::replay::OFFPOLICY_DETERMINISTIC_COLUMNS;
 
 use common::{
-    damage_latest_weights, each_fails_with, fails_with, final_weights, learning_columns, ok,
-    resumes_like, rlrig, stderr, stdout, tmp,
+    assert_contains, damage_latest_weights, each_fails_with, fails_with, final_weights,
+    learning_columns, ok, resumes_like, rlrig, stderr, stdout, tmp,
 };
 
 /// A small, fast run of `algo` on `env`: 3000 steps on 4 envs (`--total-steps` the
@@ -218,14 +218,15 @@ fn a_damaged_newest_checkpoint_falls_back_to_the_older_one() {
     let ds = damaged.to_str().unwrap();
     let o = ok(&["eval", "--run", ds, "--episodes", "2"]);
     let err = stderr(&o);
-    for needle in [
-        "skipped a damaged checkpoint",
-        "checksum mismatch",
-        w.file_stem().unwrap().to_str().unwrap(),
-        "ckpt-000000002000",
-    ] {
-        assert!(err.contains(needle), "{needle}: {err}");
-    }
+    assert_contains(
+        &err,
+        &[
+            "skipped a damaged checkpoint",
+            "checksum mismatch",
+            w.file_stem().unwrap().to_str().unwrap(),
+            "ckpt-000000002000",
+        ],
+    );
     let mut resume = dqn_args(ds, "1");
     resume.push("--resume");
     let o = ok(&resume);

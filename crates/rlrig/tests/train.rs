@@ -9,8 +9,8 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 use std::process::{Command, Stdio};
 
 use common::{
-    damage_latest_weights, fails_with, final_weights, latest_weights, learning_columns, ok,
-    read_json, resumes_like, rlrig, stderr, stdout, tmp,
+    assert_contains, damage_latest_weights, fails_with, final_weights, latest_weights,
+    learning_columns, ok, read_json, resumes_like, rlrig, stderr, stdout, tmp,
 };
 use std::time::{Duration, Instant};
 
@@ -505,14 +505,15 @@ fn seeds_are_packed_and_each_equals_its_run_alone() {
     let o = rlrig(&args);
     let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", stderr(&o));
-    for needle in [
-        "3 seeds of CartPole-v1 ppo: 2 at a time, 1 thread each",
-        "seed 2: greedy return",
-        "greedy return over 3 seeds: mean",
-        "seeds.json",
-    ] {
-        assert!(out.contains(needle), "{needle}: {out}");
-    }
+    assert_contains(
+        &out,
+        &[
+            "3 seeds of CartPole-v1 ppo: 2 at a time, 1 thread each",
+            "seed 2: greedy return",
+            "greedy return over 3 seeds: mean",
+            "seeds.json",
+        ],
+    );
     let summary = read_json(pack.join("seeds.json"));
     let runs = summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3, "{summary}");
@@ -562,13 +563,14 @@ fn a_sweep_trains_each_value_like_its_set_run() {
     let o = rlrig(&args);
     let out = stdout(&o);
     assert!(o.status.success(), "{out}{}", common::stderr(&o));
-    for needle in [
-        "2 variants x 2 seeds of CartPole-v1 ppo: 2 at a time",
-        "learning_rate=1e-3 seed 1: greedy return",
-        "learning_rate=2.5e-4: greedy return over 2 seeds: mean",
-    ] {
-        assert!(out.contains(needle), "{needle}: {out}");
-    }
+    assert_contains(
+        &out,
+        &[
+            "2 variants x 2 seeds of CartPole-v1 ppo: 2 at a time",
+            "learning_rate=1e-3 seed 1: greedy return",
+            "learning_rate=2.5e-4: greedy return over 2 seeds: mean",
+        ],
+    );
     let summary = read_json(sweep.join("seeds.json"));
     let runs = summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "{summary}");

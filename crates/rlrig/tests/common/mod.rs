@@ -82,6 +82,13 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Asserts that `text` contains each of `needles`, naming the one it lacks.
+pub fn assert_contains(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(text.contains(n), "'{n}' not in:\n{text}");
+    }
+}
+
 /// Fails with a clear one-line error: exit code 1, message on stderr, no panic.
 pub fn fails_with(args: &[&str], stdin: Option<&str>, needles: &[&str]) {
     let o = rlrig_in(args, stdin);
