@@ -263,22 +263,16 @@ mod tests {
             "{}",
             v.message
         );
-        assert_eq!(
-            verdict(&Breakdown::new(10.0, 1.0, 5.0, 3.0), 1, 1).bound,
-            Bound::Inference
-        );
-        assert_eq!(
-            verdict(&Breakdown::new(10.0, 1.0, 1.0, 7.0), 64, 1).bound,
-            Bound::Learner
-        );
-        assert_eq!(
-            verdict(&Breakdown::new(10.0, 2.0, 2.0, 2.0), 64, 1).bound,
-            Bound::Overhead
-        );
-        assert_eq!(
-            verdict(&Breakdown::new(10.0, 3.0, 3.0, 3.5), 64, 1).bound,
-            Bound::Balanced
-        );
+        // Seconds of env, inference and learner out of 10, the batch, the bound.
+        for ((env, inference, learner), batch, bound) in [
+            ((1.0, 5.0, 3.0), 1, Bound::Inference),
+            ((1.0, 1.0, 7.0), 64, Bound::Learner),
+            ((2.0, 2.0, 2.0), 64, Bound::Overhead),
+            ((3.0, 3.0, 3.5), 64, Bound::Balanced),
+        ] {
+            let b = Breakdown::new(10.0, env, inference, learner);
+            assert_eq!(verdict(&b, batch, 1).bound, bound, "{b:?}, batch {batch}");
+        }
     }
 
     #[test]
