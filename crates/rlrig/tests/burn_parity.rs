@@ -11,7 +11,7 @@ mod common;
 
 use rlrig_burn::{Kind, maker};
 use rlrig_env::{Purpose, Rng};
-use rlrig_learn::backend::{BackendMaker, Native, NetBackend, NetLayout};
+use rlrig_learn::backend::{BackendMaker, Native, Net, NetBackend, NetLayout};
 use rlrig_learn::conv::{ConvNet, NATURE};
 use rlrig_learn::nn::{Activation, Mlp};
 use rlrig_learn::offpolicy::{Algo, OffPolicy, OffPolicyConfig};
@@ -27,28 +27,29 @@ fn devices() -> Vec<(Kind, BackendMaker)> {
     out
 }
 
+/// `nets`, placed one after another from parameter 0, and `free` free parameters after
+/// the last.
+fn nets_then_free(nets: Vec<Net>, free: usize) -> NetLayout {
+    let end = nets.last().map_or(0, Net::end);
+    NetLayout {
+        nets,
+        free: end..end + free,
+        total: end + free,
+    }
+}
+
 /// PPO's shape with a Gaussian head: critic 3-64-64-1, actor 3-64-64-2, 2 log-stds.
 fn layout(act: Activation) -> NetLayout {
     let critic = Mlp::with_activation(&[3, 64, 64, 1], 0, act);
     let actor = Mlp::with_activation(&[3, 64, 64, 2], critic.end(), act);
-    let end = actor.end();
-    NetLayout {
-        nets: vec![critic.into(), actor.into()],
-        free: end..end + 2,
-        total: end + 2,
-    }
+    nets_then_free(vec![critic.into(), actor.into()], 2)
 }
 
 /// `net` (at parameter 0), a small ReLU MLP after it, and two free parameters: every
 /// check_step case has two networks and the free tail.
 fn with_mlp_beside(net: ConvNet) -> NetLayout {
     let mlp = Mlp::with_activation(&[3, 8, 2], net.end(), Activation::Relu);
-    let end = mlp.end();
-    NetLayout {
-        nets: vec![net.into(), mlp.into()],
-        free: end..end + 2,
-        total: end + 2,
-    }
+    nets_then_free(vec![net.into(), mlp.into()], 2)
 }
 
 /// AlphaZero's residual option on a Connect Four board (2 x 6 x 7), and an MLP beside it.
@@ -303,12 +304,7 @@ fn ppo_iterations_match_between_native_and_burn() {
 fn critic_layout(act: Activation) -> NetLayout {
     let q1 = Mlp::with_activation(&[4, 16, 16, 1], 0, act);
     let q2 = Mlp::with_activation(&[4, 16, 16, 1], q1.end(), act);
-    let end = q2.end();
-    NetLayout {
-        nets: vec![q1.into(), q2.into()],
-        free: end..end,
-        total: end,
-    }
+    nets_then_free(vec![q1.into(), q2.into()], 0)
 }
 
 /// The critic-to-action path DDPG/TD3/SAC's actor update needs: d out / d input agrees
