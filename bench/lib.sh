@@ -2,7 +2,8 @@
 # bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) source it after setting HERE and ROOT and
 # take RLRIG, OUT, PY, LOG and JSONL from `log_files`; the peers' run_*.sh take their
 # results file from `results_file` (run_az.sh, run_sac.sh and run_ppo.sh its first line
-# from `meta_line`) and their binary from `rlrig_binary`.
+# from `meta_line`), their binary from `rlrig_binary` and leave --help and unknown
+# arguments to `help_or_unknown`.
 
 # Prints the path of results file FILE (NAME-DATE.jsonl) in results/ next to the script
 # (created) if no file is there yet, else the first free path with -2, -3, ... before
@@ -76,6 +77,15 @@ rlrig_timed() { # seconds, args...
 # line that is not a comment): what --help shows, so it cannot drift from the header.
 usage() {
   awk 'NR > 1 { if (!/^#/) exit; print }' "$1"
+}
+
+# A runner's argument that none of its options took: -h or --help prints the script's
+# header (usage) and exits 0; anything else is refused, named, with exit 2.
+help_or_unknown() { # arg
+  case $1 in
+    -h|--help) usage "$0"; exit 0 ;;
+    *) echo "$(basename "$0"): unknown argument $1" >&2; exit 2 ;;
+  esac
 }
 
 # Sets RLRIG, the binary a runner measures: $RLRIG when the caller set it (never

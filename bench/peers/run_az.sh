@@ -21,8 +21,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --no-build) BUILD=0 ;;
         --steps) STEPS=$2; shift ;;
-        -h|--help) usage "$0"; exit 0 ;;
-        *) echo "run_az.sh: unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
     shift
 done

@@ -37,8 +37,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --seeds) NSEEDS=$2; shift ;;
         --threshold) THRESHOLD=$2; shift ;;
-        -h|--help) usage "$0"; exit 0 ;;
-        *) echo "run_dqn.sh: unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
     shift
 done

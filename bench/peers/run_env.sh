@@ -39,8 +39,7 @@ while [ $# -gt 0 ]; do
             case "${2:-}" in classic|box2d|minatar|atari) ONLY=$2 ;;
                 *) echo "run_env.sh: --only takes classic, box2d, minatar or atari" >&2; exit 2 ;; esac
             shift ;;
-        -h|--help) usage "$0"; exit 0 ;;
-        *) echo "run_env.sh: unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
     shift
 done

@@ -36,8 +36,7 @@ while [ $# -gt 0 ]; do
         --seed) SEED=$2; shift ;;
         --env) ENV=$2; shift ;;
         --repeat) REPEAT=$2; shift ;;
-        -h|--help) usage "$0"; exit 0 ;;
-        *) echo "run_ppo.sh: unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
     shift
 done

@@ -29,8 +29,7 @@ while [ $# -gt 0 ]; do
         --no-build) BUILD=0 ;;
         --seeds) SEEDS=$2; shift ;;
         --big-steps) BIG=$2; shift ;;
-        -h|--help) usage "$0"; exit 0 ;;
-        *) echo "run_sac.sh: unknown argument $1" >&2; exit 2 ;;
+        *) help_or_unknown "$1" ;;
     esac
     shift
 done
