@@ -77,7 +77,10 @@ fn evolution_bad_input_is_a_clear_error() {
         ("train ga --generations 0", &["generations"]),
         ("train es --prune", &["GA option"]),
         ("train es --env CartPol-v1", &["CartPole-v1"]),
-        ("train ga --set sigma=-1", &["sigma must be a positive number"]),
+        (
+            "train ga --set sigma=-1",
+            &["sigma must be a positive number"],
+        ),
     ]);
 }
 
