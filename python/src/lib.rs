@@ -354,17 +354,43 @@ fn fill<T: numpy::Element + Copy>(
         .map_err(|_| PyValueError::new_err(format!("{name} must be C-contiguous")))
 }
 
+/// An executor as both env classes hold it, with what they read of it on every call:
+/// its spec, the shape of one observation and the loader of actions.
+struct Held<E: ?Sized> {
+    /// `None` once closed. The mutex only makes the classes `Sync` as pyo3 requires:
+    /// every method holds `&mut self` (pyo3's borrow flag), so `get_mut` reaches the
+    /// executor without locking.
+    env: Mutex<Option<Box<E>>>,
+    spec: EnvSpec,
+    obs_shape: Vec<usize>,
+    actions: Actions,
+}
+
+impl<E: ?Sized> Held<E> {
+    fn new(env: Box<E>, spec: EnvSpec) -> Held<E> {
+        Held {
+            obs_shape: obs_shape(&spec),
+            actions: Actions::new(&spec),
+            env: Mutex::new(Some(env)),
+            spec,
+        }
+    }
+
+    /// The executor, or the error for a closed env.
+    fn open(&mut self) -> PyResult<&mut Box<E>> {
+        open(&mut self.env, self.spec.id)
+    }
+
+    fn close(&mut self) {
+        *self.env.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
 /// Envs stepped together, every env on every call (rlrig-env's synchronous executor).
 #[pyclass(module = "rlrig._rlrig", name = "VecEnv")]
 struct PyVecEnv {
-    /// `None` once closed. The mutex only makes the class `Sync` as pyo3 requires:
-    /// every method holds `&mut self` (pyo3's borrow flag), so `get_mut` reaches the
-    /// executor without locking.
-    env: Mutex<Option<Box<dyn VecEnvDyn>>>,
-    spec: EnvSpec,
+    held: Held<dyn VecEnvDyn>,
     n: usize,
-    obs_shape: Vec<usize>,
-    actions: Actions,
     /// Gymnasium's `AutoresetMode.DISABLED`: stepping an env whose episode ended
     /// without resetting it is an error.
     strict: bool,
@@ -374,21 +400,20 @@ struct PyVecEnv {
 
 impl PyVecEnv {
     fn env(&mut self) -> PyResult<&mut Box<dyn VecEnvDyn>> {
-        let id = self.spec.id;
-        open(&mut self.env, id)
+        self.held.open()
     }
 
     fn obs<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let n = self.n;
-        let shape = self.obs_shape.clone();
+        let shape = self.held.obs_shape.clone();
         obs_array(py, self.env()?.obs(), n, &shape)
     }
 
     /// Checks and loads `actions`, steps every env with the GIL released, and
     /// returns the executor to read the results from.
     fn stepped(&mut self, py: Python<'_>, actions: &Bound<'_, PyAny>) -> PyResult<&dyn VecEnvDyn> {
-        let id = self.spec.id;
-        let env = open(&mut self.env, id)?;
+        let id = self.held.spec.id;
+        let env = open(&mut self.held.env, id)?;
         if self.strict
             && let Some(k) = env.pending_resets().iter().position(|&p| p)
         {
@@ -396,7 +421,7 @@ impl PyVecEnv {
                 "{id}: env {k} ended its episode and autoreset is disabled: reset it (reset(options={{'reset_mask': mask}})) before stepping it"
             )));
         }
-        let buf = self.actions.load(actions, &self.all)?;
+        let buf = self.held.actions.load(actions, &self.all)?;
         py.detach(|| env.step(buf)).map_err(env_error)?;
         Ok(&**env)
     }
@@ -405,7 +430,7 @@ impl PyVecEnv {
         if i >= self.n {
             return Err(PyValueError::new_err(format!(
                 "{}: env index {i} out of range for {} envs",
-                self.spec.id, self.n
+                self.held.spec.id, self.n
             )));
         }
         Ok(())
@@ -439,10 +464,7 @@ impl PyVecEnv {
         let env = rlrig_env::make_sync(id, cfg).map_err(env_error)?;
         let spec = env.spec();
         Ok(PyVecEnv {
-            obs_shape: obs_shape(&spec),
-            actions: Actions::new(&spec),
-            env: Mutex::new(Some(env)),
-            spec,
+            held: Held::new(env, spec),
             n: num_envs,
             strict,
             seed,
@@ -452,7 +474,7 @@ impl PyVecEnv {
 
     /// The env's id, spaces, time limit and parameter keys.
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        spec_dict(py, &self.spec)
+        spec_dict(py, &self.held.spec)
     }
 
     #[getter]
@@ -483,7 +505,7 @@ impl PyVecEnv {
         {
             return Err(PyValueError::new_err(format!(
                 "{}: {} seeds given for {n} envs",
-                self.spec.id,
+                self.held.spec.id,
                 s.len()
             )));
         }
@@ -493,7 +515,7 @@ impl PyVecEnv {
                 if m.shape() != [n] {
                     return Err(PyValueError::new_err(format!(
                         "{}: reset mask must have shape ({n},), got {}",
-                        self.spec.id,
+                        self.held.spec.id,
                         py_shape(m.shape())
                     )));
                 }
@@ -542,7 +564,7 @@ impl PyVecEnv {
         Bound<'py, PyArray1<bool>>,
         Option<Bound<'py, PyAny>>,
     )> {
-        let shape = std::mem::take(&mut self.obs_shape);
+        let shape = std::mem::take(&mut self.held.obs_shape);
         let out = self.stepped(py, actions).and_then(|env| {
             let n = env.num_envs();
             let final_obs = match env.final_obs() {
@@ -557,7 +579,7 @@ impl PyVecEnv {
                 final_obs,
             ))
         });
-        self.obs_shape = shape;
+        self.held.obs_shape = shape;
         out
     }
 
@@ -574,7 +596,7 @@ impl PyVecEnv {
         truncated: &Bound<'py, PyAny>,
     ) -> PyResult<()> {
         // Every output is checked before the envs move: on error nothing has stepped.
-        let (n, len) = (self.n, self.n * self.spec.obs_dim);
+        let (n, len) = (self.n, self.n * self.held.spec.obs_dim);
         let mut o = match self.env()?.obs().dtype() {
             Dtype::UInt8 => ObsOut::U8(out_array("obs", obs, len, "uint8")?),
             _ => ObsOut::F32(out_array("obs", obs, len, "float32")?),
@@ -608,8 +630,8 @@ impl PyVecEnv {
         state: Vec<f64>,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.index(i)?;
-        let d = self.spec.obs_dim;
-        let shape = self.obs_shape.clone();
+        let d = self.held.spec.obs_dim;
+        let shape = self.held.obs_shape.clone();
         let env = self.env()?;
         env.set_state_vec(i, &state).map_err(env_error)?;
         obs_array(py, env.obs().slice(i * d, d), 1, &shape)
@@ -619,7 +641,7 @@ impl PyVecEnv {
     /// array `[height, width, 3]`.
     fn render<'py>(&mut self, py: Python<'py>, i: usize) -> PyResult<Bound<'py, PyArrayDyn<u8>>> {
         self.index(i)?;
-        let id = self.spec.id;
+        let id = self.held.spec.id;
         let state = self.env()?.render_state(i);
         let (h, w, rgb) = py
             .detach(|| rlrig_lab::render::frame(id, &state))
@@ -628,12 +650,13 @@ impl PyVecEnv {
     }
 
     fn close(&mut self) {
-        *self.env.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        self.held.close();
     }
 
     #[getter]
     fn closed(&mut self) -> bool {
-        self.env
+        self.held
+            .env
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .is_none()
@@ -644,11 +667,7 @@ impl PyVecEnv {
 /// `batch_size` that finish (rlrig-env's asynchronous executor).
 #[pyclass(module = "rlrig._rlrig", name = "AsyncVecEnv")]
 struct PyAsyncVecEnv {
-    /// `None` once closed; the mutex as in [`PyVecEnv`].
-    env: Mutex<Option<Box<dyn AsyncVecEnvDyn>>>,
-    spec: EnvSpec,
-    obs_shape: Vec<usize>,
-    actions: Actions,
+    held: Held<dyn AsyncVecEnvDyn>,
 }
 
 #[pymethods]
@@ -678,31 +697,26 @@ impl PyAsyncVecEnv {
         let env = rlrig_env::make_async(id, cfg, batch_size).map_err(env_error)?;
         let spec = env.spec();
         Ok(PyAsyncVecEnv {
-            obs_shape: obs_shape(&spec),
-            actions: Actions::new(&spec),
-            env: Mutex::new(Some(env)),
-            spec,
+            held: Held::new(env, spec),
         })
     }
 
     fn spec<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        spec_dict(py, &self.spec)
+        spec_dict(py, &self.held.spec)
     }
 
     #[getter]
     fn num_envs(&mut self) -> PyResult<usize> {
-        Ok(open(&mut self.env, self.spec.id)?.num_envs())
+        Ok(self.held.open()?.num_envs())
     }
 
     #[getter]
     fn batch_size(&mut self) -> PyResult<usize> {
-        Ok(open(&mut self.env, self.spec.id)?.batch_size())
+        Ok(self.held.open()?.batch_size())
     }
 
     fn async_reset(&mut self) -> PyResult<()> {
-        let id = self.spec.id;
-        let env = open(&mut self.env, id)?;
-        env.async_reset().map_err(env_error)
+        self.held.open()?.async_reset().map_err(env_error)
     }
 
     /// Sends one action per env of `env_ids`.
@@ -712,8 +726,8 @@ impl PyAsyncVecEnv {
         actions: &Bound<'_, PyAny>,
         env_ids: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let id = self.spec.id;
-        let env = open(&mut self.env, id)?;
+        let id = self.held.spec.id;
+        let env = open(&mut self.held.env, id)?;
         let ids: Vec<i64> = if let Ok(a) = env_ids.extract::<PyReadonlyArrayDyn<'_, i64>>() {
             a.as_array().iter().copied().collect()
         } else if let Ok(a) = env_ids.extract::<PyReadonlyArrayDyn<'_, i32>>() {
@@ -750,24 +764,23 @@ impl PyAsyncVecEnv {
             }
             idx.push(i as usize);
         }
-        let buf = self.actions.load(actions, &idx)?;
+        let buf = self.held.actions.load(actions, &idx)?;
         py.detach(|| env.send(buf, &idx)).map_err(env_error)
     }
 
     /// The first `batch_size` envs to finish: `(obs, rewards, terminated, truncated,
     /// env_ids, final_obs)`.
     fn recv<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let id = self.spec.id;
-        let env = open(&mut self.env, id)?;
+        let env = open(&mut self.held.env, self.held.spec.id)?;
         let b = py.detach(|| env.recv()).map_err(env_error)?;
         let rows = b.env_ids.len();
         let ids: Vec<i32> = b.env_ids.iter().map(|&i| i as i32).collect();
         let final_obs = match b.final_obs {
-            Some(f) => Some(obs_array(py, f, rows, &self.obs_shape)?),
+            Some(f) => Some(obs_array(py, f, rows, &self.held.obs_shape)?),
             None => None,
         };
         let t = (
-            obs_array(py, b.obs, rows, &self.obs_shape)?,
+            obs_array(py, b.obs, rows, &self.held.obs_shape)?,
             PyArray1::from_slice(py, b.rewards),
             PyArray1::from_slice(py, b.terminated),
             PyArray1::from_slice(py, b.truncated),
@@ -778,7 +791,7 @@ impl PyAsyncVecEnv {
     }
 
     fn close(&mut self) {
-        *self.env.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+        self.held.close();
     }
 }
 
