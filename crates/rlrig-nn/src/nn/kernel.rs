@@ -302,15 +302,19 @@ impl<'a> Operands<'a> {
         }
     }
 
-    /// The same product written into `c`, and the sums of `b`'s `k` rows (from +0, in
-    /// row order: the bits of adding each row to a zeroed `sums` in turn) written into
+    /// The same written product (`Start::Set`), and the sums of `b`'s `k` rows (from +0,
+    /// in row order: the bits of adding each row to a zeroed `sums` in turn) written into
     /// `sums` on the way: a layer's weight gradient `h^T d` and its bias gradient, the
-    /// sum of `d`'s rows, in one pass over `d`. Panics if `sums` is shorter than `n` or
-    /// the product has no rows (`m == 0`: no block would write the sums).
+    /// sum of `d`'s rows, in one pass over `d`. Panics for another start, if `sums` is
+    /// shorter than `n`, or if the product has no rows (`m == 0`: no block would write
+    /// the sums).
     pub(crate) fn summing_b_rows(self, sums: &'a mut [f32]) -> Operands<'a> {
+        assert!(
+            matches!(self.start, Start::Set),
+            "kernel: row sums need a written product"
+        );
         assert!(sums.len() >= self.n && self.m > 0, "kernel: sums too short");
         Operands {
-            start: Start::Set,
             b_sums: sums.as_mut_ptr(),
             ..self
         }

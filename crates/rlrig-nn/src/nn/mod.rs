@@ -29,10 +29,48 @@ fn kernel_start(
     kernel::Start::Add
 }
 
+/// Whether the register-blocked kernel takes a `k`-term product with `n` outputs a row
+/// and `b` at strides `(rsb, csb)`: rows of 16 or more contiguous outputs, summed over at
+/// most KERNEL_MAX_K terms (the layers of small networks, their gradients, the first
+/// convolutions), `b` read by rows in place or, stored transposed (its columns
+/// contiguous: the backward pass's `d W^T`), from a row-major copy. The one rule for
+/// [`gemm`] and the layer passes that ask the kernel for more than a product.
+fn kernel_takes(k: usize, n: usize, (rsb, csb): (usize, usize)) -> bool {
+    n >= KERNEL_MIN_N && k <= KERNEL_MAX_K && ((csb == 1 && rsb >= n) || (rsb == 1 && csb >= k))
+}
+
+/// `c = start + a b` ([`kernel::Start`]; with `b_sums`, `b`'s row sums too) on the
+/// register-blocked kernel, for a product it takes ([`kernel_takes`]) with `c`'s rows
+/// `ldc` apart. A transposed `b` is copied row-major first: a quarter of the product's
+/// time, where matrixmultiply packing the strided `b` itself took 4.4x the kernel's on
+/// 64 x 64 x 64.
+#[allow(clippy::too_many_arguments)]
+fn on_kernel(
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    a_strides: (usize, usize),
+    b: &[f32],
+    (rsb, csb): (usize, usize),
+    c: &mut [f32],
+    ldc: usize,
+    start: kernel::Start,
+    b_sums: Option<&mut [f32]>,
+) {
+    if csb == 1 && rsb >= n {
+        kernel::product_into((m, k, n), a, a_strides, b, rsb, c, ldc, start, b_sums);
+        return;
+    }
+    with_scratch(k * n, |bt| {
+        kernel::transpose(b, csb, n, k, bt);
+        kernel::product_into((m, k, n), a, a_strides, bt, n, c, ldc, start, b_sums);
+    });
+}
+
 /// `out[m x n] = x[m x k] w[k x n] + bias` on every row (a layer: row-major `x`, `w`
 /// and `out`). Where the register-blocked kernel takes the shape it adds the bias as it
 /// stores each product; else `out` is filled with the bias and [`gemm`] adds the product
-/// on top. Either way each output is `bias + (the product's sum)`: the same bits.
+/// on top. Either way each output is `bias + (the product's sum)`: the same bits (a
+/// product of no terms adds +0 both ways).
 pub(crate) fn affine(
     m: usize,
     k: usize,
@@ -42,18 +80,9 @@ pub(crate) fn affine(
     bias: &[f32],
     out: &mut [f32],
 ) {
-    if n >= KERNEL_MIN_N && (1..=KERNEL_MAX_K).contains(&k) && m > 0 {
-        kernel::product_into(
-            (m, k, n),
-            x,
-            (k, 1),
-            w,
-            n,
-            out,
-            n,
-            kernel::Start::Bias(bias),
-            None,
-        );
+    if kernel_takes(k, n, (n, 1)) {
+        let start = kernel::Start::Bias(bias);
+        on_kernel((m, k, n), x, (k, 1), w, (n, 1), out, n, start, None);
         return;
     }
     fill_rows(out, bias);
@@ -86,40 +115,24 @@ pub fn gemm(
         assert!(b.len() > last(k, n, rsb, csb), "gemm: b too short");
     }
     assert!(c.len() > last(m, n, rsc, csc), "gemm: c too short");
-    // Rows of 16 or more contiguous outputs, summed over at most KERNEL_MAX_K terms (the
-    // layers of small networks, their weight gradients, the first convolutions): the
-    // register-blocked kernel, which reads both operands in place.
-    if alpha == 1.0
-        && csb == 1
-        && csc == 1
-        && rsb >= n
-        && rsc >= n
-        && n >= KERNEL_MIN_N
-        && k <= KERNEL_MAX_K
-    {
+    if alpha == 1.0 && csc == 1 && rsc >= n && kernel_takes(k, n, (rsb, csb)) {
         // beta 0: the kernel writes `c` (no zeroing pass); otherwise it adds to it.
         let start = kernel_start(c, m, n, rsc, beta);
-        kernel::product_into((m, k, n), a, (rsa, csa), b, rsb, c, rsc, start, None);
+        on_kernel((m, k, n), a, (rsa, csa), b, (rsb, csb), c, rsc, start, None);
         return;
     }
-    // `b` stored transposed, its columns contiguous (the backward pass's `d W^T`, with
-    // `W` row-major): the kernel on a row-major copy, which costs a quarter of the
-    // product (matrixmultiply packing the strided `b` itself took 4.4x the kernel's time
-    // on 64 x 64 x 64), or, for narrow outputs, dot products with `b`'s columns in place.
-    if alpha == 1.0 && rsb == 1 && csb >= k && csc == 1 && rsc >= n {
-        if n >= KERNEL_MIN_N && k <= KERNEL_MAX_K {
-            let start = kernel_start(c, m, n, rsc, beta);
-            with_scratch(k * n, |bt| {
-                kernel::transpose(b, csb, n, k, bt);
-                kernel::product_into((m, k, n), a, (rsa, csa), bt, n, c, rsc, start, None);
-            });
-            return;
-        }
-        if n < KERNEL_MIN_N && (rsa, csa) == (k, 1) && rsc == n && m * k * n <= SMALL_WORK {
-            scale_rows(c, m, n, n, beta);
-            small_gemm_dots(m, k, n, &a[..m * k], b, csb, &mut c[..m * n]);
-            return;
-        }
+    // Narrow outputs of `b` stored transposed: dot products with `b`'s columns in place.
+    if alpha == 1.0
+        && rsb == 1
+        && csb >= k
+        && n < KERNEL_MIN_N
+        && (rsa, csa) == (k, 1)
+        && (rsc, csc) == (n, 1)
+        && m * k * n <= SMALL_WORK
+    {
+        scale_rows(c, m, n, n, beta);
+        small_gemm_dots(m, k, n, &a[..m * k], b, csb, &mut c[..m * n]);
+        return;
     }
     // Narrow outputs (value heads, logits) of small products: plain loops, where
     // matrixmultiply's packing costs more than the arithmetic.
@@ -718,8 +731,7 @@ impl Mlp {
             let h_in = &cache.hs[i];
             if let Some(grads) = grads.as_deref_mut()
                 && set
-                && l.fan_out >= KERNEL_MIN_N
-                && (1..=KERNEL_MAX_K).contains(&batch)
+                && kernel_takes(batch, l.fan_out, (l.fan_out, 1))
             {
                 // dW = h_in^T d and db = the sum of d's rows, in one pass of the kernel
                 // over d (the bits of the passes below: the kernel's sums start from +0
@@ -727,15 +739,18 @@ impl Mlp {
                 let (weights, bias) = grads.split_at_mut(l.b);
                 let dw = &mut weights[l.w..l.w + l.fan_in * l.fan_out];
                 let db = &mut bias[..l.fan_out];
-                kernel::product_into(
-                    (l.fan_in, batch, l.fan_out),
+                let shape = (l.fan_in, batch, l.fan_out);
+                let d_strides = (l.fan_out, 1);
+                let start = kernel::Start::Set;
+                on_kernel(
+                    shape,
                     h_in,
                     (1, l.fan_in),
                     d,
-                    l.fan_out,
+                    d_strides,
                     dw,
                     l.fan_out,
-                    kernel::Start::Set,
+                    start,
                     Some(db),
                 );
             } else if let Some(grads) = grads.as_deref_mut() {
@@ -792,27 +807,12 @@ impl Mlp {
             let mut prev = std::mem::take(&mut cache.delta[i - 1]);
             let dp = &mut prev[..batch * l.fan_in];
             let h_in = &h_in[..batch * l.fan_in];
-            if self.layers[i - 1].act == Activation::Tanh
-                && l.fan_in >= KERNEL_MIN_N
-                && (1..=KERNEL_MAX_K).contains(&l.fan_out)
+            let w_t = (1, l.fan_out); // W^T, read through W's strides
+            if self.layers[i - 1].act == Activation::Tanh && kernel_takes(l.fan_out, l.fan_in, w_t)
             {
                 // The kernel multiplies tanh's gradient in as it stores: one pass.
-                with_scratch(l.fan_out * l.fan_in, |wt| {
-                    kernel::transpose(w, l.fan_out, l.fan_in, l.fan_out, wt);
-                    let shape = (batch, l.fan_out, l.fan_in);
-                    let start = kernel::Start::TanhGrad(h_in);
-                    kernel::product_into(
-                        shape,
-                        d,
-                        (l.fan_out, 1),
-                        wt,
-                        l.fan_in,
-                        dp,
-                        l.fan_in,
-                        start,
-                        None,
-                    );
-                });
+                let (shape, start) = ((batch, l.fan_out, l.fan_in), kernel::Start::TanhGrad(h_in));
+                on_kernel(shape, d, (l.fan_out, 1), w, w_t, dp, l.fan_in, start, None);
             } else {
                 d_wt(dp);
                 activation_grad(self.layers[i - 1].act, dp, h_in);
