@@ -230,6 +230,9 @@ pub(crate) struct Operands<'a> {
     csa: usize,
     b: &'a [f32],
     ldb: usize,
+    /// `b` is stored transposed: its element `(t, j)` at `j * ldb + t` (set by
+    /// [`Operands::with_b_transposed`]; only for products that copy `b` into panels).
+    bt: bool,
     ldc: usize,
     /// What the product is added to.
     start: Start<'a>,
@@ -265,11 +268,25 @@ impl<'a> Operands<'a> {
     /// b (k x n, rows ldb apart)`. Panics if an operand is too short for its shape.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
+        shape: (usize, usize, usize),
+        a: &'a [f32],
+        a_strides: (usize, usize),
+        b: &'a [f32],
+        ldb: usize,
+        c: &[f32],
+        ldc: usize,
+    ) -> Operands<'a> {
+        Operands::checked(shape, a, a_strides, b, (ldb, false), c, ldc)
+    }
+
+    /// [`Operands::new`] for `b` stored as itself or (`bt`) transposed.
+    #[allow(clippy::too_many_arguments)]
+    fn checked(
         (m, k, n): (usize, usize, usize),
         a: &'a [f32],
         (rsa, csa): (usize, usize),
         b: &'a [f32],
-        ldb: usize,
+        (ldb, bt): (usize, bool),
         c: &[f32],
         ldc: usize,
     ) -> Operands<'a> {
@@ -278,8 +295,9 @@ impl<'a> Operands<'a> {
                 a.len() > (m - 1) * rsa + (k - 1) * csa,
                 "kernel: a too short"
             );
+            let (rows, cols) = if bt { (n, k) } else { (k, n) };
             assert!(
-                n <= ldb && b.len() >= (k - 1) * ldb + n,
+                cols <= ldb && b.len() >= (rows - 1) * ldb + cols,
                 "kernel: b too short"
             );
             assert!(
@@ -296,10 +314,27 @@ impl<'a> Operands<'a> {
             csa,
             b,
             ldb,
+            bt,
             ldc,
             start: Start::Add,
             b_sums: std::ptr::null_mut(),
         }
+    }
+
+    /// As [`Operands::new`] with `b` (k x n) given by its transpose `bt` (n x k, rows
+    /// `ldbt` apart), which products copying `b` into panels read directly (see
+    /// [`takes_transposed_b`]). Panics if an operand is too short for its shape.
+    #[allow(clippy::too_many_arguments)]
+    fn with_b_transposed(
+        shape: (usize, usize, usize),
+        a: &'a [f32],
+        a_strides: (usize, usize),
+        bt: &'a [f32],
+        ldbt: usize,
+        c: &[f32],
+        ldc: usize,
+    ) -> Operands<'a> {
+        Operands::checked(shape, a, a_strides, bt, (ldbt, true), c, ldc)
     }
 
     /// The same written product (`Start::Set`), and the sums of `b`'s `k` rows (from +0,
@@ -463,6 +498,19 @@ unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut
 /// one thread).
 const PACK_MIN_N: usize = 128;
 
+/// Whether a product of shape `(m, k, n)` on blocks of `rows` x `width` copies `b`
+/// into panels first: where `b` is wide and at least two blocks of rows read each panel.
+fn packs((m, k, n): (usize, usize, usize), (rows, width): (usize, usize)) -> bool {
+    k > 0 && m >= 2 * rows && n >= PACK_MIN_N.max(width)
+}
+
+/// Whether the kernel here takes `b` stored transposed ([`product_into_bt`]) for a
+/// product of shape `(m, k, n)`: where it copies `b` into whole panels anyway, so the
+/// copy can transpose it on the way.
+pub(crate) fn takes_transposed_b(shape: (usize, usize, usize)) -> bool {
+    Isa::best().takes_transposed_b(shape)
+}
+
 thread_local! {
     /// This thread's copy of `b` in panels ([`product_as`]), kept between products so
     /// that packing allocates only while the largest product grows.
@@ -486,16 +534,26 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
     let (m, n, k) = (o.m, o.n, o.k);
     let width = P * S::LANES;
     let panels = n / width;
+    let packing = packs((m, k, n), (R, width));
+    assert!(
+        !o.bt || (packing && n.is_multiple_of(width)),
+        "kernel: a transposed b only where whole panels are copied"
+    );
     // SAFETY (every call below): the loops keep i + rows <= m and j + cols <= n, and a
     // panel's copy holds `k * width` floats, written just before it is read.
     unsafe {
         let mut j = 0;
-        if k > 0 && m >= 2 * R && n >= PACK_MIN_N.max(width) {
+        if packing {
             PANELS.with_borrow_mut(|buf| {
                 if buf.len() < panels * width * k {
                     buf.resize(panels * width * k, 0.0);
                 }
                 for (p, panel) in buf.chunks_exact_mut(width * k).take(panels).enumerate() {
+                    if o.bt {
+                        // Columns p * width.. of b are rows of its transpose.
+                        transpose(&o.b[p * width * o.ldb..], o.ldb, width, k, panel);
+                        continue;
+                    }
                     for (t, row) in panel.chunks_exact_mut(width).enumerate() {
                         row.copy_from_slice(&o.b[t * o.ldb + p * width..][..width]);
                     }
@@ -639,6 +697,26 @@ impl Isa {
         *BEST.get_or_init(|| Isa::available()[0])
     }
 
+    /// The rows and columns of the matrix kernel's block for this instruction set (the
+    /// `R` and `P * LANES` its [`Isa::product`] runs with).
+    fn block(self) -> (usize, usize) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => (4, 64),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => (6, 16),
+            #[cfg(target_arch = "aarch64")]
+            Isa::Neon => (4, 16),
+            Isa::Scalar => (1, 1),
+        }
+    }
+
+    /// [`takes_transposed_b`] for this instruction set's kernel.
+    fn takes_transposed_b(self, shape: (usize, usize, usize)) -> bool {
+        let block = self.block();
+        packs(shape, block) && shape.2.is_multiple_of(block.1)
+    }
+
     /// The matrix kernel's version for this instruction set.
     pub(crate) fn product(self) -> Version {
         match self {
@@ -680,6 +758,29 @@ pub(crate) fn product_into(
     b_sums: Option<&mut [f32]>,
 ) {
     let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).starting(start);
+    let o = match b_sums {
+        Some(sums) => o.summing_b_rows(sums),
+        None => o,
+    };
+    Isa::best().product()(&o, c);
+}
+
+/// [`product_into`] with `b` (k x n) given by its transpose `bt` (n x k, rows `ldbt`
+/// apart), read straight into the kernel's panels: for shapes the kernel here takes so
+/// ([`takes_transposed_b`]; panics for others).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn product_into_bt(
+    shape: (usize, usize, usize),
+    a: &[f32],
+    a_strides: (usize, usize),
+    bt: &[f32],
+    ldbt: usize,
+    c: &mut [f32],
+    ldc: usize,
+    start: Start,
+    b_sums: Option<&mut [f32]>,
+) {
+    let o = Operands::with_b_transposed(shape, a, a_strides, bt, ldbt, c, ldc).starting(start);
     let o = match b_sums {
         Some(sums) => o.summing_b_rows(sums),
         None => o,
@@ -778,7 +879,12 @@ mod tests {
             for j in 0..o.n {
                 let mut acc = 0.0f32;
                 for t in 0..o.k {
-                    acc = o.a[i * o.rsa + t * o.csa].mul_add(o.b[t * o.ldb + j], acc);
+                    let b = if o.bt {
+                        o.b[j * o.ldb + t]
+                    } else {
+                        o.b[t * o.ldb + j]
+                    };
+                    acc = o.a[i * o.rsa + t * o.csa].mul_add(b, acc);
                 }
                 let c = &mut c[i * o.ldc + j];
                 *c = match o.start {
@@ -806,7 +912,7 @@ mod tests {
         fn every_version_gives_the_reference_bits(
             m in 1usize..20,
             k in 0usize..70,
-            n in prop_oneof![1usize..40, 60usize..140, 250usize..270],
+            n in prop_oneof![1usize..40, 60usize..140, 250usize..270, Just(128), Just(256)],
             transposed in any::<bool>(),
             start in 0u8..4,
             pad in 0usize..3,
@@ -847,6 +953,37 @@ mod tests {
                 let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits())
                     && sums.iter().zip(&want_sums).all(|(x, y)| x.to_bits() == y.to_bits());
                 prop_assert!(same, "{:?} sums differ at {}x{}x{}", isa, m, k, n);
+            }
+            // `b` given transposed, where a version takes it so: the same bits, and the
+            // same sums of `b`'s rows.
+            let ldbt = k + pad;
+            let mut bt = vec![f32::NAN; n * ldbt];
+            for t in 0..k {
+                for j in 0..n {
+                    bt[j * ldbt + t] = b[t * ldb + j];
+                }
+            }
+            for (st, sums_too) in [(start, false), (Start::Set, true)] {
+                let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc).starting(st);
+                let mut want = c0.clone();
+                reference(&o, &mut want);
+                let o = Operands::with_b_transposed((m, k, n), &a, strides, &bt, ldbt, &c0, ldc)
+                    .starting(st);
+                for isa in Isa::available() {
+                    if !isa.takes_transposed_b((m, k, n)) {
+                        continue;
+                    }
+                    let (mut c, mut sums) = (c0.clone(), vec![f32::NAN; n]);
+                    if sums_too {
+                        isa.product()(&o.summing_b_rows(&mut sums), &mut c);
+                    } else {
+                        isa.product()(&o, &mut c);
+                        sums.clone_from(&want_sums);
+                    }
+                    let same = c.iter().zip(&want).all(|(x, y)| x.to_bits() == y.to_bits())
+                        && sums.iter().zip(&want_sums).all(|(x, y)| x.to_bits() == y.to_bits());
+                    prop_assert!(same, "{:?} with b transposed differs at {}x{}x{}", isa, m, k, n);
+                }
             }
         }
     }

@@ -41,9 +41,10 @@ fn kernel_takes(k: usize, n: usize, (rsb, csb): (usize, usize)) -> bool {
 
 /// `c = start + a b` ([`kernel::Start`]; with `b_sums`, `b`'s row sums too) on the
 /// register-blocked kernel, for a product it takes ([`kernel_takes`]) with `c`'s rows
-/// `ldc` apart. A transposed `b` is copied row-major first: a quarter of the product's
+/// `ldc` apart. A transposed `b` is copied row-major first (a quarter of the product's
 /// time, where matrixmultiply packing the strided `b` itself took 4.4x the kernel's on
-/// 64 x 64 x 64.
+/// 64 x 64 x 64), or, where the kernel copies `b` into panels anyway (wide layers),
+/// transposed straight into them.
 #[allow(clippy::too_many_arguments)]
 fn on_kernel(
     (m, k, n): (usize, usize, usize),
@@ -58,6 +59,11 @@ fn on_kernel(
 ) {
     if csb == 1 && rsb >= n {
         kernel::product_into((m, k, n), a, a_strides, b, rsb, c, ldc, start, b_sums);
+        return;
+    }
+    if kernel::takes_transposed_b((m, k, n)) {
+        // The kernel copies b into panels anyway, and transposes it on the way.
+        kernel::product_into_bt((m, k, n), a, a_strides, b, csb, c, ldc, start, b_sums);
         return;
     }
     with_scratch(k * n, |bt| {
