@@ -46,6 +46,11 @@ trait Simd {
     /// # Safety
     /// As [`Simd::zero`].
     unsafe fn sub(a: Self::V, b: Self::V) -> Self::V;
+    /// Each lane of `v` where `h`'s lane is above zero, else +0 (a NaN `h` gives +0):
+    /// the gradient through a ReLU whose outputs are `h`.
+    /// # Safety
+    /// As [`Simd::zero`].
+    unsafe fn where_positive(v: Self::V, h: Self::V) -> Self::V;
 }
 
 /// One lane: the reference every vector version equals.
@@ -88,6 +93,10 @@ impl Simd for Scalar {
     unsafe fn sub(a: f32, b: f32) -> f32 {
         a - b
     }
+    #[inline(always)]
+    unsafe fn where_positive(v: f32, h: f32) -> f32 {
+        if h > 0.0 { v } else { 0.0 }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -98,7 +107,8 @@ mod x86 {
     /// An x86 vector type's [`Simd`] impl from its intrinsics.
     macro_rules! x86_simd {
         ($name:ident, $v:ty, $lanes:expr, $zero:ident, $splat:ident, $load:ident,
-         $store:ident, $fma:ident, $add:ident, $mul:ident, $sub:ident) => {
+         $store:ident, $fma:ident, $add:ident, $mul:ident, $sub:ident,
+         $where_positive:ident) => {
             pub struct $name;
             // SAFETY (every method): the intrinsics need their instruction set, which
             // the trait's contract makes the caller guarantee; loads and stores are
@@ -139,8 +149,35 @@ mod x86 {
                 unsafe fn sub(a: $v, b: $v) -> $v {
                     unsafe { $sub(a, b) }
                 }
+                #[inline(always)]
+                unsafe fn where_positive(v: $v, h: $v) -> $v {
+                    unsafe { $where_positive(v, h) }
+                }
             }
         };
+    }
+
+    /// [`Simd::where_positive`] on AVX-512: a compare into a mask, then a zeroing move.
+    ///
+    /// # Safety
+    /// AVX-512F is available.
+    #[inline(always)]
+    unsafe fn where_positive_avx512(v: __m512, h: __m512) -> __m512 {
+        // SAFETY: the caller's contract.
+        unsafe {
+            let above = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(h, _mm512_setzero_ps());
+            _mm512_maskz_mov_ps(above, v)
+        }
+    }
+
+    /// [`Simd::where_positive`] on AVX: a compare into all-ones lanes, then an and.
+    ///
+    /// # Safety
+    /// AVX is available.
+    #[inline(always)]
+    unsafe fn where_positive_avx2(v: __m256, h: __m256) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe { _mm256_and_ps(v, _mm256_cmp_ps::<_CMP_GT_OQ>(h, _mm256_setzero_ps())) }
     }
 
     x86_simd!(
@@ -154,7 +191,8 @@ mod x86 {
         _mm512_fmadd_ps,
         _mm512_add_ps,
         _mm512_mul_ps,
-        _mm512_sub_ps
+        _mm512_sub_ps,
+        where_positive_avx512
     );
     x86_simd!(
         Avx2,
@@ -167,7 +205,8 @@ mod x86 {
         _mm256_fmadd_ps,
         _mm256_add_ps,
         _mm256_mul_ps,
-        _mm256_sub_ps
+        _mm256_sub_ps,
+        where_positive_avx2
     );
 }
 
@@ -216,6 +255,14 @@ mod arm {
         unsafe fn sub(a: float32x4_t, b: float32x4_t) -> float32x4_t {
             unsafe { vsubq_f32(a, b) }
         }
+        #[inline(always)]
+        unsafe fn where_positive(v: float32x4_t, h: float32x4_t) -> float32x4_t {
+            // All-ones lanes where h > 0 (false for NaN), and-ed with v's bits.
+            unsafe {
+                let above = vcgtq_f32(h, vdupq_n_f32(0.0));
+                vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(v), above))
+            }
+        }
     }
 }
 
@@ -246,13 +293,16 @@ pub(crate) struct Operands<'a> {
 /// the same bits as filling `c` with the bias and adding the product). `TanhGrad(h)`
 /// writes the product times `1 - h * h`, `h` laid out as `c` (the gradient through a
 /// tanh layer whose outputs are `h`: the same bits as writing the product and then
-/// multiplying each element by `1 - h * h`, rounded after each operation).
+/// multiplying each element by `1 - h * h`, rounded after each operation). `ReluGrad(h)`
+/// writes the product where `h` is above zero and +0 elsewhere (the gradient through a
+/// ReLU layer whose outputs are `h`).
 #[derive(Clone, Copy)]
 pub(crate) enum Start<'a> {
     Add,
     Set,
     Bias(&'a [f32]),
     TanhGrad(&'a [f32]),
+    ReluGrad(&'a [f32]),
 }
 
 /// [`Start`] as the kernels' const parameter.
@@ -262,6 +312,7 @@ const BIAS: u8 = 2;
 const TANH_GRAD: u8 = 3;
 /// `SET`, and the block of rows from 0 also sums `b`'s rows into `b_sums`.
 const SET_SUMS: u8 = 4;
+const RELU_GRAD: u8 = 5;
 
 impl<'a> Operands<'a> {
     /// `c (m x n, rows ldc apart) += a (m x k, element (i, t) at i*rsa + t*csa) *
@@ -361,9 +412,9 @@ impl<'a> Operands<'a> {
     pub(crate) fn starting(self, start: Start<'a>) -> Operands<'a> {
         match start {
             Start::Bias(bias) => assert!(bias.len() >= self.n, "kernel: bias too short"),
-            Start::TanhGrad(h) if self.m > 0 && self.n > 0 => assert!(
+            Start::TanhGrad(h) | Start::ReluGrad(h) if self.m > 0 && self.n > 0 => assert!(
                 h.len() >= (self.m - 1) * self.ldc + self.n,
-                "kernel: tanh outputs too short"
+                "kernel: activation outputs too short"
             ),
             _ => {}
         }
@@ -405,7 +456,8 @@ impl Src {
 /// # Safety
 /// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n`, and `o`
 /// was checked by [`Operands::new`] against `c` (and by [`Operands::starting`] against
-/// its bias row or tanh outputs, which `START == BIAS` or `TANH_GRAD` requires), so every
+/// its bias row or activation outputs, which `START == BIAS`, `TANH_GRAD` or `RELU_GRAD`
+/// requires), so every
 /// index read or written is in bounds: `a` at `(i + r) * rsa + t * csa`, `b` at
 /// `t * ldb + j + q`, `c` and the tanh outputs at `(i + r) * ldc + j + q`, the bias and
 /// `b_sums` (non-null with `SET_SUMS`, checked by [`Operands::summing_b_rows`]) at
@@ -443,7 +495,7 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
         }
         let (bias, h) = match o.start {
             Start::Bias(b) => (b.as_ptr().add(j), std::ptr::null()),
-            Start::TanhGrad(h) => (std::ptr::null(), h.as_ptr()),
+            Start::TanhGrad(h) | Start::ReluGrad(h) => (std::ptr::null(), h.as_ptr()),
             _ => (std::ptr::null(), std::ptr::null()),
         };
         for (r, row) in acc.iter().enumerate() {
@@ -456,6 +508,9 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
                     TANH_GRAD => {
                         let h = S::load(h.add((i + r) * o.ldc + j + q * S::LANES));
                         S::mul(*v, S::sub(S::splat(1.0), S::mul(h, h)))
+                    }
+                    RELU_GRAD => {
+                        S::where_positive(*v, S::load(h.add((i + r) * o.ldc + j + q * S::LANES)))
                     }
                     _ => S::add(S::load(p), *v),
                 };
@@ -485,6 +540,7 @@ unsafe fn product<S: Simd, const R: usize, const P: usize>(o: &Operands, c: &mut
             Start::Set => product_as::<S, R, P, SET>(o, c),
             Start::Bias(_) => product_as::<S, R, P, BIAS>(o, c),
             Start::TanhGrad(_) => product_as::<S, R, P, TANH_GRAD>(o, c),
+            Start::ReluGrad(_) => product_as::<S, R, P, RELU_GRAD>(o, c),
         }
     }
 }
@@ -895,6 +951,13 @@ mod tests {
                         let h = h[i * o.ldc + j];
                         acc * (1.0 - h * h)
                     }
+                    Start::ReluGrad(h) => {
+                        if h[i * o.ldc + j] > 0.0 {
+                            acc
+                        } else {
+                            0.0
+                        }
+                    }
                 };
             }
         }
@@ -914,7 +977,7 @@ mod tests {
             k in 0usize..70,
             n in prop_oneof![1usize..40, 60usize..140, 250usize..270, Just(128), Just(256)],
             transposed in any::<bool>(),
-            start in 0u8..4,
+            start in 0u8..5,
             pad in 0usize..3,
             seed in 0u64..1000,
         ) {
@@ -925,8 +988,13 @@ mod tests {
             let strides = if transposed { (1, m) } else { (k, 1) };
             let bias = values(n, seed + 3);
             let h = values(m * ldc, seed + 4);
-            let start = [Start::Add, Start::Set, Start::Bias(&bias), Start::TanhGrad(&h)]
-                [usize::from(start)];
+            let start = [
+                Start::Add,
+                Start::Set,
+                Start::Bias(&bias),
+                Start::TanhGrad(&h),
+                Start::ReluGrad(&h),
+            ][usize::from(start)];
             let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc).starting(start);
             let mut want = c0.clone();
             reference(&o, &mut want);

@@ -814,10 +814,14 @@ impl Mlp {
             let dp = &mut prev[..batch * l.fan_in];
             let h_in = &h_in[..batch * l.fan_in];
             let w_t = (1, l.fan_out); // W^T, read through W's strides
-            if self.layers[i - 1].act == Activation::Tanh && kernel_takes(l.fan_out, l.fan_in, w_t)
-            {
-                // The kernel multiplies tanh's gradient in as it stores: one pass.
-                let (shape, start) = ((batch, l.fan_out, l.fan_in), kernel::Start::TanhGrad(h_in));
+            let through = match self.layers[i - 1].act {
+                Activation::Tanh => Some(kernel::Start::TanhGrad(h_in)),
+                Activation::Relu => Some(kernel::Start::ReluGrad(h_in)),
+                Activation::Identity => None,
+            };
+            if let Some(start) = through.filter(|_| kernel_takes(l.fan_out, l.fan_in, w_t)) {
+                // The kernel applies the activation's gradient as it stores: one pass.
+                let shape = (batch, l.fan_out, l.fan_in);
                 on_kernel(shape, d, (l.fan_out, 1), w, w_t, dp, l.fan_in, start, None);
             } else {
                 d_wt(dp);
