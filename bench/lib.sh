@@ -1,9 +1,17 @@
 # Shared by the bench scripts: the ones that log runs (bench/scaling/run_cores.sh,
-# bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) source it after setting HERE and ROOT and
-# take RLRIG, OUT, PY, LOG and JSONL from `log_files`; the peers' run_*.sh take their
-# results file from `results_file` (run_az.sh, run_sac.sh and run_ppo.sh its first line
-# from `meta_line`), their binary from `rlrig_binary` and leave --help and unknown
+# bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) take RLRIG, OUT, PY, LOG and JSONL from
+# `log_files`; the peers' run_*.sh take their results file from `results_file` (run_az.sh,
+# run_sac.sh and run_ppo.sh its first line from `meta_line`), their binary from
+# `rlrig_binary` and leave --help and unknown
 # arguments to `help_or_unknown`.
+#
+# Sourcing it (`source "$(dirname "$0")/../lib.sh"`) also starts every one of those
+# scripts the same way: -u and pipefail, stdin from /dev/null (no command waits on the
+# terminal), HERE the script's folder and ROOT the repository's root.
+set -u -o pipefail
+exec </dev/null
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # Prints the path of results file FILE (NAME-DATE.jsonl) in results/ next to the script
 # (created) if no file is there yet, else the first free path with -2, -3, ... before

@@ -8,12 +8,8 @@
 #
 # Needs a release build with `--features gpu`, a Vulkan loader and driver, and JAX with
 # its CUDA plugin plus gymnax. Writes envs.log and envs.jsonl in OUT.
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-. "$ROOT/bench/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 log_files envs
-exec </dev/null
 JSON_KEYS='steps_per_sec|seconds|mean_return|episodes'
 say "# $(date -u +%FT%TZ) device env stepping, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1), $(nproc) cores, rev $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)"
 for n in 4096 65536 1048576; do

@@ -13,15 +13,11 @@
 # Needs a release build with `--features gpu`, a Vulkan loader and driver, and JAX with
 # its CUDA plugin plus gymnax (bench/peers/setup.sh installs them where pip works).
 # Writes gpu.log (every command and its output) and gpu.jsonl (one line per run) in OUT.
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-. "$ROOT/bench/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 log_files gpu
 STEPS=${PPO_TOTAL_STEPS:-500000}
 SEEDS=("$@")
 [ ${#SEEDS[@]} -gt 0 ] || SEEDS=(1 256 1024)
-exec </dev/null
 
 say "# $(date -u +%FT%TZ) rlrig GPU benchmark, $STEPS steps per seed"
 nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \

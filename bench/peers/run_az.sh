@@ -10,12 +10,9 @@
 # rlrig: its bench's "+ inference" figure (self-play search with the network, no
 # training), measured over 8 lock-step moves after a warm-up iteration, one thread.
 # Needs `pip install pgx mctx` in bench/peers/.venv (setup.sh does it).
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+
 # shellcheck source=../lib.sh
-source "$HERE/../lib.sh"
-exec </dev/null
+source "$(dirname "$0")/../lib.sh"
 BUILD=1 STEPS=2
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -25,12 +25,9 @@
 # boundary (time_to_threshold_1k); rlrig's metrics.csv has one row per 1000 steps,
 # so rlrig's is at 1000-step boundaries and is compared with SB3's _1k (see the
 # approximation in rlrig_run). Also recorded: the highest last-10 mean (best_last10).
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+
 # shellcheck source=../lib.sh
-source "$HERE/../lib.sh"
-exec </dev/null
+source "$(dirname "$0")/../lib.sh"
 
 NSEEDS=3 THRESHOLD=475
 while [ $# -gt 0 ]; do

@@ -22,12 +22,9 @@
 # AtariVectorEnv (ATARI_THREADS="1 2 ..." overrides the thread counts). Run ./setup.sh first;
 # peers that are missing are skipped.
 # Environment: RLRIG=/path/to/rlrig overrides the binary.
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+
 # shellcheck source=../lib.sh
-source "$HERE/../lib.sh"
-exec </dev/null
+source "$(dirname "$0")/../lib.sh"
 
 QUICK=0 BUILD=1 TARGET=2 ONLY=
 while [ $# -gt 0 ]; do

@@ -21,12 +21,9 @@
 # greedy evaluation, writing the run dir), peak RSS from /usr/bin/time -v.
 # JAX: compile time, and train_seconds = a second call of the compiled function.
 # Environment: RLRIG=/path/to/rlrig overrides the binary.
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+
 # shellcheck source=../lib.sh
-source "$HERE/../lib.sh"
-exec </dev/null
+source "$(dirname "$0")/../lib.sh"
 
 BUILD=1 STEPS=${PPO_TOTAL_STEPS:-500000} SEED=1 ENV=CartPole-v1 REPEAT=1
 while [ $# -gt 0 ]; do

@@ -16,12 +16,9 @@
 # compile time reported apart; SB3: model.learn), updates/s (time inside updates
 # only), time to -250 (first 500-step boundary where the training episodes that
 # ended in the last 1000 steps average >= -250) and the greedy 10-episode eval.
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
+
 # shellcheck source=../lib.sh
-source "$HERE/../lib.sh"
-exec </dev/null
+source "$(dirname "$0")/../lib.sh"
 
 BUILD=1 SEEDS="1 2 3" BIG=3000
 while [ $# -gt 0 ]; do

@@ -7,12 +7,8 @@
 #   RLRIG=target/release/rlrig OUT=dir bash bench/scaling/run_cores.sh
 #
 # Writes cores.log (every command and its output) and cores.jsonl (one line per run).
-set -u -o pipefail
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-. "$ROOT/bench/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 log_files cores
-exec </dev/null
 rm -rf /tmp/sc-ppo-* /tmp/sc-sac-* /tmp/sc-sac64 /tmp/sc-bw-*
 N=$(nproc)
 THREADS=(1 2 4 8 16 32 64)
