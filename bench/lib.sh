@@ -2,7 +2,7 @@
 # bench/gpu/run_envs.sh, bench/gpu/run_gpu.sh) take RLRIG, OUT, PY, LOG and JSONL from
 # `log_files`; the peers' run_*.sh take their results file from `results_file` (run_az.sh,
 # run_sac.sh and run_ppo.sh its first line from `meta_line`), their binary from
-# `rlrig_binary` and leave --help and unknown
+# `rlrig_binary`, print their table with `results_table` and leave --help and unknown
 # arguments to `help_or_unknown`.
 #
 # Sourcing it (`source "$(dirname "$0")/../lib.sh"`) also starts every one of those
@@ -50,6 +50,17 @@ log_files() { # name
   PY=${PY:-python3}
   mkdir -p "$OUT"
   LOG=$OUT/$1.log JSONL=$OUT/$1.jsonl
+}
+
+# Runs the Python on stdin, which prints the markdown table of peers' results file FILE
+# (sys.argv[1]) with these read for it: `recs`, the file's records (its meta line first),
+# `meta`, that line, and `machine`, the title's "CPU, N cores, load L" from it.
+results_table() { # file
+  python3 -c "import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+meta = recs[0]
+machine = f\"{meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}\"
+$(cat)" "$1"
 }
 
 # Prints a line and appends it to $LOG.

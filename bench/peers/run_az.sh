@@ -39,11 +39,8 @@ for b in 64 512; do
     done
 done
 echo "[run] wrote $OUT" >&2
-python3 - "$OUT" <<'EOF'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-meta = recs[0]
-print(f"AlphaZero self-play, Connect Four, 2x128 MLP, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}, rlrig {meta['rlrig_rev']}\n")
+results_table "$OUT" <<'EOF'
+print(f"AlphaZero self-play, Connect Four, 2x128 MLP, {machine}, rlrig {meta['rlrig_rev']}\n")
 print("| batch | simulations | rlrig search only | rlrig + inference | rlrig + training | pgx+mctx (muzero_policy) | pgx+mctx (gumbel) | rlrig (+inference) / pgx |")
 print("|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in [x for x in recs[1:] if x.get("peer") == "rlrig"]:

@@ -146,11 +146,10 @@ for s in $(seq 1 "$NSEEDS"); do
 done
 echo "[run] wrote $OUT" >&2
 
-python3 - "$OUT" <<'EOF'
-import json, statistics as st, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-meta, runs = recs[0], recs[1:]
-print(f"DQN CartPole-v1 (zoo preset, 1 thread), {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}, "
+results_table "$OUT" <<'EOF'
+import statistics as st
+runs = recs[1:]
+print(f"DQN CartPole-v1 (zoo preset, 1 thread), {machine}, "
       f"rlrig {meta['rlrig_rev']}{' (dirty tree)' if meta.get('rlrig_dirty') else ''}\n")
 tt = lambda r: r.get("time_to_threshold_1k", r.get("time_to_threshold"))  # both at 1000-step boundaries
 fmt = lambda h: f"{h['seconds']:.2f} @ {h['step']}" if h else "–"

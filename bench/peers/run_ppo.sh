@@ -115,13 +115,10 @@ done
 echo "[run] wrote $OUT" >&2
 cat "$OUT"
 echo
-python3 - "$OUT" <<'EOF'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-meta = recs[0]
+results_table "$OUT" <<'EOF'
 rl = [x for x in recs if x.get("peer") == "rlrig"]; jx = [x for x in recs if x.get("peer") == "purejaxrl-style"]
 f = lambda v, p=2: "–" if v is None else f"{v:.{p}f}"
-print(f"PPO {meta.get('env', 'CartPole-v1')}, {meta['total_steps']} steps, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}\n")
+print(f"PPO {meta.get('env', 'CartPole-v1')}, {meta['total_steps']} steps, {machine}\n")
 print("| peer | wall s | wall s incl. compile | steps/s | final return (train, last 20 updates) | peak RSS MB | jax_train_s / rlrig_s |")
 print("|---|---:|---:|---:|---:|---:|---:|")
 ratios = []

@@ -92,11 +92,8 @@ if [ "$BIG" -gt 0 ]; then
     fi
 fi
 echo "[run] wrote $OUT" >&2
-python3 - "$OUT" <<'EOF'
-import json, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-meta = recs[0]
-print(f"SAC Pendulum-v1, {meta['cpu']}, {meta['cores']} cores, load {meta['loadavg']:.2f}, rlrig {meta['rlrig_rev']}\n")
+results_table "$OUT" <<'EOF'
+print(f"SAC Pendulum-v1, {machine}, rlrig {meta['rlrig_rev']}\n")
 print("| peer | hidden | seed | steps | wall s | updates/s | time to -250 (s @ step) | greedy eval |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in recs[1:]:
