@@ -55,24 +55,19 @@ fn open<'a, T: ?Sized>(cell: &'a mut Mutex<Option<Box<T>>>, id: &str) -> PyResul
 /// A space as a dict the Python half turns into a `gymnasium.spaces` object.
 fn space_dict<'py>(py: Python<'py>, s: &Space) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    match s {
-        Space::Discrete { n } => {
+    s.fold(
+        |n| {
             d.set_item("kind", "discrete")?;
-            d.set_item("n", *n)?;
-        }
-        Space::Box {
-            low,
-            high,
-            shape,
-            dtype,
-        } => {
+            d.set_item("n", n)
+        },
+        |low, high, shape, dtype| {
             d.set_item("kind", "box")?;
             d.set_item("low", PyArray1::from_slice(py, low))?;
             d.set_item("high", PyArray1::from_slice(py, high))?;
-            d.set_item("shape", shape.clone())?;
-            d.set_item("dtype", dtype.name())?;
-        }
-    }
+            d.set_item("shape", shape.to_vec())?;
+            d.set_item("dtype", dtype.name())
+        },
+    )?;
     Ok(d)
 }
 

@@ -65,6 +65,25 @@ impl Space {
         matches!(self, Space::Discrete { .. })
     }
 
+    /// The space taken apart field by field: `discrete(n)` for `Discrete(n)`, else
+    /// `boxed(low, high, shape, dtype)`. What writes a space out reads it through: its
+    /// `Display` (Gymnasium's text), the CLI's JSON and the Python package's dict.
+    pub fn fold<T>(
+        &self,
+        discrete: impl FnOnce(u32) -> T,
+        boxed: impl FnOnce(&[f32], &[f32], &[usize], Dtype) -> T,
+    ) -> T {
+        match self {
+            Space::Discrete { n } => discrete(*n),
+            Space::Box {
+                low,
+                high,
+                shape,
+                dtype,
+            } => boxed(low, high, shape, *dtype),
+        }
+    }
+
     /// Whether `x` (flat) lies in the space. Discrete values are given as `f64`.
     pub fn contains(&self, x: &[f64]) -> bool {
         match self {
@@ -81,24 +100,18 @@ impl Space {
     }
 }
 
-fn fmt_bounds(f: &mut fmt::Formatter<'_>, v: &[f32], dtype: Dtype) -> fmt::Result {
-    // Gymnasium prints a scalar when all bounds agree, else the array; integer boxes
-    // as integers.
+/// Gymnasium's text for a box's bounds: a scalar when all bounds agree, else the array;
+/// integer boxes as integers.
+fn bounds_text(v: &[f32], dtype: Dtype) -> String {
     let fmt_f32 = |x: f32| match dtype {
         Dtype::UInt8 => format!("{}", x as u8),
         Dtype::Float32 | Dtype::Float64 => fmt_f32(x),
     };
     if v.iter().all(|x| x.to_bits() == v[0].to_bits()) {
-        return write!(f, "{}", fmt_f32(v[0]));
+        return fmt_f32(v[0]);
     }
-    write!(f, "[")?;
-    for (i, x) in v.iter().enumerate() {
-        if i > 0 {
-            write!(f, " ")?;
-        }
-        write!(f, "{}", fmt_f32(*x))?;
-    }
-    write!(f, "]")
+    let items: Vec<String> = v.iter().map(|x| fmt_f32(*x)).collect();
+    format!("[{}]", items.join(" "))
 }
 
 fn fmt_f32(x: f32) -> String {
@@ -111,27 +124,20 @@ fn fmt_f32(x: f32) -> String {
 
 impl fmt::Display for Space {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Space::Discrete { n } => write!(f, "Discrete({n})"),
-            Space::Box {
-                low,
-                high,
-                shape,
-                dtype,
-            } => {
-                write!(f, "Box(")?;
-                fmt_bounds(f, low, *dtype)?;
-                write!(f, ", ")?;
-                fmt_bounds(f, high, *dtype)?;
+        let text = self.fold(
+            |n| format!("Discrete({n})"),
+            |low, high, shape, dtype| {
                 let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
                 let tuple = if dims.len() == 1 {
                     format!("({},)", dims[0])
                 } else {
                     format!("({})", dims.join(", "))
                 };
-                write!(f, ", {tuple}, {})", dtype.name())
-            }
-        }
+                let (low, high) = (bounds_text(low, dtype), bounds_text(high, dtype));
+                format!("Box({low}, {high}, {tuple}, {})", dtype.name())
+            },
+        );
+        f.write_str(&text)
     }
 }
 

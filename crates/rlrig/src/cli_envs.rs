@@ -15,14 +15,9 @@ pub struct EnvsArgs {
 }
 
 pub fn space_json(s: &Space) -> serde_json::Value {
-    match s {
-        Space::Discrete { n } => serde_json::json!({"type": "Discrete", "n": n}),
-        Space::Box {
-            low,
-            high,
-            shape,
-            dtype,
-        } => {
+    s.fold(
+        |n| serde_json::json!({"type": "Discrete", "n": n}),
+        |low, high, shape, dtype| {
             let num = |v: &f32| {
                 if v.is_finite() {
                     serde_json::json!(v)
@@ -39,8 +34,8 @@ pub fn space_json(s: &Space) -> serde_json::Value {
                 "shape": shape,
                 "dtype": dtype.name(),
             })
-        }
-    }
+        },
+    )
 }
 
 pub fn envs(a: EnvsArgs) -> Result<()> {
