@@ -93,6 +93,19 @@ pub fn env_args_map(args: &[(String, String)]) -> std::collections::BTreeMap<&st
     args.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
 }
 
+/// Builder methods that each set one field: `name(value)` sets `self.name`.
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $name: $ty) -> Self {
+                self.$name = $name;
+                self
+            }
+        )*
+    };
+}
+
 /// How to build an executor.
 #[derive(Clone, Debug)]
 pub struct VecConfig {
@@ -134,11 +147,15 @@ impl VecConfig {
         }
     }
 
-    /// This executor's envs are envs `first..first + num_envs` of a larger batch
-    /// ([`VecConfig::first_env`]).
-    pub fn first_env(mut self, first: u64) -> Self {
-        self.first_env = first;
-        self
+    setters! {
+        threads: usize;
+        seed: u64;
+        autoreset: AutoReset;
+        min_thread_work_ns: u64;
+        env_args: Vec<(String, String)>;
+        /// This executor's envs are envs `first_env..first_env + num_envs` of a larger
+        /// batch ([`VecConfig::first_env`]).
+        first_env: u64;
     }
 
     pub fn episode_cap(mut self, steps: u32) -> Self {
@@ -158,36 +175,11 @@ impl VecConfig {
         self
     }
 
-    pub fn env_args(mut self, args: Vec<(String, String)>) -> Self {
-        self.env_args = args;
-        self
-    }
-
     /// `p` with [`VecConfig::env_args`] applied.
     pub(crate) fn params<E: crate::Env>(&self, p: E::Params) -> Result<E::Params, EnvError> {
         let p = crate::env::apply_params::<E>(p, &self.env_args)?;
         E::check(&p).map_err(|why| EnvError::Config(format!("{}: {why}", E::ID)))?;
         Ok(p)
-    }
-
-    pub fn min_thread_work_ns(mut self, ns: u64) -> Self {
-        self.min_thread_work_ns = ns;
-        self
-    }
-
-    pub fn threads(mut self, threads: usize) -> Self {
-        self.threads = threads;
-        self
-    }
-
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    pub fn autoreset(mut self, autoreset: AutoReset) -> Self {
-        self.autoreset = autoreset;
-        self
     }
 
     pub(crate) fn validate(&self) -> Result<(), EnvError> {
