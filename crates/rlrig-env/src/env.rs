@@ -431,6 +431,31 @@ impl<'a, E: Env + ?Sized> Batch<'a, E> {
     }
 }
 
+/// The batch kernel of an env that steps `$lanes` envs at a time as lane arrays
+/// (CartPole, Acrobot, Pendulum): `fn $name(p: &$params, batch: Batch<'_, $env>)` steps
+/// the last `len % $lanes` envs one at a time ([`Batch::step_tail`]), then runs the body
+/// once per whole group of `$lanes` envs, `$b` being the batch of the groups and `$i` the
+/// group's first env; compiled for AVX-512, AVX2 and NEON with run-time dispatch.
+macro_rules! lane_kernel {
+    ($name:ident, $params:ty, $env:ty, $lanes:expr, |$p:ident, $b:ident, $i:ident| { $($body:tt)* }) => {
+        #[multiversion::multiversion(targets(
+            "x86_64+avx512f+avx512vl+avx512dq",
+            "x86_64+avx2+fma",
+            "aarch64+neon"
+        ))]
+        fn $name($p: &$params, batch: $crate::env::Batch<'_, $env>) {
+            let $b = batch.step_tail($p, $lanes);
+            let n = $b.states.len();
+            let mut $i = 0;
+            while $i + $lanes <= n {
+                $($body)*
+                $i += $lanes;
+            }
+        }
+    };
+}
+pub(crate) use lane_kernel;
+
 /// [`Env::step`] for every active env, one at a time: the default [`Env::step_batch`],
 /// and the scalar tail of the envs' vectorised kernels.
 #[inline]

@@ -219,33 +219,20 @@ fn step_lanes<const L: usize>(
 
 const LANES: usize = 8;
 
-/// The batch step, eight envs at a time through [`step_lanes`]; compiled for AVX-512,
-/// AVX2 and NEON with run-time dispatch.
-#[multiversion::multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx512dq",
-    "x86_64+avx2+fma",
-    "aarch64+neon"
-))]
-fn kernel(p: &AcrobotParams, batch: Batch<'_, Acrobot>) {
-    let b = batch.step_tail(p, LANES);
-    let n = b.states.len();
-    let mut i = 0;
-    while i + LANES <= n {
-        let torque: [f64; LANES] =
-            std::array::from_fn(|l| p.avail_torque[b.actions[i + l] as usize]);
-        let st = &mut b.states[i..i + LANES];
-        let (next, term) = step_lanes(p, std::array::from_fn(|l| &st[l]), &torque);
-        for l in 0..LANES {
-            if b.active[i + l] {
-                st[l] = next[l];
-                let t = transition(term[l]);
-                b.rewards[i + l] = t.reward;
-                b.terminated[i + l] = t.terminated;
-            }
+// The batch step, eight envs at a time through `step_lanes`.
+crate::env::lane_kernel!(kernel, AcrobotParams, Acrobot, LANES, |p, b, i| {
+    let torque: [f64; LANES] = std::array::from_fn(|l| p.avail_torque[b.actions[i + l] as usize]);
+    let st = &mut b.states[i..i + LANES];
+    let (next, term) = step_lanes(p, std::array::from_fn(|l| &st[l]), &torque);
+    for l in 0..LANES {
+        if b.active[i + l] {
+            st[l] = next[l];
+            let t = transition(term[l]);
+            b.rewards[i + l] = t.reward;
+            b.terminated[i + l] = t.terminated;
         }
-        i += LANES;
     }
-}
+});
 
 /// Reward -1 per step until the terminal state, 0 there.
 #[inline(always)]

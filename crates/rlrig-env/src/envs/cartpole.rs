@@ -104,57 +104,45 @@ fn reward(terminated: bool, already_done: bool, sutton_barto: bool) -> f64 {
 
 const LANES: usize = 8;
 
-/// The batch step, 8 envs at a time, as plain arithmetic over lane arrays, which LLVM
-/// vectorises, `sin`/`cos` included ([`crate::trig`]: libm's bits, libm called only
-/// for the few values it cannot certify); compiled for AVX-512, AVX2 and NEON with
-/// run-time dispatch. Lanes compute exactly what [`CartPole::step`]
-/// computes (the executor tests compare the two bit for bit).
-#[multiversion::multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx512dq",
-    "x86_64+avx2+fma",
-    "aarch64+neon"
-))]
-fn kernel(p: &CartPoleParams, batch: Batch<'_, CartPole>) {
-    let b = batch.step_tail(p, LANES);
-    let n = b.states.len();
-    let mut i = 0;
-    while i + LANES <= n {
-        let st = &mut b.states[i..i + LANES];
-        let mut vars = [[0.0f64; LANES]; 4];
-        let mut push = [false; LANES];
-        for l in 0..LANES {
-            vars[0][l] = st[l].x;
-            vars[1][l] = st[l].x_dot;
-            vars[2][l] = st[l].theta;
-            vars[3][l] = st[l].theta_dot;
-            push[l] = b.actions[i + l] == 1;
-        }
-        let (sin, cos) = crate::trig::sin_cos_lanes(&vars[2]);
-        let mut out = [[0.0f64; LANES]; 4];
-        let mut term = [false; LANES];
-        for l in 0..LANES {
-            let v = [vars[0][l], vars[1][l], vars[2][l], vars[3][l]];
-            let (next, t) = dynamics(p, v, push[l], (sin[l], cos[l]));
-            for k in 0..4 {
-                out[k][l] = next[k];
-            }
-            term[l] = t;
-        }
-        for l in 0..LANES {
-            if b.active[i + l] {
-                let s = &mut st[l];
-                s.x = out[0][l];
-                s.x_dot = out[1][l];
-                s.theta = out[2][l];
-                s.theta_dot = out[3][l];
-                b.rewards[i + l] = reward(term[l], s.done, p.sutton_barto_reward);
-                s.done |= term[l];
-                b.terminated[i + l] = term[l];
-            }
-        }
-        i += LANES;
+// The batch step, 8 envs at a time, as plain arithmetic over lane arrays, which LLVM
+// vectorises, `sin`/`cos` included (`crate::trig`: libm's bits, libm called only for
+// the few values it cannot certify). Lanes compute exactly what `CartPole::step`
+// computes (the executor tests compare the two bit for bit).
+crate::env::lane_kernel!(kernel, CartPoleParams, CartPole, LANES, |p, b, i| {
+    let st = &mut b.states[i..i + LANES];
+    let mut vars = [[0.0f64; LANES]; 4];
+    let mut push = [false; LANES];
+    for l in 0..LANES {
+        vars[0][l] = st[l].x;
+        vars[1][l] = st[l].x_dot;
+        vars[2][l] = st[l].theta;
+        vars[3][l] = st[l].theta_dot;
+        push[l] = b.actions[i + l] == 1;
     }
-}
+    let (sin, cos) = crate::trig::sin_cos_lanes(&vars[2]);
+    let mut out = [[0.0f64; LANES]; 4];
+    let mut term = [false; LANES];
+    for l in 0..LANES {
+        let v = [vars[0][l], vars[1][l], vars[2][l], vars[3][l]];
+        let (next, t) = dynamics(p, v, push[l], (sin[l], cos[l]));
+        for k in 0..4 {
+            out[k][l] = next[k];
+        }
+        term[l] = t;
+    }
+    for l in 0..LANES {
+        if b.active[i + l] {
+            let s = &mut st[l];
+            s.x = out[0][l];
+            s.x_dot = out[1][l];
+            s.theta = out[2][l];
+            s.theta_dot = out[3][l];
+            b.rewards[i + l] = reward(term[l], s.done, p.sutton_barto_reward);
+            s.done |= term[l];
+            b.terminated[i + l] = term[l];
+        }
+    }
+});
 
 impl Env for CartPole {
     type Params = CartPoleParams;

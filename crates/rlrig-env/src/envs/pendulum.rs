@@ -222,42 +222,30 @@ fn advance(p: &PendulumParams, s: &PendulumState, a: &[f32; 1]) -> (f64, f64, f6
 /// Envs per block of the batch kernel (16 and 64 ran within 2 % of each other).
 const LANES: usize = 16;
 
-/// The batch step: [`advance`] env by env, then the new angles' sine and cosine for a
-/// block of envs at once with libm's bits ([`wide_sin_cos_lanes`]: vectorised, libm
-/// only for the values it cannot certify; libm's `sincos` was 44 % of a step).
-/// Compiled for AVX-512, AVX2 and NEON with run-time dispatch.
-#[multiversion::multiversion(targets(
-    "x86_64+avx512f+avx512vl+avx512dq",
-    "x86_64+avx2+fma",
-    "aarch64+neon"
-))]
-fn kernel(p: &PendulumParams, batch: Batch<'_, Pendulum>) {
-    let b = batch.step_tail(p, LANES);
-    let n = b.states.len();
-    let mut i = 0;
-    while i + LANES <= n {
-        let mut theta = [0.0; LANES];
-        let mut theta_dot = [0.0; LANES];
-        let mut reward = [0.0; LANES];
-        for l in 0..LANES {
-            (theta[l], theta_dot[l], reward[l]) = advance(p, &b.states[i + l], &b.actions[i + l]);
-        }
-        let (sin, cos) = wide_sin_cos_lanes(&theta);
-        for l in 0..LANES {
-            if b.active[i + l] {
-                b.states[i + l] = PendulumState {
-                    theta: theta[l],
-                    theta_dot: theta_dot[l],
-                    sin_theta: sin[l],
-                    cos_theta: cos[l],
-                };
-                b.rewards[i + l] = reward[l];
-                b.terminated[i + l] = false;
-            }
-        }
-        i += LANES;
+// The batch step: `advance` env by env, then the new angles' sine and cosine for a
+// block of envs at once with libm's bits (`wide_sin_cos_lanes`: vectorised, libm only
+// for the values it cannot certify; libm's `sincos` was 44 % of a step).
+crate::env::lane_kernel!(kernel, PendulumParams, Pendulum, LANES, |p, b, i| {
+    let mut theta = [0.0; LANES];
+    let mut theta_dot = [0.0; LANES];
+    let mut reward = [0.0; LANES];
+    for l in 0..LANES {
+        (theta[l], theta_dot[l], reward[l]) = advance(p, &b.states[i + l], &b.actions[i + l]);
     }
-}
+    let (sin, cos) = wide_sin_cos_lanes(&theta);
+    for l in 0..LANES {
+        if b.active[i + l] {
+            b.states[i + l] = PendulumState {
+                theta: theta[l],
+                theta_dot: theta_dot[l],
+                sin_theta: sin[l],
+                cos_theta: cos[l],
+            };
+            b.rewards[i + l] = reward[l];
+            b.terminated[i + l] = false;
+        }
+    }
+});
 
 #[cfg(test)]
 mod tests {
