@@ -3,7 +3,7 @@
 
 use std::f64::consts::PI;
 
-use crate::env::{Batch, Env, Transition};
+use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 use crate::trig;
@@ -268,15 +268,20 @@ fn bound(x: f64, m: f64, big_m: f64) -> f64 {
 }
 
 impl Env for Acrobot {
-    type Params = AcrobotParams;
-    type State = AcrobotState;
-    type Action = i32;
-    type Obs = f32;
-    const ID: &'static str = "Acrobot-v1";
-    const PARAMS: &'static [&'static str] = &["max_episode_steps", "fast_trig"];
-    const OBS_DIM: usize = 6;
-    const STEP_COST_NS: u64 = 190;
-    const BATCH_LANES: usize = LANES;
+    super::classic_env! {
+        params: AcrobotParams,
+        keys: [
+            max_episode_steps: super::steps_param,
+            fast_trig: |v| super::param::<bool>(v, "true or false"),
+        ],
+        state: AcrobotState,
+        action: i32,
+        id: "Acrobot-v1",
+        obs_dim: 6,
+        step_cost_ns: 190,
+        kernel: kernel,
+        lanes: LANES,
+    }
 
     fn observation_space(p: &AcrobotParams) -> Space {
         let high = vec![1.0, 1.0, 1.0, 1.0, p.max_vel_1 as f32, p.max_vel_2 as f32];
@@ -285,10 +290,6 @@ impl Env for Acrobot {
 
     fn action_space(_: &AcrobotParams) -> Space {
         Space::Discrete { n: 3 }
-    }
-
-    fn max_episode_steps(p: &AcrobotParams) -> Option<u32> {
-        Some(p.max_episode_steps)
     }
 
     fn reset(p: &AcrobotParams, rng: &mut Rng) -> AcrobotState {
@@ -307,10 +308,6 @@ impl Env for Acrobot {
         transition(terminated)
     }
 
-    fn step_batch(p: &AcrobotParams, batch: Batch<'_, Acrobot>) {
-        kernel(p, batch);
-    }
-
     #[inline]
     fn observe(_: &AcrobotParams, st: &AcrobotState, out: &mut [f32]) {
         let (s0, c0) = st.sc0;
@@ -321,15 +318,6 @@ impl Env for Acrobot {
         out[3] = s1 as f32;
         out[4] = st.s[2] as f32;
         out[5] = st.s[3] as f32;
-    }
-
-    fn set_param(p: &mut AcrobotParams, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
-            "fast_trig" => p.fast_trig = crate::envs::param(value, "true or false")?,
-            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
-        }
-        Ok(())
     }
 
     fn state_to_vec(st: &AcrobotState) -> Vec<f64> {

@@ -1,6 +1,6 @@
 //! CartPole-v1: Gymnasium's `classic_control/cartpole.py` (Barto, Sutton & Anderson 1983).
 
-use crate::env::{Batch, Env, Transition};
+use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 
@@ -145,15 +145,19 @@ crate::env::lane_kernel!(kernel, CartPoleParams, CartPole, LANES, |p, b, i| {
 });
 
 impl Env for CartPole {
-    type Params = CartPoleParams;
-    type State = CartPoleState;
-    type Action = i32;
-    type Obs = f32;
-    const ID: &'static str = "CartPole-v1";
-    const PARAMS: &'static [&'static str] = &["max_episode_steps"];
-    const OBS_DIM: usize = 4;
-    const STEP_COST_NS: u64 = 25;
-    const BATCH_LANES: usize = LANES;
+    super::classic_env! {
+        params: CartPoleParams,
+        keys: [
+            max_episode_steps: super::steps_param,
+        ],
+        state: CartPoleState,
+        action: i32,
+        id: "CartPole-v1",
+        obs_dim: 4,
+        step_cost_ns: 25,
+        kernel: kernel,
+        lanes: LANES,
+    }
 
     fn observation_space(p: &CartPoleParams) -> Space {
         Space::symmetric(vec![
@@ -166,10 +170,6 @@ impl Env for CartPole {
 
     fn action_space(_: &CartPoleParams) -> Space {
         Space::Discrete { n: 2 }
-    }
-
-    fn max_episode_steps(p: &CartPoleParams) -> Option<u32> {
-        Some(p.max_episode_steps)
     }
 
     fn reset(p: &CartPoleParams, rng: &mut Rng) -> CartPoleState {
@@ -199,10 +199,6 @@ impl Env for CartPole {
         Transition { reward, terminated }
     }
 
-    fn step_batch(p: &CartPoleParams, batch: Batch<'_, CartPole>) {
-        kernel(p, batch);
-    }
-
     #[inline]
     fn observe(_: &CartPoleParams, s: &CartPoleState, out: &mut [f32]) {
         out[0] = s.x as f32;
@@ -230,14 +226,6 @@ impl Env for CartPole {
         let mut s = Self::state_from_slice(p, vars)?;
         s.done = *flag != 0.0;
         Ok(s)
-    }
-
-    fn set_param(p: &mut CartPoleParams, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
-            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
-        }
-        Ok(())
     }
 
     fn state_from_slice(_: &CartPoleParams, v: &[f64]) -> Result<CartPoleState, String> {

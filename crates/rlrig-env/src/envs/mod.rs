@@ -65,6 +65,57 @@ pub(crate) fn unknown_param(known: &[&str]) -> String {
     }
 }
 
+/// The items of `impl Env` the classic-control envs share, as `minatar_env!` does for
+/// the MinAtar games: f32 observations, Gymnasium's TimeLimit from the params'
+/// `max_episode_steps`, and the parameter keys listed once, `PARAMS` and `set_param` made
+/// from the same list (each key's value parsed by its parser into the params' field of
+/// that name; other keys refused with [`unknown_param`]), and for the envs stepped in
+/// lanes, `step_batch` as their `kernel` (made by `lane_kernel!`) with
+/// `BATCH_LANES` its lanes. An env's impl names its params and their keys, its state,
+/// action, id, observation length and step cost, and its kernel if it has one.
+macro_rules! classic_env {
+    (
+        params: $params:ty,
+        keys: [$($key:ident: $parse:expr),* $(,)?],
+        state: $state:ty,
+        action: $action:ty,
+        id: $id:literal,
+        obs_dim: $obs_dim:expr,
+        step_cost_ns: $cost:expr,
+        $(kernel: $kernel:ident, lanes: $lanes:expr,)?
+    ) => {
+        type Params = $params;
+        type State = $state;
+        type Action = $action;
+        type Obs = f32;
+        const ID: &'static str = $id;
+        const PARAMS: &'static [&'static str] = &[$(stringify!($key)),*];
+        const OBS_DIM: usize = $obs_dim;
+        const STEP_COST_NS: u64 = $cost;
+
+        $(
+            const BATCH_LANES: usize = $lanes;
+
+            fn step_batch(p: &$params, batch: $crate::env::Batch<'_, Self>) {
+                $kernel(p, batch);
+            }
+        )?
+
+        fn max_episode_steps(p: &$params) -> Option<u32> {
+            Some(p.max_episode_steps)
+        }
+
+        fn set_param(p: &mut $params, key: &str, value: &str) -> Result<(), String> {
+            match key {
+                $(stringify!($key) => p.$key = ($parse)(value)?,)*
+                _ => return Err($crate::envs::unknown_param(Self::PARAMS)),
+            }
+            Ok(())
+        }
+    };
+}
+pub(crate) use classic_env;
+
 /// Bytes carried in a `Vec<f64>` (Atari snapshots and screens): four to a number, as a
 /// little-endian u32 (exact in f64), the last word zero-padded.
 pub fn pack_bytes(bytes: &[u8]) -> impl Iterator<Item = f64> + '_ {

@@ -55,14 +55,18 @@ pub(crate) fn observation_space(min_position: f64, max_position: f64, max_speed:
 }
 
 impl Env for MountainCar {
-    type Params = MountainCarParams;
-    type State = MountainCarState;
-    type Action = i32;
-    type Obs = f32;
-    const ID: &'static str = "MountainCar-v0";
-    const PARAMS: &'static [&'static str] = &["max_episode_steps", "goal_velocity"];
-    const OBS_DIM: usize = 2;
-    const STEP_COST_NS: u64 = 25;
+    super::classic_env! {
+        params: MountainCarParams,
+        keys: [
+            max_episode_steps: super::steps_param,
+            goal_velocity: super::finite_param,
+        ],
+        state: MountainCarState,
+        action: i32,
+        id: "MountainCar-v0",
+        obs_dim: 2,
+        step_cost_ns: 25,
+    }
 
     fn observation_space(p: &MountainCarParams) -> Space {
         observation_space(p.min_position, p.max_position, p.max_speed)
@@ -70,10 +74,6 @@ impl Env for MountainCar {
 
     fn action_space(_: &MountainCarParams) -> Space {
         Space::Discrete { n: 3 }
-    }
-
-    fn max_episode_steps(p: &MountainCarParams) -> Option<u32> {
-        Some(p.max_episode_steps)
     }
 
     fn reset(p: &MountainCarParams, rng: &mut Rng) -> MountainCarState {
@@ -111,15 +111,6 @@ impl Env for MountainCar {
 
     fn state_to_vec(s: &MountainCarState) -> Vec<f64> {
         vec![s.position, s.velocity]
-    }
-
-    fn set_param(p: &mut MountainCarParams, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
-            "goal_velocity" => p.goal_velocity = crate::envs::finite_param(value)?,
-            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
-        }
-        Ok(())
     }
 
     fn state_from_slice(_: &MountainCarParams, v: &[f64]) -> Result<MountainCarState, String> {

@@ -88,14 +88,18 @@ where
 }
 
 impl Env for MountainCarContinuous {
-    type Params = MountainCarContinuousParams;
-    type State = MountainCarContinuousState;
-    type Action = [f32; 1];
-    type Obs = f32;
-    const ID: &'static str = "MountainCarContinuous-v0";
-    const PARAMS: &'static [&'static str] = &["max_episode_steps", "goal_velocity"];
-    const OBS_DIM: usize = 2;
-    const STEP_COST_NS: u64 = 50;
+    super::classic_env! {
+        params: MountainCarContinuousParams,
+        keys: [
+            max_episode_steps: super::steps_param,
+            goal_velocity: super::finite_param,
+        ],
+        state: MountainCarContinuousState,
+        action: [f32; 1],
+        id: "MountainCarContinuous-v0",
+        obs_dim: 2,
+        step_cost_ns: 50,
+    }
 
     fn observation_space(p: &Self::Params) -> Space {
         super::mountain_car::observation_space(p.min_position, p.max_position, p.max_speed)
@@ -103,10 +107,6 @@ impl Env for MountainCarContinuous {
 
     fn action_space(p: &Self::Params) -> Space {
         Space::box1(vec![p.min_action as f32], vec![p.max_action as f32])
-    }
-
-    fn max_episode_steps(p: &Self::Params) -> Option<u32> {
-        Some(p.max_episode_steps)
     }
 
     fn reset(p: &Self::Params, rng: &mut Rng) -> Self::State {
@@ -186,15 +186,6 @@ impl Env for MountainCarContinuous {
         let mut s = Self::state_from_slice(p, vars)?;
         s.f32_state = *flag != 0.0;
         Ok(s)
-    }
-
-    fn set_param(p: &mut Self::Params, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
-            "goal_velocity" => p.goal_velocity = crate::envs::finite_param(value)?,
-            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
-        }
-        Ok(())
     }
 
     fn state_from_slice(_: &Self::Params, v: &[f64]) -> Result<Self::State, String> {

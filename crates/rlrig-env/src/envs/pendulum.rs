@@ -7,7 +7,7 @@
 
 use std::hint::black_box;
 
-use crate::env::{Batch, Env, Transition};
+use crate::env::{Env, Transition};
 use crate::rng::Rng;
 use crate::space::Space;
 use crate::trig::wide_sin_cos_lanes;
@@ -134,15 +134,20 @@ pub fn angle_normalize(x: f64) -> f64 {
 }
 
 impl Env for Pendulum {
-    type Params = PendulumParams;
-    type State = PendulumState;
-    type Action = [f32; 1];
-    type Obs = f32;
-    const ID: &'static str = "Pendulum-v1";
-    const PARAMS: &'static [&'static str] = &["max_episode_steps", "g"];
-    const OBS_DIM: usize = 3;
-    const STEP_COST_NS: u64 = 110;
-    const BATCH_LANES: usize = LANES;
+    super::classic_env! {
+        params: PendulumParams,
+        keys: [
+            max_episode_steps: super::steps_param,
+            g: super::finite_param,
+        ],
+        state: PendulumState,
+        action: [f32; 1],
+        id: "Pendulum-v1",
+        obs_dim: 3,
+        step_cost_ns: 110,
+        kernel: kernel,
+        lanes: LANES,
+    }
 
     fn observation_space(p: &PendulumParams) -> Space {
         let high = vec![1.0, 1.0, p.max_speed as f32];
@@ -151,10 +156,6 @@ impl Env for Pendulum {
 
     fn action_space(p: &PendulumParams) -> Space {
         Space::symmetric(vec![p.max_torque as f32])
-    }
-
-    fn max_episode_steps(p: &PendulumParams) -> Option<u32> {
-        Some(p.max_episode_steps)
     }
 
     fn reset(p: &PendulumParams, rng: &mut Rng) -> PendulumState {
@@ -172,10 +173,6 @@ impl Env for Pendulum {
         }
     }
 
-    fn step_batch(p: &PendulumParams, batch: Batch<'_, Pendulum>) {
-        kernel(p, batch);
-    }
-
     #[inline]
     fn observe(_: &PendulumParams, s: &PendulumState, out: &mut [f32]) {
         out[0] = s.cos_theta as f32;
@@ -185,15 +182,6 @@ impl Env for Pendulum {
 
     fn state_to_vec(s: &PendulumState) -> Vec<f64> {
         vec![s.theta, s.theta_dot]
-    }
-
-    fn set_param(p: &mut PendulumParams, key: &str, value: &str) -> Result<(), String> {
-        match key {
-            "max_episode_steps" => p.max_episode_steps = crate::envs::steps_param(value)?,
-            "g" => p.g = crate::envs::finite_param(value)?,
-            _ => return Err(crate::envs::unknown_param(Self::PARAMS)),
-        }
-        Ok(())
     }
 
     fn state_from_slice(_: &PendulumParams, v: &[f64]) -> Result<PendulumState, String> {
