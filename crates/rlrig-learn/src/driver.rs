@@ -108,6 +108,29 @@ pub struct Turn<'a> {
 /// Tensors of a checkpoint by name.
 pub type Tensors = HashMap<String, Vec<f32>>;
 
+/// The [`Algorithm`] methods that a learner `$t` answers with its own: `config` (its
+/// `cfg` field, a `$config`), `device`, `set_backend` and `done`.
+macro_rules! forward_to_learner {
+    ($t:ty, $config:ty) => {
+        fn config(&self) -> &$config {
+            &self.cfg
+        }
+        fn device(&self) -> String {
+            <$t>::device(self)
+        }
+        fn set_backend(
+            &mut self,
+            maker: &$crate::backend::BackendMaker,
+        ) -> Result<(), $crate::LearnError> {
+            <$t>::set_backend(self, maker)
+        }
+        fn done(&self) -> bool {
+            <$t>::done(self)
+        }
+    };
+}
+pub(crate) use forward_to_learner;
+
 /// A learner the [`train`] driver runs.
 pub trait Algorithm: Sized {
     type Config: Clone + PartialEq + Serialize + DeserializeOwned + crate::memory::Estimated;

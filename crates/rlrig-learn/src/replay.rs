@@ -4,7 +4,6 @@
 use serde::Serialize;
 
 use crate::LearnError;
-use crate::backend::BackendMaker;
 use crate::collector::{ChunkStats, NamedTensor};
 use crate::dqn::{Dqn, DqnConfig, DqnState};
 use crate::driver::{Algorithm, Record, RunShape, Turn};
@@ -43,7 +42,7 @@ pub trait Replay: Algorithm<Stats = ChunkStats> {
 
 /// The [`Algorithm`] (and [`Replay`]) of a replay-buffer learner `$t` (fields `cfg`,
 /// `updates`, `times`, the [`crate::collector::Collector`] `c`; methods `new`, `state`, `restore`, `evaluate`, `device`,
-/// `set_backend`, `iterate_until`) whose checkpoints' `algo` is `$algo(cfg)`.
+/// `set_backend`, `done`, `iterate_until`) whose checkpoints' `algo` is `$algo(cfg)`.
 macro_rules! replay_algorithm {
     ($t:ty, $config:ty, $state:ty, $algo:expr) => {
         impl Replay for $t {
@@ -81,18 +80,7 @@ macro_rules! replay_algorithm {
                     lower: "buffer_size (--set buffer_size=N) or --num-envs",
                 }
             }
-            fn config(&self) -> &$config {
-                &self.cfg
-            }
-            fn device(&self) -> String {
-                <$t>::device(self)
-            }
-            fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-                <$t>::set_backend(self, maker)
-            }
-            fn done(&self) -> bool {
-                self.c.global_step >= self.cfg.total_steps
-            }
+            crate::driver::forward_to_learner!($t, $config);
             fn position(&self) -> u64 {
                 self.c.global_step
             }

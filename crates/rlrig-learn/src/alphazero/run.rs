@@ -36,18 +36,7 @@ impl crate::driver::Algorithm for AlphaZero {
             lower: "--games, --simulations, eval_games or buffer_size",
         }
     }
-    fn config(&self) -> &AzConfig {
-        &self.cfg
-    }
-    fn device(&self) -> String {
-        AlphaZero::device(self)
-    }
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-        AlphaZero::set_backend(self, maker)
-    }
-    fn done(&self) -> bool {
-        AlphaZero::done(self)
-    }
+    crate::driver::forward_to_learner!(AlphaZero, AzConfig);
     fn position(&self) -> u64 {
         self.iteration
     }

@@ -144,6 +144,18 @@ impl Evolution {
         self.generation >= self.cfg.generations
     }
 
+    /// What runs the networks: the native CPU path, always.
+    pub fn device(&self) -> String {
+        "cpu".into()
+    }
+
+    /// Refuses every backend: ES and GA run on the native CPU path only.
+    pub fn set_backend(&mut self, _maker: &crate::backend::BackendMaker) -> Result<(), LearnError> {
+        Err(LearnError::Backend(
+            "es and ga run on the native CPU path only".into(),
+        ))
+    }
+
     /// Spreads member evaluations over the ranks of `c` (see [`Collective`]).
     pub fn set_collective(&mut self, c: Arc<dyn Collective>) {
         self.collective = Some(c);

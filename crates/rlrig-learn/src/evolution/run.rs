@@ -38,20 +38,7 @@ impl crate::driver::Algorithm for Evolution {
             lower: "--population or hidden",
         }
     }
-    fn config(&self) -> &EvoConfig {
-        &self.cfg
-    }
-    fn device(&self) -> String {
-        "cpu".into()
-    }
-    fn set_backend(&mut self, _maker: &crate::backend::BackendMaker) -> Result<(), LearnError> {
-        Err(LearnError::Backend(
-            "es and ga run on the native CPU path only".into(),
-        ))
-    }
-    fn done(&self) -> bool {
-        Evolution::done(self)
-    }
+    crate::driver::forward_to_learner!(Evolution, EvoConfig);
     fn position(&self) -> u64 {
         self.generation
     }

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 use super::{Collection, Family, IterationStats, Ppo, PpoConfig, PpoState, StageTimes};
 use crate::LearnError;
-use crate::backend::BackendMaker;
 use crate::driver::{Algorithm, Record, RunShape, Tensors, TrainOptions, Turn};
 use crate::run::{
     FORMAT, RunDir, TensorSource, read_checkpoint, safetensors_at, tensor_of_len, to_bytes,
@@ -166,15 +165,7 @@ impl Algorithm for Ppo {
             lower: "--num-envs or num_steps",
         }
     }
-    fn config(&self) -> &PpoConfig {
-        &self.cfg
-    }
-    fn device(&self) -> String {
-        Ppo::device(self)
-    }
-    fn set_backend(&mut self, maker: &BackendMaker) -> Result<(), LearnError> {
-        Ppo::set_backend(self, maker)
-    }
+    crate::driver::forward_to_learner!(Ppo, PpoConfig);
     /// The update's backward passes split over the ranks, and (PPO, A2C) the envs: each
     /// rank steps its share of the batch and the ranks gather every step
     /// ([`crate::rank_envs`]). IMPALA's lagged actor steps the whole batch on every rank
@@ -210,9 +201,6 @@ impl Algorithm for Ppo {
         if self.quiescent() {
             self.act_mut().env.sync_snapshot();
         }
-    }
-    fn done(&self) -> bool {
-        Ppo::done(self)
     }
     fn position(&self) -> u64 {
         self.iteration
