@@ -18,6 +18,17 @@ pub enum Head {
     },
 }
 
+impl Head {
+    /// The log-stds of a Gaussian head among the agent's `params` (a categorical head
+    /// has none).
+    pub fn logstd<'p>(&self, params: &'p [f32]) -> &'p [f32] {
+        match self {
+            Head::Gaussian { logstd, dim, .. } => &params[*logstd..*logstd + *dim],
+            Head::Categorical { .. } => &[],
+        }
+    }
+}
+
 /// Index of the critic in the agent's [`NetLayout`] (networks apart).
 pub const CRITIC: usize = 0;
 /// Index of the actor in the agent's [`NetLayout`] (networks apart).

@@ -105,12 +105,7 @@ impl crate::eval::Greedy for PpoGreedy {
                 self.cfg.algo.name(),
                 &format!("argmax({actor}, -1)"),
             ),
-            Head::Gaussian {
-                dim,
-                low,
-                high,
-                logstd,
-            } => {
+            Head::Gaussian { low, high, .. } => {
                 let mut e = crate::export::PolicyExport::new(
                     self.cfg.algo.name(),
                     &format!("clip({actor}, action_low, action_high)"),
@@ -119,10 +114,7 @@ impl crate::eval::Greedy for PpoGreedy {
                 e.vector("action_high", high.clone());
                 // Not used by the greedy action; a sampling policy draws
                 // actor(obs) + exp(actor.logstd) * N(0, 1).
-                e.vector(
-                    "actor.logstd",
-                    agent.params[*logstd..*logstd + dim].to_vec(),
-                );
+                e.vector("actor.logstd", agent.head.logstd(&agent.params).to_vec());
                 e
             }
         };

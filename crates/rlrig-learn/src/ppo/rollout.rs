@@ -410,13 +410,8 @@ pub(super) fn collect(
                     buf.logprobs[t * e + k] = logp_row[a];
                 }
             }
-            Head::Gaussian {
-                dim,
-                low,
-                high,
-                logstd,
-            } => {
-                let ls = &policy_params[*logstd..*logstd + *dim];
+            Head::Gaussian { dim, low, high, .. } => {
+                let ls = agent.head.logstd(policy_params);
                 for k in 0..e {
                     let mut lp = 0.0f32;
                     for j in 0..*dim {
