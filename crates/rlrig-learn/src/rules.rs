@@ -73,6 +73,14 @@ pub fn hidden_layers(hidden: &[usize]) -> Result<(), LearnError> {
     Ok(())
 }
 
+/// Asserts that a config check refused, with a message that contains `needle` (the
+/// learners' config tests).
+#[cfg(test)]
+pub(crate) fn assert_refused(checked: Result<(), LearnError>, needle: &str) {
+    let e = checked.expect_err("the config is refused").to_string();
+    assert!(e.contains(needle), "'{needle}' not in: {e}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,12 +61,7 @@ fn gating_accepts_or_reverts_to_the_accepted_network() {
         gate_threshold: 1.5,
         ..small()
     };
-    assert!(
-        bad.validate()
-            .unwrap_err()
-            .to_string()
-            .contains("gate_threshold")
-    );
+    crate::rules::assert_refused(bad.validate(), "gate_threshold");
 }
 
 #[test]
