@@ -429,13 +429,14 @@ struct SavedTensors {
     tensors: Vec<(String, Vec<f32>)>,
 }
 
-struct TensorFixture {
-    saved: Vec<SavedTensors>,
+/// The checkpoints a fixture saved, and its run directory's files as written.
+struct Fixture<S> {
+    saved: Vec<S>,
     files: Files,
 }
 
-fn tensor_fixture() -> &'static TensorFixture {
-    static F: OnceLock<TensorFixture> = OnceLock::new();
+fn tensor_fixture() -> &'static Fixture<SavedTensors> {
+    static F: OnceLock<Fixture<SavedTensors>> = OnceLock::new();
     F.get_or_init(|| {
         let scratch = Scratch::new("tensor-fixture");
         let dir = RunDir::new(&scratch.0).unwrap();
@@ -471,7 +472,7 @@ fn tensor_fixture() -> &'static TensorFixture {
             dir.save_tensors(ALGO, s.state.step, &s.cfg, &s.state, &views)
                 .unwrap();
         }
-        TensorFixture {
+        Fixture {
             saved,
             files: Files::read(&scratch.0),
         }
@@ -642,13 +643,8 @@ struct SavedPpo {
     adam_v: Vec<f32>,
 }
 
-struct PpoFixture {
-    saved: Vec<SavedPpo>,
-    files: Files,
-}
-
-fn ppo_fixture() -> &'static PpoFixture {
-    static F: OnceLock<PpoFixture> = OnceLock::new();
+fn ppo_fixture() -> &'static Fixture<SavedPpo> {
+    static F: OnceLock<Fixture<SavedPpo>> = OnceLock::new();
     F.get_or_init(|| {
         let cfg = PpoConfig {
             num_envs: 2,
@@ -689,7 +685,7 @@ fn ppo_fixture() -> &'static PpoFixture {
             })
             .collect::<Vec<_>>();
         assert_eq!(saved.len(), 2);
-        PpoFixture { saved, files }
+        Fixture { saved, files }
     })
 }
 
