@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::sync::Once;
 
+use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::FontStyle;
 
@@ -100,16 +102,62 @@ pub fn grouped_bars(
             .label(name.clone())
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 12, y + 6)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .label_font(("sans-serif", 16))
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(&e)?;
+    legend(&mut chart, path, SeriesLabelPosition::UpperRight, Some(16))?;
     root.present().map_err(&e)?;
     Ok(())
+}
+
+/// A panel's axes over x in `0..x1` and y in `y0..y1` (padded by 5 %), the x axis in
+/// [`human`] units: `caption` in a `font`-pixel face, `sizes` the margin and the x and
+/// y label areas.
+fn axes<'a, 'b>(
+    area: &'a DrawingArea<BitMapBackend<'b>, Shift>,
+    path: &Path,
+    (caption, font): (String, u32),
+    [margin, x_area, y_area]: [u32; 3],
+    (x1, y0, y1): (f64, f64, f64),
+    (xlabel, ylabel): (&str, &str),
+) -> Result<
+    ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    LabError,
+> {
+    let e = err(path);
+    let pad = ((y1 - y0) * 0.05).max(1e-6);
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", font))
+        .margin(margin)
+        .x_label_area_size(x_area)
+        .y_label_area_size(y_area)
+        .build_cartesian_2d(0f64..x1, (y0 - pad)..(y1 + pad))
+        .map_err(&e)?;
+    chart
+        .configure_mesh()
+        .x_desc(xlabel)
+        .y_desc(ylabel)
+        .x_label_formatter(&|x| human(*x))
+        .draw()
+        .map_err(&e)?;
+    Ok(chart)
+}
+
+/// The series' labels in a white box with a black border at `position`, in a
+/// `font`-pixel face (`None`: plotters' default).
+fn legend<'a, 'b: 'a>(
+    chart: &mut ChartContext<'a, BitMapBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    path: &Path,
+    position: SeriesLabelPosition,
+    font: Option<u32>,
+) -> Result<(), LabError> {
+    let mut labels = chart.configure_series_labels();
+    if let Some(size) = font {
+        labels.label_font(("sans-serif", size));
+    }
+    labels
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(position)
+        .draw()
+        .map_err(err(path))
 }
 
 /// One curve per run: `(name, points)` with points `(x, y)`.
@@ -167,21 +215,14 @@ pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Resu
         if !y0.is_finite() {
             (y0, y1) = (0.0, 1.0);
         }
-        let pad = ((y1 - y0) * 0.05).max(1e-6);
-        let mut chart = ChartBuilder::on(area)
-            .caption(format!("episode return vs {xlabel}"), ("sans-serif", 20))
-            .margin(14)
-            .x_label_area_size(45)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..x1, (y0 - pad)..(y1 + pad))
-            .map_err(&e)?;
-        chart
-            .configure_mesh()
-            .x_desc(xlabel)
-            .y_desc("return (moving average)")
-            .x_label_formatter(&|x| human(*x))
-            .draw()
-            .map_err(&e)?;
+        let mut chart = axes(
+            area,
+            path,
+            (format!("episode return vs {xlabel}"), 20),
+            [14, 45, 70],
+            (x1, y0, y1),
+            (xlabel, "return (moving average)"),
+        )?;
         for (i, (name, p)) in curves.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
             chart
@@ -192,13 +233,7 @@ pub fn learning_curves(path: &Path, by_steps: &Curves, by_time: &Curves) -> Resu
                     PathElement::new([(x, y), (x + 16, y)], color.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(&e)?;
+        legend(&mut chart, path, SeriesLabelPosition::LowerRight, None)?;
     }
     root.present().map_err(&e)?;
     Ok(())
@@ -238,21 +273,14 @@ pub fn learning_bands(path: &Path, rows: &[BandRow]) -> Result<(), LabError> {
                 y0 = y0.min(lo);
                 y1 = y1.max(hi);
             }
-            let pad = ((y1 - y0) * 0.05).max(1e-6);
-            let mut chart = ChartBuilder::on(area)
-                .caption(format!("{} vs {xlabel}", row.title), ("sans-serif", 18))
-                .margin(10)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(0f64..x1, (y0 - pad)..(y1 + pad))
-                .map_err(&e)?;
-            chart
-                .configure_mesh()
-                .x_desc(xlabel)
-                .y_desc("training return")
-                .x_label_formatter(&|x| human(*x))
-                .draw()
-                .map_err(&e)?;
+            let mut chart = axes(
+                area,
+                path,
+                (format!("{} vs {xlabel}", row.title), 18),
+                [10, 40, 60],
+                (x1, y0, y1),
+                (xlabel, "training return"),
+            )?;
             let color = COLORS[0];
             let outline: Vec<(f64, f64)> = band
                 .iter()
