@@ -81,16 +81,22 @@ fn pruning_removes_connections_but_never_biases() {
     }
 }
 
+/// A population of 10 on CartPole, the 4 best kept (GA) and `elite_candidates` of them
+/// tried for elite: small enough for a test's few generations.
+fn ten_members(method: Method, elite_candidates: usize) -> EvoConfig {
+    EvoConfig {
+        population: 10,
+        truncation: 4,
+        elite_candidates,
+        ..EvoConfig::for_env(method, "CartPole-v1")
+    }
+}
+
 /// A run restored from its state after generation 2 continues exactly.
 #[test]
 fn restore_continues_bit_for_bit() {
     for method in [Method::Es, Method::Ga] {
-        let cfg = EvoConfig {
-            population: 10,
-            truncation: 4,
-            elite_candidates: 2,
-            ..EvoConfig::for_env(method, "CartPole-v1")
-        };
+        let cfg = ten_members(method, 2);
         let mut a = Evolution::new(cfg.clone(), 1).unwrap();
         a.step();
         a.step();
@@ -112,11 +118,8 @@ fn restore_continues_bit_for_bit() {
 fn ranks_split_members_and_agree_with_one_process() {
     for method in [Method::Es, Method::Ga] {
         let cfg = EvoConfig {
-            population: 10,
-            truncation: 4,
-            elite_candidates: 3,
             generations: 3,
-            ..EvoConfig::for_env(method, "CartPole-v1")
+            ..ten_members(method, 3)
         };
         let run = move |c: Option<std::sync::Arc<dyn Collective>>| {
             let mut e = Evolution::new(cfg.clone(), 1).unwrap();
