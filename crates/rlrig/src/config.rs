@@ -404,12 +404,25 @@ mod fuzz {
         lines.join("\n")
     }
 
-    fn resolve_case<C: Fuzzed>(
+    /// One fuzz case: the defaults (`kind`, `env`) it starts from, the config file's text
+    /// (if any), and the `--set` and `--env-arg` flags.
+    #[derive(Clone, Copy)]
+    struct Case<'a> {
         kind: usize,
-        env: &str,
-        file: Option<&str>,
-        set: &[String],
-        env_args: &[(String, String)],
+        env: &'a str,
+        file: Option<&'a str>,
+        set: &'a [String],
+        env_args: &'a [(String, String)],
+    }
+
+    fn resolve_case<C: Fuzzed>(
+        Case {
+            kind,
+            env,
+            file,
+            set,
+            env_args,
+        }: Case<'_>,
     ) -> Result<C> {
         static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -442,14 +455,8 @@ mod fuzz {
 
     /// The property for one case: an error with a message, or a config that either
     /// fails validation with a message or is usable and round-trips.
-    fn check_case<C: Fuzzed>(
-        kind: usize,
-        env: &str,
-        file: Option<&str>,
-        set: &[String],
-        env_args: &[(String, String)],
-    ) -> Result<(), TestCaseError> {
-        let cfg = match resolve_case::<C>(kind, env, file, set, env_args) {
+    fn check_case<C: Fuzzed>(case: Case<'_>) -> Result<(), TestCaseError> {
+        let cfg = match resolve_case::<C>(case) {
             Ok(cfg) => cfg,
             Err(e) => {
                 let msg = format!("{e:#}");
@@ -471,7 +478,12 @@ mod fuzz {
         prop_assert!(cfg.bytes() >= 0.0, "estimate {} for {:?}", cfg.bytes(), cfg);
         // What the run writes as config.toml gives the same config back on --resume.
         let written = toml::to_string(&cfg).unwrap();
-        let again = resolve_case::<C>(kind, env, Some(&written), &[], &[]);
+        let again = resolve_case::<C>(Case {
+            file: Some(&written),
+            set: &[],
+            env_args: &[],
+            ..case
+        });
         prop_assert!(again.is_ok(), "{:?} from\n{}", again.err(), written);
         prop_assert_eq!(again.unwrap(), cfg);
         Ok(())
@@ -494,13 +506,13 @@ mod fuzz {
         );
         proptest::test_runner::TestRunner::new(config(seed))
             .run(&strategy, |(kind, env, set, env_args)| {
-                check_case::<C>(
+                check_case::<C>(Case {
                     kind,
-                    C::envs()[env.index(C::envs().len())],
-                    None,
-                    &set,
-                    &env_args,
-                )
+                    env: C::envs()[env.index(C::envs().len())],
+                    file: None,
+                    set: &set,
+                    env_args: &env_args,
+                })
             })
             .unwrap();
     }
@@ -524,40 +536,41 @@ mod fuzz {
                 } else {
                     edit_text(&toml::to_string(&C::defaults(kind, env)).unwrap(), &edits)
                 };
-                check_case::<C>(kind, env, Some(&text), &[], &[])
+                check_case::<C>(Case {
+                    kind,
+                    env,
+                    file: Some(&text),
+                    set: &[],
+                    env_args: &[],
+                })
             })
             .unwrap();
     }
 
-    #[test]
-    fn ppo_set_and_env_args_never_panic() {
-        fuzz_sets::<PpoConfig>(0xf00d_0001);
+    /// For each learner's config, a test that fuzzes its `--set`/`--env-arg` flags and
+    /// one that fuzzes its config files, each with its own proptest seed.
+    macro_rules! never_panic {
+        ($($config:ty: $sets:ident($sets_seed:expr), $files:ident($files_seed:expr);)*) => {$(
+            #[test]
+            fn $sets() {
+                fuzz_sets::<$config>($sets_seed);
+            }
+
+            #[test]
+            fn $files() {
+                fuzz_files::<$config>($files_seed);
+            }
+        )*};
     }
 
-    #[test]
-    fn ppo_config_files_never_panic() {
-        fuzz_files::<PpoConfig>(0xf00d_0002);
-    }
-
-    #[test]
-    fn offpolicy_set_and_env_args_never_panic() {
-        fuzz_sets::<OffPolicyConfig>(0xf00d_0003);
-    }
-
-    #[test]
-    fn offpolicy_config_files_never_panic() {
-        fuzz_files::<OffPolicyConfig>(0xf00d_0004);
-    }
-
-    #[test]
-    fn evolution_set_and_config_files_never_panic() {
-        fuzz_sets::<EvoConfig>(0xf00d_0005);
-        fuzz_files::<EvoConfig>(0xf00d_0006);
-    }
-
-    #[test]
-    fn alphazero_set_and_config_files_never_panic() {
-        fuzz_sets::<AzConfig>(0xf00d_0007);
-        fuzz_files::<AzConfig>(0xf00d_0008);
+    never_panic! {
+        PpoConfig: ppo_set_and_env_args_never_panic(0xf00d_0001),
+            ppo_config_files_never_panic(0xf00d_0002);
+        OffPolicyConfig: offpolicy_set_and_env_args_never_panic(0xf00d_0003),
+            offpolicy_config_files_never_panic(0xf00d_0004);
+        EvoConfig: evolution_set_and_env_args_never_panic(0xf00d_0005),
+            evolution_config_files_never_panic(0xf00d_0006);
+        AzConfig: alphazero_set_and_env_args_never_panic(0xf00d_0007),
+            alphazero_config_files_never_panic(0xf00d_0008);
     }
 }
