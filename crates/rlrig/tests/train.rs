@@ -9,8 +9,8 @@ const COLS: usize = rlrig_learn::ppo::DETERMINISTIC_COLUMNS;
 use std::process::{Command, Stdio};
 
 use common::{
-    assert_contains, damage_latest_weights, fails_with, final_weights, latest_weights,
-    learning_columns, ok, read_json, resumes_like, rlrig, stderr, stdout, tmp,
+    assert_contains, damage_latest_weights, each_fails_in, fails_with, final_weights,
+    latest_weights, learning_columns, ok, read_json, resumes_like, rlrig, stderr, stdout, tmp,
 };
 use std::time::{Duration, Instant};
 
@@ -187,40 +187,32 @@ fn a_run_killed_after_a_checkpoint_resumes_to_the_same_weights() {
 fn bad_configs_devices_and_checkpoints_are_clear_errors() {
     let d = tmp("bad");
     let ds = d.to_str().unwrap();
-    fails_with(
-        &["train", "ppo", "--env", "Nope-v0", "--run-dir", ds],
-        None,
-        &["unknown env id 'Nope-v0'"],
-    );
-    fails_with(
-        &["train", "ppo", "--device", "wgpu", "--run-dir", ds],
-        None,
-        &["--device wgpu", "no Burn backend"],
+    each_fails_in(
+        ds,
+        &[
+            ("train ppo --env Nope-v0", &["unknown env id 'Nope-v0'"]),
+            (
+                "train ppo --device wgpu",
+                &["--device wgpu", "no Burn backend"],
+            ),
+        ],
     );
     // Devices are the names --help lists: anything else is a usage error (exit 2).
     let o = rlrig(&["train", "ppo", "--device", "tpu", "--run-dir", ds]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("invalid value 'tpu' for '--device"));
-    // The optimiser too, from a config (a typed field, not a string checked later).
-    fails_with(
-        &argv!["train a2c --set", "optimizer=\"sgd\"", "--run-dir", ds],
-        None,
-        &["optimizer", "sgd", "adam", "rmsprop"],
-    );
-    fails_with(
-        &["train", "ppo", "--set", "learning_rat=0.1", "--run-dir", ds],
-        None,
-        &["learning_rat"],
-    );
-    fails_with(
-        &["train", "ppo", "--set", "num_envs=four", "--run-dir", ds],
-        None,
-        &["num_envs"],
-    );
-    fails_with(
-        &argv!["train ppo --set num_minibatches=3 --run-dir", ds],
-        None,
-        &["num_minibatches"],
+    each_fails_in(
+        ds,
+        &[
+            // The optimiser too, from a config (a typed field, not a string checked later).
+            (
+                "train a2c --set optimizer=\"sgd\"",
+                &["optimizer", "sgd", "adam", "rmsprop"],
+            ),
+            ("train ppo --set learning_rat=0.1", &["learning_rat"]),
+            ("train ppo --set num_envs=four", &["num_envs"]),
+            ("train ppo --set num_minibatches=3", &["num_minibatches"]),
+        ],
     );
     std::fs::create_dir_all(&d).unwrap();
     let cfg = d.join("bad.toml");

@@ -112,6 +112,17 @@ pub fn each_fails_with(cases: &[(&'static str, &[&str])]) {
     }
 }
 
+/// [`each_fails_with`], each command line followed by `--run-dir dir`.
+pub fn each_fails_in(dir: &str, cases: &[(&'static str, &[&str])]) {
+    for (line, needles) in cases {
+        fails_with(
+            &[words(line), vec!["--run-dir", dir]].concat(),
+            None,
+            needles,
+        );
+    }
+}
+
 /// `rlrig play --run RUN --gif GIF` with `extra` flags: succeeds and writes a GIF.
 /// Returns its standard output (one line per episode, then the GIF's path).
 pub fn play_gif(run: &Path, gif: &Path, extra: &[&str]) -> String {
