@@ -753,37 +753,29 @@ impl Isa {
         *BEST.get_or_init(|| Isa::available()[0])
     }
 
-    /// The rows and columns of the matrix kernel's block for this instruction set (the
-    /// `R` and `P * LANES` its [`Isa::product`] runs with).
-    fn block(self) -> (usize, usize) {
+    /// The matrix kernel for this instruction set: its version, and the rows and columns
+    /// of its block (the `R` and `P * LANES` the version runs with).
+    fn kernel(self) -> (Version, (usize, usize)) {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => (4, 64),
+            Isa::Avx512 => (avx512, (4, 64)),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => (6, 16),
+            Isa::Avx2 => (avx2, (6, 16)),
             #[cfg(target_arch = "aarch64")]
-            Isa::Neon => (4, 16),
-            Isa::Scalar => (1, 1),
+            Isa::Neon => (neon, (4, 16)),
+            Isa::Scalar => (scalar, (1, 1)),
         }
     }
 
     /// [`takes_transposed_b`] for this instruction set's kernel.
     fn takes_transposed_b(self, shape: (usize, usize, usize)) -> bool {
-        let block = self.block();
+        let block = self.kernel().1;
         packs(shape, block) && shape.2.is_multiple_of(block.1)
     }
 
     /// The matrix kernel's version for this instruction set.
     pub(crate) fn product(self) -> Version {
-        match self {
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => avx512,
-            #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => avx2,
-            #[cfg(target_arch = "aarch64")]
-            Isa::Neon => neon,
-            Isa::Scalar => scalar,
-        }
+        self.kernel().0
     }
 
     /// The transpose's version for this instruction set (8 x 8 tiles in registers with
