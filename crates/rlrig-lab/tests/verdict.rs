@@ -117,8 +117,29 @@ fn a_large_network_is_learner_bound() {
         hidden: vec![256, 256],
         ..cfg(8, 64, 2048)
     };
-    let (b, _) = run(Ppo::new(c, 1).unwrap());
-    assert_eq!(verdict(&b, 8, 1).bound, Bound::Learner, "{b:?}");
+    let (b, ppo) = run(Ppo::new(c, 1).unwrap());
+    // The updates land in the learner timer, and the stage timers stay within the wall
+    // time (checks no load can break).
+    assert_eq!(ppo.global_step, 2048);
+    assert!(b.learner > 0.0, "{b:?}");
+    assert!(b.env + b.inference + b.learner <= b.wall, "{b:?}");
+    // The verdict on known stage splits, not on the run's own: timing never decides a
+    // test. A split with 70% of wall time in updates is learner-bound...
+    let b = Breakdown::new(10.0, 1.5, 1.0, 7.0);
+    let v = verdict(&b, 8, 1);
+    assert_eq!(v.bound, Bound::Learner, "{b:?}: {}", v.message);
+    assert!(
+        v.message
+            .starts_with("learner-bound: 70% of wall time in updates"),
+        "{}",
+        v.message
+    );
+    // ...one with less than half of it in updates is not...
+    let b = Breakdown::new(10.0, 3.0, 2.0, 4.5);
+    assert_eq!(verdict(&b, 8, 1).bound, Bound::Balanced, "{b:?}");
+    // ...nor is one whose env.step takes half of it: the env bounds that one.
+    let b = Breakdown::new(10.0, 5.0, 0.0, 5.0);
+    assert_eq!(verdict(&b, 8, 1).bound, Bound::Env, "{b:?}");
 }
 
 /// The native backend behind an accelerator's per-call latency: every inference call
@@ -205,10 +226,26 @@ fn a_batch_of_one_with_per_call_latency_is_inference_bound() {
     });
     ppo.set_backend(&latency).unwrap();
     assert!(ppo.device().ends_with("40 us per call"), "{}", ppo.device());
-    let (b, _) = run(ppo);
+    let (b, ppo) = run(ppo);
+    // Every one of the 8192 collection steps at batch 1 makes a forward call that spins
+    // 40 us first, in the inference timer (a lower bound no load can break).
+    assert_eq!(ppo.global_step, 8192);
+    assert!(b.inference >= 8192.0 * 40e-6, "{b:?}");
+    // The verdict on known stage splits, not on the run's own: timing never decides a
+    // test. A split with 45% of wall time in inference is inference-bound at batch 1,
+    // even with more of it in the learner...
+    let b = Breakdown::new(10.0, 0.5, 4.5, 4.8);
     let v = verdict(&b, 1, 1);
     assert_eq!(v.bound, Bound::Inference, "{b:?}: {}", v.message);
-    assert!(v.message.contains("batch 1"));
+    assert!(
+        v.message
+            .starts_with("inference-bound at batch 1: 45% of wall time in policy forward passes"),
+        "{}",
+        v.message
+    );
+    // ...and one with less than 40% in inference is not.
+    let b = Breakdown::new(10.0, 0.5, 3.5, 4.0);
+    assert_eq!(verdict(&b, 1, 1).bound, Bound::Balanced, "{b:?}");
 }
 
 #[test]
