@@ -300,17 +300,10 @@ fn draw_lunar_lander(a: &Area<'_>, s: &[f64]) -> Result<(), LabError> {
         ))
         .map_err(e)?;
     }
-    let hull: Vec<(f64, f64)> = [
-        (-14.0, 17.0),
-        (-17.0, 0.0),
-        (-17.0, -10.0),
-        (17.0, -10.0),
-        (17.0, 0.0),
-        (14.0, 17.0),
-    ]
-    .iter()
-    .map(|&(x, y)| (x / 30.0, y / 30.0))
-    .collect();
+    let hull: Vec<(f64, f64)> = rlrig_env::envs::lunar_lander::LANDER_POLY
+        .iter()
+        .map(|&(x, y)| (x / 30.0, y / 30.0))
+        .collect();
     a.draw(&Polygon::new(
         placed(&hull, body(0), 0.0, 400),
         purple.filled(),

@@ -27,7 +27,9 @@ pub const SCALE: f64 = 30.0;
 const MAIN_ENGINE_POWER: f64 = 13.0;
 const SIDE_ENGINE_POWER: f64 = 0.6;
 const INITIAL_RANDOM: f64 = 1000.0;
-const LANDER_POLY: [(f64, f64); 6] = [
+/// The lander's hull, in pixels (divide by [`SCALE`] for world units); the renderer draws
+/// the same polygon.
+pub const LANDER_POLY: [(f64, f64); 6] = [
     (-14.0, 17.0),
     (-17.0, 0.0),
     (-17.0, -10.0),
