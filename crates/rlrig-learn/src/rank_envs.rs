@@ -260,15 +260,7 @@ impl VecEnvDyn for RankEnvs {
             ObsBuf::F32(&self.obs32)
         }
     }
-    fn rewards(&self) -> &[f64] {
-        &self.rewards
-    }
-    fn terminated(&self) -> &[bool] {
-        &self.terminated
-    }
-    fn truncated(&self) -> &[bool] {
-        &self.truncated
-    }
+    rlrig_env::step_results!();
     fn final_obs(&self) -> Option<ObsBuf<'_>> {
         match (self.has_final, self.u8_obs) {
             (false, _) => None,

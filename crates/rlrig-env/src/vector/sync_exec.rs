@@ -446,6 +446,24 @@ pub trait VecEnvDyn: Send {
     fn render_state(&self, i: usize) -> Vec<f64>;
 }
 
+/// [`VecEnvDyn`]'s `rewards`, `terminated` and `truncated`, read from the implementing
+/// type's fields of the same names (`Vec<f64>`, `Vec<bool>`, `Vec<bool>`): every
+/// executor that holds its batch's step results keeps them so.
+#[macro_export]
+macro_rules! step_results {
+    () => {
+        fn rewards(&self) -> &[f64] {
+            &self.rewards
+        }
+        fn terminated(&self) -> &[bool] {
+            &self.terminated
+        }
+        fn truncated(&self) -> &[bool] {
+            &self.truncated
+        }
+    };
+}
+
 impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     fn spec(&self) -> crate::registry::EnvSpec {
         crate::registry::EnvSpec::of::<E>(&self.params)
@@ -465,15 +483,7 @@ impl<E: Env> VecEnvDyn for SyncVecEnv<E> {
     fn obs(&self) -> ObsBuf<'_> {
         E::Obs::view(&self.obs)
     }
-    fn rewards(&self) -> &[f64] {
-        &self.rewards
-    }
-    fn terminated(&self) -> &[bool] {
-        &self.terminated
-    }
-    fn truncated(&self) -> &[bool] {
-        &self.truncated
-    }
+    crate::step_results!();
     fn final_obs(&self) -> Option<ObsBuf<'_>> {
         SyncVecEnv::final_obs(self).map(E::Obs::view)
     }
