@@ -277,8 +277,8 @@ pub(crate) struct Operands<'a> {
     csa: usize,
     b: &'a [f32],
     ldb: usize,
-    /// `b` is stored transposed: its element `(t, j)` at `j * ldb + t` (set by
-    /// [`Operands::with_b_transposed`]; only for products that copy `b` into panels).
+    /// `b` is stored transposed: its element `(t, j)` at `j * ldb + t` (only for products
+    /// that copy `b` into panels, [`takes_transposed_b`]).
     bt: bool,
     ldc: usize,
     /// What the product is added to.
@@ -316,23 +316,10 @@ const RELU_GRAD: u8 = 5;
 
 impl<'a> Operands<'a> {
     /// `c (m x n, rows ldc apart) += a (m x k, element (i, t) at i*rsa + t*csa) *
-    /// b (k x n, rows ldb apart)`. Panics if an operand is too short for its shape.
+    /// b (k x n, rows ldb apart; with `bt`, given by its transpose: n x k, rows `ldb`
+    /// apart)`. Panics if an operand is too short for its shape.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        shape: (usize, usize, usize),
-        a: &'a [f32],
-        a_strides: (usize, usize),
-        b: &'a [f32],
-        ldb: usize,
-        c: &[f32],
-        ldc: usize,
-    ) -> Operands<'a> {
-        Operands::checked(shape, a, a_strides, b, (ldb, false), c, ldc)
-    }
-
-    /// [`Operands::new`] for `b` stored as itself or (`bt`) transposed.
-    #[allow(clippy::too_many_arguments)]
-    fn checked(
         (m, k, n): (usize, usize, usize),
         a: &'a [f32],
         (rsa, csa): (usize, usize),
@@ -370,22 +357,6 @@ impl<'a> Operands<'a> {
             start: Start::Add,
             b_sums: std::ptr::null_mut(),
         }
-    }
-
-    /// As [`Operands::new`] with `b` (k x n) given by its transpose `bt` (n x k, rows
-    /// `ldbt` apart), which products copying `b` into panels read directly (see
-    /// [`takes_transposed_b`]). Panics if an operand is too short for its shape.
-    #[allow(clippy::too_many_arguments)]
-    fn with_b_transposed(
-        shape: (usize, usize, usize),
-        a: &'a [f32],
-        a_strides: (usize, usize),
-        bt: &'a [f32],
-        ldbt: usize,
-        c: &[f32],
-        ldc: usize,
-    ) -> Operands<'a> {
-        Operands::checked(shape, a, a_strides, bt, (ldbt, true), c, ldc)
     }
 
     /// The same written product (`Start::Set`), and the sums of `b`'s `k` rows (from +0,
@@ -560,7 +531,7 @@ fn packs((m, k, n): (usize, usize, usize), (rows, width): (usize, usize)) -> boo
     k > 0 && m >= 2 * rows && n >= PACK_MIN_N.max(width)
 }
 
-/// Whether the kernel here takes `b` stored transposed ([`product_into_bt`]) for a
+/// Whether the kernel here takes `b` stored transposed ([`product_into`] with a transposed layout) for a
 /// product of shape `(m, k, n)`: where it copies `b` into whole panels anyway, so the
 /// copy can transpose it on the way.
 pub(crate) fn takes_transposed_b(shape: (usize, usize, usize)) -> bool {
@@ -792,43 +763,23 @@ impl Isa {
 /// `c = start + a b` ([`Start`]: `c`'s values, nothing, a bias row, or the product
 /// through tanh's gradient; see [`Operands::new`] for the shapes), and with `b_sums` the
 /// sums of `b`'s rows too ([`Operands::summing_b_rows`], a written product only), on the
-/// fastest version here.
+/// fastest version here. `b_layout`: `(ldb, false)` for `b` row-major with rows `ldb`
+/// apart, `(ldbt, true)` for `b` given by its transpose (n x k, rows `ldbt` apart), which
+/// only shapes the kernel copies into whole panels take ([`takes_transposed_b`]; panics
+/// for others).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn product_into(
     shape: (usize, usize, usize),
     a: &[f32],
     a_strides: (usize, usize),
     b: &[f32],
-    ldb: usize,
+    b_layout: (usize, bool),
     c: &mut [f32],
     ldc: usize,
     start: Start,
     b_sums: Option<&mut [f32]>,
 ) {
-    let o = Operands::new(shape, a, a_strides, b, ldb, c, ldc).starting(start);
-    let o = match b_sums {
-        Some(sums) => o.summing_b_rows(sums),
-        None => o,
-    };
-    Isa::best().product()(&o, c);
-}
-
-/// [`product_into`] with `b` (k x n) given by its transpose `bt` (n x k, rows `ldbt`
-/// apart), read straight into the kernel's panels: for shapes the kernel here takes so
-/// ([`takes_transposed_b`]; panics for others).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn product_into_bt(
-    shape: (usize, usize, usize),
-    a: &[f32],
-    a_strides: (usize, usize),
-    bt: &[f32],
-    ldbt: usize,
-    c: &mut [f32],
-    ldc: usize,
-    start: Start,
-    b_sums: Option<&mut [f32]>,
-) {
-    let o = Operands::with_b_transposed(shape, a, a_strides, bt, ldbt, c, ldc).starting(start);
+    let o = Operands::new(shape, a, a_strides, b, b_layout, c, ldc).starting(start);
     let o = match b_sums {
         Some(sums) => o.summing_b_rows(sums),
         None => o,
@@ -987,7 +938,7 @@ mod tests {
                 Start::TanhGrad(&h),
                 Start::ReluGrad(&h),
             ][usize::from(start)];
-            let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc).starting(start);
+            let o = Operands::new((m, k, n), &a, strides, &b, (ldb, false), &c0, ldc).starting(start);
             let mut want = c0.clone();
             reference(&o, &mut want);
             for isa in Isa::available() {
@@ -1024,10 +975,10 @@ mod tests {
                 }
             }
             for (st, sums_too) in [(start, false), (Start::Set, true)] {
-                let o = Operands::new((m, k, n), &a, strides, &b, ldb, &c0, ldc).starting(st);
+                let o = Operands::new((m, k, n), &a, strides, &b, (ldb, false), &c0, ldc).starting(st);
                 let mut want = c0.clone();
                 reference(&o, &mut want);
-                let o = Operands::with_b_transposed((m, k, n), &a, strides, &bt, ldbt, &c0, ldc)
+                let o = Operands::new((m, k, n), &a, strides, &bt, (ldbt, true), &c0, ldc)
                     .starting(st);
                 for isa in Isa::available() {
                     if !isa.takes_transposed_b((m, k, n)) {
@@ -1078,6 +1029,6 @@ mod tests {
     #[should_panic(expected = "kernel: c too short")]
     fn short_output_is_refused() {
         let c = vec![0.0; 7];
-        Operands::new((2, 2, 4), &[1.0; 4], (2, 1), &[1.0; 8], 4, &c, 4);
+        Operands::new((2, 2, 4), &[1.0; 4], (2, 1), &[1.0; 8], (4, false), &c, 4);
     }
 }

@@ -58,17 +58,38 @@ fn on_kernel(
     b_sums: Option<&mut [f32]>,
 ) {
     if csb == 1 && rsb >= n {
-        kernel::product_into((m, k, n), a, a_strides, b, rsb, c, ldc, start, b_sums);
+        kernel::product_into(
+            (m, k, n),
+            a,
+            a_strides,
+            b,
+            (rsb, false),
+            c,
+            ldc,
+            start,
+            b_sums,
+        );
         return;
     }
     if kernel::takes_transposed_b((m, k, n)) {
         // The kernel copies b into panels anyway, and transposes it on the way.
-        kernel::product_into_bt((m, k, n), a, a_strides, b, csb, c, ldc, start, b_sums);
+        let b_layout = (csb, true);
+        kernel::product_into((m, k, n), a, a_strides, b, b_layout, c, ldc, start, b_sums);
         return;
     }
     with_scratch(k * n, |bt| {
         kernel::transpose(b, csb, n, k, bt);
-        kernel::product_into((m, k, n), a, a_strides, bt, n, c, ldc, start, b_sums);
+        kernel::product_into(
+            (m, k, n),
+            a,
+            a_strides,
+            bt,
+            (n, false),
+            c,
+            ldc,
+            start,
+            b_sums,
+        );
     });
 }
 
