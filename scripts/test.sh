@@ -22,6 +22,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec </dev/null
+# Each step's start on stderr, with the seconds since this script began and the CPU, so a
+# slow or stopped run shows where its time went.
+T0=$(date +%s)
+step() { echo "[test] $1 at $(( $(date +%s) - T0 )) s" >&2; }
+echo "[test] $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | xargs), $(nproc) cores" >&2
 
 if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust from https://rustup.rs first" >&2
@@ -67,7 +72,11 @@ fi
 # would crawl in debug, without release's slow single-unit LTO link. The Python package
 # and the opt-in features below build in the same profile, so they reuse this build.
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
+step "the workspace's tests (ci profile)"
 cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked
+# The binary those tests ran: every SIMD intrinsic inlined into its loop (the ci
+# profile's 16 codegen units once left a kernel loop calling them one by one).
+bash scripts/check_simd_inlined.sh target/ci/rlrig
 
 # Atari's ROMs, from ale-py's wheel (scripts/fetch_roms.sh), for the Python package's
 # and the binary's Atari tests below.
@@ -76,6 +85,7 @@ if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
 fi
 
 if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
+  step "the Python package and its tests"
   # The Python package, installed as a user installs it (maturin builds the extension
   # in the test build's profile, reusing the workspace's target directory; with Atari,
   # as `MATURIN_PEP517_ARGS="--features atari"` builds it), then its tests against
@@ -118,10 +128,12 @@ if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
   TESTS+=(--test atari --test atari_golden --test executors)
 fi
 if [ "${#TESTS[@]}" -gt 0 ]; then
+  step "the MPI and Atari tests"
   cargo test --profile ci --locked -p rlrig -p rlrig-env --features "$(IFS=,; echo "${FEATURES[*]}")" "${TESTS[@]}"
 fi
 
 if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
+  step "the Burn and wgpu tests (dev profile)"
   # Burn devices (`--device burn-cpu|wgpu`): Burn's parity with the native path and
   # the binary's Burn tests. Without a GPU, wgpu runs on Mesa's software Vulkan
   # (lavapipe), installed here when no Vulkan driver is present. Dev profile with
@@ -136,3 +148,4 @@ if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
     cargo test --locked -p rlrig --features burn,gpu -p rlrig-gpu \
       --test burn_parity --test burn --test gpu --test device
 fi
+step "done"
