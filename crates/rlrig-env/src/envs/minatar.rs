@@ -18,6 +18,15 @@ pub trait Draws {
     fn rand(&mut self) -> f64;
     /// `random.randint(low, high)`: uniform integer in `low..high` (`high > low`).
     fn randint(&mut self, low: i32, high: i32) -> i32;
+
+    /// The side a spawned object enters from, as Asterix's and Seaquest's spawns draw
+    /// it (`lr = random.rand() < 1/2`, `x = 0 if lr else 9`): one `rand`, then whether
+    /// it moves right and its column.
+    #[inline]
+    fn spawn_side(&mut self) -> (bool, i8) {
+        let right = self.rand() < 0.5;
+        (right, if right { 0 } else { 9 })
+    }
 }
 
 impl Draws for Rng {

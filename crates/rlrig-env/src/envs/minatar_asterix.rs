@@ -65,7 +65,7 @@ pub struct Asterix;
 
 impl Asterix {
     fn spawn(s: &mut AsterixState, d: &mut impl Draws) {
-        let right = d.rand() < 0.5;
+        let (right, x) = d.spawn_side();
         let gold = d.rand() < 1.0 / 3.0;
         let free = s.entities.iter().filter(|e| e.is_none()).count() as i32;
         if free == 0 {
@@ -76,11 +76,7 @@ impl Asterix {
             .filter(|&i| s.entities[i].is_none())
             .nth(k)
             .unwrap_or(0);
-        s.entities[slot] = Some(Entity {
-            x: if right { 0 } else { 9 },
-            right,
-            gold,
-        });
+        s.entities[slot] = Some(Entity { x, right, gold });
     }
 
     /// Touching entity `i`: gold is collected, an enemy ends the game.

@@ -120,9 +120,8 @@ pub struct Seaquest;
 
 impl Seaquest {
     fn spawn_enemy(s: &mut SeaquestState, d: &mut impl Draws) {
-        let right = d.rand() < 0.5;
+        let (right, x) = d.spawn_side();
         let is_sub = d.rand() < 1.0 / 3.0;
-        let x = if right { 0 } else { 9 };
         let y = d.randint(1, 9) as i8;
         // No spawn into a row where something moves the other way.
         let clash = |o: &Obj| o.y == y && o.right != right;
@@ -150,8 +149,7 @@ impl Seaquest {
     }
 
     fn spawn_diver(s: &mut SeaquestState, d: &mut impl Draws) {
-        let right = d.rand() < 0.5;
-        let x = if right { 0 } else { 9 };
+        let (right, x) = d.spawn_side();
         let y = d.randint(1, 9) as i8;
         s.divers.push(Obj {
             x,
