@@ -291,8 +291,8 @@ impl<'a> Reader<'a> {
         Ok(g)
     }
 
-    /// Errors if numbers are left over.
-    pub fn finish(self) -> Result<(), String> {
+    /// `read` (what was read from the vector), or an error if numbers are left over.
+    pub fn finish<T>(self, read: T) -> Result<T, String> {
         if self.at != self.v.len() {
             return Err(format!(
                 "expected {} numbers, got {} (layout: {})",
@@ -301,7 +301,7 @@ impl<'a> Reader<'a> {
                 self.layout
             ));
         }
-        Ok(())
+        Ok(read)
     }
 }
 
@@ -506,7 +506,7 @@ mod tests {
         assert!(r.int("b", 0, 3).unwrap_err().contains("ends at 1"));
         let r = Reader::new(&v, "[a, b]");
         assert!(
-            r.finish()
+            r.finish(())
                 .unwrap_err()
                 .contains("expected 0 numbers, got 2")
         );

@@ -211,8 +211,7 @@ impl Env for Asterix {
             let gold = r.bool("entity gold")?;
             *e = present.then_some(Entity { x, right, gold });
         }
-        r.finish()?;
-        Ok(s)
+        r.finish(s)
     }
 }
 

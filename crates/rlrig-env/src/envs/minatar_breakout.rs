@@ -161,8 +161,7 @@ impl Env for Breakout {
             last_action: r.int("last_action", 0, 2)? as u8,
             bricks: r.grid("bricks")?,
         };
-        r.finish()?;
-        Ok(s)
+        r.finish(s)
     }
 }
 

@@ -187,8 +187,7 @@ impl Env for Freeway {
             c.timer = r.int("car timer", 0, 5)? as i8;
             c.speed = r.int("car speed", -5, 5)? as i8;
         }
-        r.finish()?;
-        Ok(s)
+        r.finish(s)
     }
 }
 

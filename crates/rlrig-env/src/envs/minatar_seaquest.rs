@@ -516,8 +516,7 @@ impl Env for Seaquest {
         s.e_fish = list(&mut r, "fish")?;
         s.e_subs = list(&mut r, "enemy sub")?;
         s.divers = list(&mut r, "diver")?;
-        r.finish()?;
-        Ok(s)
+        r.finish(s)
     }
 }
 

@@ -241,7 +241,7 @@ impl Env for SpaceInvaders {
             f_bullets: r.grid("friendly bullets")?,
             e_bullets: r.grid("enemy bullets")?,
         };
-        r.finish()?;
+        let s = r.finish(s)?;
         if s.aliens == 0 {
             return Err("the aliens grid is empty; a wave always has aliens".into());
         }
