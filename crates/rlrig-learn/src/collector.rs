@@ -3,14 +3,16 @@
 //! sums of the current logging chunk, and the part of a checkpoint that holds them
 //! ([`Progress`]). The learners add their networks, optimisers and update rules.
 
-use rlrig_env::{Purpose, Rng, VecEnvDyn, VecSnapshot};
+use rlrig_env::{ActionBuf, EnvError, Purpose, Rng, VecEnvDyn, VecSnapshot};
 use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
+use std::time::Instant;
 
 use crate::LearnError;
 use crate::buffer::ReplayBuffer;
 use crate::run::TensorSource;
+use crate::trace::StageTimes;
 
 /// One checkpoint tensor: its name and values (borrowed where the run holds them).
 pub type NamedTensor<'a> = (&'static str, Cow<'a, [f32]>);
@@ -150,6 +152,28 @@ impl Collector {
     /// `(seed, Policy, steps)`.
     pub fn policy_rng(&self, seed: u64) -> Rng {
         Rng::stream(seed, Purpose::Policy, self.steps)
+    }
+
+    /// One collection step with `actions`, chosen since `t0` in the observations `obs`:
+    /// steps the envs and [`Collector::record`]s the step (`action(k)`: env k's action
+    /// as the buffer stores it), then adds the time since `t0` to `times.inference`
+    /// and the env step's to `times.env`. Where the envs refuse the actions, their
+    /// error, and nothing recorded.
+    pub fn step<A: AsRef<[f32]>>(
+        &mut self,
+        t0: Instant,
+        actions: ActionBuf<'_>,
+        obs: &[f32],
+        action: impl Fn(usize) -> A,
+        times: &mut StageTimes,
+    ) -> Result<(), EnvError> {
+        let t1 = Instant::now();
+        self.env.step(actions)?;
+        let t2 = Instant::now();
+        self.record(obs, action);
+        times.inference += (t1 - t0).as_secs_f64();
+        times.env += (t2 - t1).as_secs_f64();
+        Ok(())
     }
 
     /// Stores the step the envs just took in the buffer (where an episode ended, with

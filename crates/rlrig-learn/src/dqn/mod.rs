@@ -435,18 +435,18 @@ impl Dqn {
             };
             self.s.actions.push(a);
         }
-        let t1 = std::time::Instant::now();
-        self.c
-            .env
-            .step(ActionBuf::Discrete(&self.s.actions))
-            .expect("actions are valid indices");
-        let t2 = std::time::Instant::now();
         let actions = &self.s.actions;
         let before = self.c.global_step;
-        self.c.record(&self.s.obs, |e| [actions[e] as f32]);
+        self.c
+            .step(
+                t0,
+                ActionBuf::Discrete(actions),
+                &self.s.obs,
+                |e| [actions[e] as f32],
+                &mut self.times,
+            )
+            .expect("actions are valid indices");
         let now = self.c.global_step;
-        self.times.inference += (t1 - t0).as_secs_f64();
-        self.times.env += (t2 - t1).as_secs_f64();
         // CleanRL: once global_step > learning_starts, train every train_frequency
         // steps and update the target every target_network_frequency steps.
         let from = before.max(self.cfg.learning_starts);

@@ -247,16 +247,16 @@ impl OffPolicy {
                 }
             }
         }
-        let t1 = std::time::Instant::now();
-        self.c
-            .env
-            .step(ActionBuf::Continuous(&self.s.actions))
-            .expect("actions are finite and within bounds");
-        let t2 = std::time::Instant::now();
         let actions = &self.s.actions;
-        self.c.record(&self.s.obs, |k| &actions[k * a..(k + 1) * a]);
-        self.times.inference += (t1 - t0).as_secs_f64();
-        self.times.env += (t2 - t1).as_secs_f64();
+        self.c
+            .step(
+                t0,
+                ActionBuf::Continuous(actions),
+                &self.s.obs,
+                |k| &actions[k * a..(k + 1) * a],
+                &mut self.times,
+            )
+            .expect("actions are finite and within bounds");
         // CleanRL trains once global_step > learning_starts.
         if self.c.global_step > self.cfg.learning_starts {
             let t3 = std::time::Instant::now();
