@@ -456,7 +456,7 @@ impl LearnResult {
         seeds: Vec<u64>,
         sets: Vec<String>,
     ) -> Result<LearnResult, LabError> {
-        let probe = crate::probe::probe(&crate::probe::Roots::default());
+        let (machine, probe) = crate::probe::this_machine()?;
         Ok(LearnResult {
             suite: LEARN_SUITE.into(),
             version: LEARN_VERSION,
@@ -466,8 +466,8 @@ impl LearnResult {
             threads,
             seeds,
             sets,
-            machine: probe.fingerprint(),
-            probe: serde_json::to_value(&probe).map_err(LabError::encode("the probe"))?,
+            machine,
+            probe,
             cells: Vec::new(),
         })
     }

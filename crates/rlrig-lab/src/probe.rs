@@ -381,6 +381,14 @@ fn nvidia(r: &Roots) -> Found<NvidiaGpu> {
     }
 }
 
+/// This machine as a benchmark result records it: its [`Probe::fingerprint`] and the
+/// whole probe as JSON.
+pub(crate) fn this_machine() -> Result<(String, serde_json::Value), crate::LabError> {
+    let probe = probe(&Roots::default());
+    let json = serde_json::to_value(&probe).map_err(crate::LabError::encode("the probe"))?;
+    Ok((probe.fingerprint(), json))
+}
+
 /// Probes the machine through `roots`.
 pub fn probe(roots: &Roots) -> Probe {
     Probe {

@@ -221,7 +221,7 @@ pub fn run_suite(
             extra,
         });
     }
-    let probe = crate::probe::probe(&crate::probe::Roots::default());
+    let (machine, probe) = crate::probe::this_machine()?;
     Ok(SuiteResult {
         suite: "rlrig-bench-suite".into(),
         version: SUITE_VERSION,
@@ -229,8 +229,8 @@ pub fn run_suite(
         unix_time: unix_time(),
         quick,
         threads,
-        machine: probe.fingerprint(),
-        probe: serde_json::to_value(&probe).map_err(LabError::encode("the probe"))?,
+        machine,
+        probe,
         workloads,
     })
 }
