@@ -91,14 +91,10 @@ pub(super) fn train_alphazero_cli(a: AzArgs) -> Result<Option<Stop>> {
         t.eval,
         pct(t.eval)
     );
-    if let Some(stop) = summary.interrupted {
-        report_stop(
-            stop,
-            &format!("after iteration {}", summary.alg.iteration),
-            "alphazero",
-            &run_dir,
-        )?;
-    }
-    outln!("run directory: {}", run_dir.display());
-    Ok(summary.interrupted)
+    end_run(
+        summary.interrupted,
+        &format!("after iteration {}", summary.alg.iteration),
+        "alphazero",
+        &run_dir,
+    )
 }

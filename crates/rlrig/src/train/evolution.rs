@@ -126,14 +126,10 @@ pub(super) fn train_evolution_cli(a: EvoArgs, method: Method) -> Result<Option<S
             summary.interrupted.is_some(),
         )
     );
-    if let Some(stop) = summary.interrupted {
-        report_stop(
-            stop,
-            &format!("after generation {}", summary.alg.generation),
-            name,
-            &run_dir,
-        )?;
-    }
-    outln!("run directory: {}", run_dir.display());
-    Ok(summary.interrupted)
+    end_run(
+        summary.interrupted,
+        &format!("after generation {}", summary.alg.generation),
+        name,
+        &run_dir,
+    )
 }

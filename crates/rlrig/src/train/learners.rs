@@ -59,16 +59,12 @@ pub(super) fn train_replay_cli<R: rlrig_learn::replay::Replay>(
         &cpu,
         gpu,
     )?;
-    if let Some(stop) = summary.interrupted {
-        report_stop(
-            stop,
-            &format!("at step {}", r.global_step()),
-            algo,
-            &run_dir,
-        )?;
-    }
-    outln!("run directory: {}", run_dir.display());
-    Ok(summary.interrupted)
+    end_run(
+        summary.interrupted,
+        &format!("at step {}", r.global_step()),
+        algo,
+        &run_dir,
+    )
 }
 
 /// Prints the stage breakdown, core and GPU use and the verdict of a run.
@@ -201,16 +197,12 @@ pub(super) fn train_ppo_cli(a: PpoArgs, label: &str) -> Result<Option<Stop>> {
     if let Some(p) = &a.trace {
         outln!("trace: {} (open in ui.perfetto.dev)", p.display());
     }
-    if let Some(stop) = summary.interrupted {
-        report_stop(
-            stop,
-            &format!("at step {}", ppo.global_step),
-            label,
-            &run_dir,
-        )?;
-    }
-    outln!("run directory: {}", run_dir.display());
-    Ok(summary.interrupted)
+    end_run(
+        summary.interrupted,
+        &format!("at step {}", ppo.global_step),
+        label,
+        &run_dir,
+    )
 }
 
 /// The options of a run of `a` in `run_dir` (the replay learners refuse --trace

@@ -80,14 +80,24 @@ fn run_dir_for(
     }))
 }
 
-/// The lines a stopped run ends with: what stopped it, where, and how to go on.
-fn report_stop(stop: Stop, at: &str, algo: &str, run_dir: &std::path::Path) -> Result<()> {
-    outln!(
-        "interrupted by {} {at}: checkpoint written; continue with `rlrig train {algo} --run-dir {} --resume`",
-        stop.signal_name(),
-        run_dir.display()
-    );
-    Ok(())
+/// The lines a run of `algo` ends with: where it was `stopped`, what stopped it, where
+/// (`at`) and how to go on; then its directory. Returns `stopped`, the train command's
+/// result.
+fn end_run(
+    stopped: Option<Stop>,
+    at: &str,
+    algo: &str,
+    run_dir: &std::path::Path,
+) -> Result<Option<Stop>> {
+    if let Some(stop) = stopped {
+        outln!(
+            "interrupted by {} {at}: checkpoint written; continue with `rlrig train {algo} --run-dir {} --resume`",
+            stop.signal_name(),
+            run_dir.display()
+        );
+    }
+    outln!("run directory: {}", run_dir.display());
+    Ok(stopped)
 }
 
 /// "evaluation{of} over N episodes: mean return M ± S", or why there is none (stopped
