@@ -14,7 +14,10 @@
 //! rounded, so AVX-512, AVX2+FMA, NEON and the scalar fallback (`f32::mul_add`) give
 //! the same bits; only the block shapes differ.
 
+use std::cell::RefCell;
 use std::ops::Range;
+
+use super::Scratch;
 
 /// Vectors of `f32` lanes on one instruction set.
 trait Simd {
@@ -540,8 +543,8 @@ pub(crate) fn takes_transposed_b(shape: (usize, usize, usize)) -> bool {
 
 thread_local! {
     /// This thread's copy of `b` in panels ([`product_as`]), kept between products so
-    /// that packing allocates only while the largest product grows.
-    static PANELS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// that packing allocates only while the largest product grows ([`Scratch`]).
+    static PANELS: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// [`product`], starting from `START` ([`Start`]). Where `b` is wide
@@ -571,44 +574,35 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
     unsafe {
         let mut j = 0;
         if packing {
-            // The buffer is taken out of the thread-local and the loops run here, not
-            // in a closure given to `with`: a closure does not carry this function's
-            // target features, and where it is not inlined (16 codegen units, no LTO:
-            // the `ci` profile) every intrinsic in it became a call, 9x slower.
-            let mut buf = PANELS.take();
-            {
-                if buf.len() < panels * width * k {
-                    buf.resize(panels * width * k, 0.0);
+            // Taken as a value, not used in a closure: see [`Scratch`].
+            let mut buf = Scratch::take(&PANELS, panels * width * k);
+            for (p, panel) in buf.chunks_exact_mut(width * k).take(panels).enumerate() {
+                if o.bt {
+                    // Columns p * width.. of b are rows of its transpose.
+                    transpose(&o.b[p * width * o.ldb..], o.ldb, width, k, panel);
+                    continue;
                 }
-                for (p, panel) in buf.chunks_exact_mut(width * k).take(panels).enumerate() {
-                    if o.bt {
-                        // Columns p * width.. of b are rows of its transpose.
-                        transpose(&o.b[p * width * o.ldb..], o.ldb, width, k, panel);
-                        continue;
-                    }
-                    for (t, row) in panel.chunks_exact_mut(width).enumerate() {
-                        row.copy_from_slice(&o.b[t * o.ldb + p * width..][..width]);
-                    }
-                }
-                for p in 0..panels {
-                    let j = p * width;
-                    let b = buf.as_ptr().add(p * width * k);
-                    let src = |i| Src {
-                        b,
-                        ldb: width,
-                        ..Src::in_place(o, i, j)
-                    };
-                    let mut i = 0;
-                    while i + R <= m {
-                        block::<S, R, P, START>(o, c, (i, j), src(i));
-                        i += R;
-                    }
-                    for i in i..m {
-                        block::<S, 1, P, START>(o, c, (i, j), src(i));
-                    }
+                for (t, row) in panel.chunks_exact_mut(width).enumerate() {
+                    row.copy_from_slice(&o.b[t * o.ldb + p * width..][..width]);
                 }
             }
-            PANELS.set(buf);
+            for p in 0..panels {
+                let j = p * width;
+                let b = buf.as_ptr().add(p * width * k);
+                let src = |i| Src {
+                    b,
+                    ldb: width,
+                    ..Src::in_place(o, i, j)
+                };
+                let mut i = 0;
+                while i + R <= m {
+                    block::<S, R, P, START>(o, c, (i, j), src(i));
+                    i += R;
+                }
+                for i in i..m {
+                    block::<S, 1, P, START>(o, c, (i, j), src(i));
+                }
+            }
             j = panels * width;
         }
         while j + width <= n {

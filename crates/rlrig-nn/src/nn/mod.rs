@@ -11,6 +11,9 @@
 
 use rlrig_env::Rng;
 
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
 mod kernel;
 
 /// What the kernel adds a `beta` product to: nothing for `beta = 0` (it writes `c`
@@ -286,18 +289,54 @@ fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
 thread_local! {
     /// Scratch of the small products, kept per thread (a zeroed 16 KB stack array per
     /// call was 4 % of a PPO CartPole run in `memset`).
-    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SCRATCH: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on `len` floats of this thread's scratch, which hold whatever an earlier
-/// product left there: `f` writes every element before it reads it.
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    SCRATCH.with_borrow_mut(|v| {
-        if v.len() < len {
-            v.resize(len, 0.0);
+/// `len` floats of a thread's buffer kept in the thread-local `key`, holding whatever an
+/// earlier user left there (the user writes every element before it reads it). The
+/// buffer is taken out of the thread-local while it is used and put back on drop, so it
+/// allocates only while the largest use grows. It is handed out as a value, not through
+/// a closure given to `LocalKey::with`: a closure does not carry its caller's
+/// `#[target_feature]`s, and where it is not inlined (the `ci` profile: 16 codegen
+/// units, no LTO) a SIMD loop inside it called every intrinsic, 9x slower.
+struct Scratch {
+    key: &'static LocalKey<RefCell<Vec<f32>>>,
+    buf: Vec<f32>,
+    len: usize,
+}
+
+impl Scratch {
+    fn take(key: &'static LocalKey<RefCell<Vec<f32>>>, len: usize) -> Scratch {
+        let mut buf = key.take();
+        if buf.len() < len {
+            buf.resize(len, 0.0);
         }
-        f(&mut v[..len])
-    })
+        Scratch { key, buf, len }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.buf[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut [f32] {
+        &mut self.buf[..self.len]
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        self.key.set(std::mem::take(&mut self.buf));
+    }
+}
+
+/// Runs `f` on `len` floats of this thread's scratch ([`Scratch`]).
+fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    f(&mut Scratch::take(&SCRATCH, len))
 }
 
 /// Dot product with 16 partial sums, added in a fixed order (deterministic).
