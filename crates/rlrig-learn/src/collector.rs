@@ -155,44 +155,51 @@ impl Collector {
     }
 
     /// One collection step with `actions`, chosen since `t0` in the observations `obs`:
-    /// steps the envs and [`Collector::record`]s the step (`action(k)`: env k's action
-    /// as the buffer stores it), then adds the time since `t0` to `times.inference`
-    /// and the env step's to `times.env`. Where the envs refuse the actions, their
-    /// error, and nothing recorded.
-    pub fn step<A: AsRef<[f32]>>(
+    /// steps the envs and records the step (where an episode ended, with its final
+    /// observation as the next one; a discrete action stored as one float), then adds
+    /// the time since `t0` to `times.inference` and the env step's to `times.env`.
+    /// Where the envs refuse the actions, their error, and nothing recorded.
+    pub fn step(
         &mut self,
         t0: Instant,
         actions: ActionBuf<'_>,
         obs: &[f32],
-        action: impl Fn(usize) -> A,
         times: &mut StageTimes,
     ) -> Result<(), EnvError> {
         let t1 = Instant::now();
         self.env.step(actions)?;
         let t2 = Instant::now();
-        self.record(obs, action);
+        self.record(obs, actions);
         times.inference += (t1 - t0).as_secs_f64();
         times.env += (t2 - t1).as_secs_f64();
         Ok(())
     }
 
-    /// Stores the step the envs just took in the buffer (where an episode ended, with
-    /// its final observation as the next one), adds the rewards to the running
-    /// episodes and the episodes that ended to the chunk, and counts the step. `obs`
-    /// is the observation the actions were taken in, `action(k)` env k's action.
-    pub fn record<A: AsRef<[f32]>>(&mut self, obs: &[f32], action: impl Fn(usize) -> A) {
+    /// Stores the step the envs just took in the buffer, adds the rewards to the
+    /// running episodes and the episodes that ended to the chunk, and counts the step.
+    /// `obs` is the observation the actions were taken in.
+    fn record(&mut self, obs: &[f32], actions: ActionBuf<'_>) {
         let n = self.ep_return.len();
         let d = obs.len() / n;
+        let a = actions.len() / n;
         let final_obs = self.env.final_obs().expect("SameStep executor");
         let env = &*self.env;
         let (obs_next, rewards, term, trunc) =
             (env.obs(), env.rewards(), env.terminated(), env.truncated());
+        let mut index = [0.0f32];
         for k in 0..n {
             let ended = term[k] || trunc[k];
             let next = if ended { final_obs } else { obs_next };
+            let action: &[f32] = match actions {
+                ActionBuf::Discrete(i) => {
+                    index[0] = i[k] as f32;
+                    &index
+                }
+                ActionBuf::Continuous(x) => &x[k * a..(k + 1) * a],
+            };
             self.buffer.push(
                 &obs[k * d..(k + 1) * d],
-                action(k).as_ref(),
+                action,
                 rewards[k] as f32,
                 next.slice(k * d, d).f32_in(&mut self.next_row),
                 term[k],

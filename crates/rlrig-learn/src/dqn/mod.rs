@@ -435,14 +435,12 @@ impl Dqn {
             };
             self.s.actions.push(a);
         }
-        let actions = &self.s.actions;
         let before = self.c.global_step;
         self.c
             .step(
                 t0,
-                ActionBuf::Discrete(actions),
+                ActionBuf::Discrete(&self.s.actions),
                 &self.s.obs,
-                |e| [actions[e] as f32],
                 &mut self.times,
             )
             .expect("actions are valid indices");

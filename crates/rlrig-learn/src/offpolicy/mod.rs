@@ -247,13 +247,11 @@ impl OffPolicy {
                 }
             }
         }
-        let actions = &self.s.actions;
         self.c
             .step(
                 t0,
-                ActionBuf::Continuous(actions),
+                ActionBuf::Continuous(&self.s.actions),
                 &self.s.obs,
-                |k| &actions[k * a..(k + 1) * a],
                 &mut self.times,
             )
             .expect("actions are finite and within bounds");
