@@ -53,7 +53,8 @@ criterion_group! {
     targets = benches
 }
 
-/// The gemm shapes of a PPO minibatch (128 rows, 64 hidden): forward, dW and dX.
+/// The gemm shapes of a PPO minibatch (128 rows, 64 hidden) and of SAC's 256-wide
+/// layers (a 64-row chunk, a 256-row batch): forward, dW and dX.
 fn gemm_shapes(c: &mut Criterion) {
     use rlrig_nn::nn::gemm;
     let mut rng = Rng::stream(1, Purpose::Bench, 0);
@@ -63,6 +64,8 @@ fn gemm_shapes(c: &mut Criterion) {
         (128, 64, 64),
         (512, 64, 64),
         (4, 64, 64),
+        (64, 256, 256),
+        (256, 256, 256),
     ] {
         let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
         let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();

@@ -589,31 +589,16 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
             for p in 0..panels {
                 let j = p * width;
                 let b = buf.as_ptr().add(p * width * k);
-                let src = |i| Src {
+                column_blocks::<S, R, P, START>(o, c, j, |i| Src {
                     b,
                     ldb: width,
                     ..Src::in_place(o, i, j)
-                };
-                let mut i = 0;
-                while i + R <= m {
-                    block::<S, R, P, START>(o, c, (i, j), src(i));
-                    i += R;
-                }
-                for i in i..m {
-                    block::<S, 1, P, START>(o, c, (i, j), src(i));
-                }
+                });
             }
             j = panels * width;
         }
         while j + width <= n {
-            let mut i = 0;
-            while i + R <= m {
-                block::<S, R, P, START>(o, c, (i, j), Src::in_place(o, i, j));
-                i += R;
-            }
-            for i in i..m {
-                block::<S, 1, P, START>(o, c, (i, j), Src::in_place(o, i, j));
-            }
+            column_blocks::<S, R, P, START>(o, c, j, |i| Src::in_place(o, i, j));
             j += width;
         }
         while j + S::LANES <= n {
@@ -626,6 +611,45 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
             for i in 0..m {
                 block::<Scalar, 1, 1, START>(o, c, (i, j), Src::in_place(o, i, j));
             }
+        }
+    }
+}
+
+/// Every row of the columns `j..j + P * LANES`: blocks of `R` rows, then the rows left
+/// over in blocks of 4 and 2 where `R` is larger, then single rows. A block of one row
+/// keeps only `P` sums in flight, fewer than the FMA units' latency hides (four cycles
+/// on two units wants eight), so 64 rows on AVX2's 6-row blocks end in one 4-row block
+/// instead of four single rows. Each element's sum is the same whichever block holds
+/// it, so the same bits.
+///
+/// # Safety
+/// As [`block`], for every row `i < o.m` and the columns `j..j + P * LANES`, reading
+/// the operands where `src(i)` says.
+#[inline(always)]
+unsafe fn column_blocks<S: Simd, const R: usize, const P: usize, const START: u8>(
+    o: &Operands,
+    c: *mut f32,
+    j: usize,
+    src: impl Fn(usize) -> Src,
+) {
+    let m = o.m;
+    let mut i = 0;
+    // SAFETY: every block's rows lie below m (the caller's contract covers them).
+    unsafe {
+        while i + R <= m {
+            block::<S, R, P, START>(o, c, (i, j), src(i));
+            i += R;
+        }
+        if R > 4 && i + 4 <= m {
+            block::<S, 4, P, START>(o, c, (i, j), src(i));
+            i += 4;
+        }
+        if R > 2 && i + 2 <= m {
+            block::<S, 2, P, START>(o, c, (i, j), src(i));
+            i += 2;
+        }
+        for i in i..m {
+            block::<S, 1, P, START>(o, c, (i, j), src(i));
         }
     }
 }
