@@ -11,8 +11,10 @@
 //!
 //! Determinism: exploration noise and random warm-up actions of collection step `t` come
 //! from the stream `(seed, Policy, t)`, minibatch indices and the policy/target noise of
-//! update `u` from `(seed, Learner, u)`; the learner runs on one thread in a fixed
-//! order, and the envs are stepped by rlrig-env (identical at any thread count). A run is
+//! update `u` from `(seed, Learner, u)`; the learner's passes are split into chunks of
+//! rows that do not depend on the thread count and whose gradients are added in chunk
+//! order (the native backend), and the envs are stepped by rlrig-env (identical at any
+//! thread count). A run is
 //! a pure function of its config, and a checkpoint (which holds the replay buffer unless
 //! `checkpoint_buffer = false`) continues it bit for bit.
 //!
@@ -23,6 +25,8 @@ use rlrig_env::{ActionBuf, Purpose, Rng, Space};
 use serde::{Deserialize, Serialize};
 
 use std::borrow::Cow;
+use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
 
 use crate::LearnError;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout, Weights, rebuild};
@@ -67,7 +71,10 @@ struct Scratch {
     dq1: Vec<f32>,
     dq2: Vec<f32>,
     dx1: Vec<f32>,
-    dx2: Vec<f32>,
+    /// The critic pass's per-row TD errors (critic `i`'s row `b` at `i * rows + b`) and
+    /// Q1 values (after the errors), as f32 bits: written by the pass's chunks, summed
+    /// into the loss and the mean Q afterwards in row order.
+    rows: Vec<AtomicU32>,
     dout: Vec<f32>,
     obs: Vec<f32>,
     actions: Vec<f32>,
@@ -371,37 +378,46 @@ impl OffPolicy {
         } else {
             &[0]
         };
-        // Both critics' passes at once (one pool job each way).
-        s.q1v.resize(bsz, 0.0);
-        s.q2v.resize(bsz, 0.0);
-        {
-            let outs: &mut [&mut [f32]] = &mut [&mut s.q1v, &mut s.q2v];
-            self.critic.forward_into(
-                Weights::Train,
-                critics,
-                &s.x,
-                bsz,
-                &mut outs[..critics.len()],
-            );
-        }
-        s.dq1.resize(bsz, 0.0);
-        s.dq2.resize(bsz, 0.0);
-        for (i, (out, dq)) in [(&s.q1v, &mut s.dq1), (&s.q2v, &mut s.dq2)]
-            .into_iter()
-            .take(critics.len())
-            .enumerate()
-        {
-            for b in 0..bsz {
-                let e = out[b] - s.y[b];
-                loss += f64::from(e * e * inv);
-                if i == 0 {
-                    qmean += f64::from(out[b] * inv);
+        // The TD errors' gradient, each row's error and Q1 kept for the metrics.
+        let n = critics.len();
+        s.rows.resize_with((n + 1) * bsz, || AtomicU32::new(0));
+        let (y, rows) = (&s.y, &s.rows);
+        let td_loss = |r: std::ops::Range<usize>, outs: &[&[f32]], douts: &mut [&mut [f32]]| {
+            for (i, (out, dq)) in outs.iter().zip(douts.iter_mut()).enumerate() {
+                for (k, b) in r.clone().enumerate() {
+                    let e = out[k] - y[b];
+                    dq[k] = 2.0 * e * inv;
+                    rows[i * bsz + b].store(e.to_bits(), Relaxed);
+                    if i == 0 {
+                        rows[n * bsz + b].store(out[k].to_bits(), Relaxed);
+                    }
                 }
-                dq[b] = 2.0 * e * inv;
             }
+        };
+        // Forward, loss and backward in one job per chunk of rows where the backend fuses
+        // them; else both critics' passes at once each way. The same bits.
+        if !self.critic.train_fused(critics, &s.x, bsz, 1, &td_loss) {
+            s.q1v.resize(bsz, 0.0);
+            s.q2v.resize(bsz, 0.0);
+            s.dq1.resize(bsz, 0.0);
+            s.dq2.resize(bsz, 0.0);
+            let outs: &mut [&mut [f32]] = &mut [&mut s.q1v, &mut s.q2v];
+            self.critic
+                .forward_into(Weights::Train, critics, &s.x, bsz, &mut outs[..n]);
+            let douts: &mut [&mut [f32]] = &mut [&mut s.dq1, &mut s.dq2];
+            let outs: &[&[f32]] = &[&s.q1v, &s.q2v];
+            td_loss(0..bsz, &outs[..n], &mut douts[..n]);
+            let passes: &[(usize, &[f32])] = &[(0, &s.dq1), (1, &s.dq2)];
+            self.critic.backward_many(&passes[..n]);
         }
-        let passes: &[(usize, &[f32])] = &[(0, &s.dq1), (1, &s.dq2)];
-        self.critic.backward_many(&passes[..critics.len()]);
+        let value = |i: usize| f32::from_bits(s.rows[i].load(Relaxed));
+        for i in 0..n * bsz {
+            let e = value(i);
+            loss += f64::from(e * e * inv);
+        }
+        for b in 0..bsz {
+            qmean += f64::from(value(n * bsz + b) * inv);
+        }
         self.critic.step(cfg.q_lr, NO_CLIP);
         self.c.chunk.q_loss += loss;
         self.c.chunk.q_value += qmean;
@@ -487,23 +503,30 @@ impl OffPolicy {
         s.dq1.resize(bsz, 0.0);
         s.dq2.resize(bsz, 0.0);
         let mut loss = 0.0f64;
-        s.q1v.clear();
-        s.q1v
-            .extend_from_slice(self.critic.forward_train(0, &s.x, bsz));
         if nets.algo == Algo::Sac {
-            let q2 = self.critic.forward_train(1, &s.x, bsz);
+            // Both critics in one pass each way.
+            s.q1v.resize(bsz, 0.0);
+            s.q2v.resize(bsz, 0.0);
+            self.critic.forward_into(
+                Weights::Train,
+                &[0, 1],
+                &s.x,
+                bsz,
+                &mut [&mut s.q1v, &mut s.q2v],
+            );
             // The gradient of min goes to the smaller critic (ties: Q1, as torch.min).
             for b in 0..bsz {
-                let (q1, q2) = (s.q1v[b], q2[b]);
+                let (q1, q2) = (s.q1v[b], s.q2v[b]);
                 let first = q1 <= q2;
                 s.dq1[b] = if first { -inv } else { 0.0 };
                 s.dq2[b] = if first { 0.0 } else { -inv };
                 loss += f64::from((alpha * s.sample.logp[b] - q1.min(q2)) * inv);
             }
-            s.dx2.clear();
-            s.dx2.extend_from_slice(self.critic.input_grad(1, &s.dq2));
-            s.dx1.clear();
-            s.dx1.extend_from_slice(self.critic.input_grad(0, &s.dq1));
+            // d (Q1 + Q2) / d [obs | action]: the gradient reaches the action through
+            // whichever critic was the smaller.
+            s.dx1.resize(bsz * w, 0.0);
+            self.critic
+                .input_grad_sum(&[(0, &s.dq1), (1, &s.dq2)], &mut s.dx1);
             // Chain rule through a = tanh(mean + std eps) scale + bias and log pi.
             let sm = &s.sample;
             s.dout.resize(bsz * width, 0.0);
@@ -512,7 +535,7 @@ impl OffPolicy {
                 for j in 0..a {
                     let k = b * a + j;
                     let (y, sc) = (sm.y[k], nets.scale[j]);
-                    let d_act = s.dx1[b * w + d + j] + s.dx2[b * w + d + j];
+                    let d_act = s.dx1[b * w + d + j];
                     let dy = d_act * sc + alpha * inv * 2.0 * y * sc / (sc * (1.0 - y * y) + 1e-6);
                     let dxt = dy * (1.0 - y * y);
                     let dlogstd = dxt * sm.std[k] * sm.eps[k] - alpha * inv;
@@ -521,6 +544,9 @@ impl OffPolicy {
                 }
             }
         } else {
+            s.q1v.clear();
+            s.q1v
+                .extend_from_slice(self.critic.forward_train(0, &s.x, bsz));
             for b in 0..bsz {
                 s.dq1[b] = -inv;
                 loss -= f64::from(s.q1v[b] * inv);

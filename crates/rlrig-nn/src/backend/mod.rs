@@ -301,6 +301,14 @@ pub trait NetBackend: Send {
     /// respect to its action input while the critic itself is not trained by that loss.
     fn input_grad(&mut self, net: usize, dout: &[f32]) -> &[f32];
 
+    /// The sum of [`NetBackend::input_grad`] over `passes` (`(net, dout)` each, added in
+    /// order: the first's input gradient, plus the next's, ...) written into `out`
+    /// (`rows x in`, the networks' common input width); consumes those passes. SAC's
+    /// actor update takes the gradient of both critics with respect to the action; a
+    /// backend may run them in one pass.
+    fn input_grad_sum(&mut self, passes: &[(usize, &[f32])], out: &mut [f32]) {
+        sum_input_grads(self, passes, out);
+    }
     /// Starts (or resets) target parameters at a copy of the current ones: the target
     /// networks of DDPG/TD3/SAC, kept where the parameters live.
     fn init_target(&mut self);
@@ -316,6 +324,23 @@ pub trait NetBackend: Send {
 
     /// Replaces the target parameters (same length as the parameters).
     fn set_target_params(&mut self, target: &[f32]);
+}
+
+/// [`NetBackend::input_grad_sum`] one network at a time.
+pub(crate) fn sum_input_grads<B: NetBackend + ?Sized>(
+    b: &mut B,
+    passes: &[(usize, &[f32])],
+    out: &mut [f32],
+) {
+    for (i, (net, dout)) in passes.iter().enumerate() {
+        let dx = b.input_grad(*net, dout);
+        assert_eq!(out.len(), dx.len(), "input_grad_sum: output shape");
+        if i == 0 {
+            out.copy_from_slice(dx);
+        } else {
+            out.iter_mut().zip(dx).for_each(|(o, d)| *o += d);
+        }
+    }
 }
 
 /// The loss of a [`NetBackend::train_fused`] pass, called once per chunk from the

@@ -73,6 +73,9 @@ struct Chunk {
     outs: Vec<Vec<f32>>,
     /// A fused pass's d loss / d output, per network of the pass (in its order).
     douts: Vec<Vec<f32>>,
+    /// The input gradient of a second network, before it is added to the first's
+    /// ([`NetBackend::input_grad_sum`]).
+    dx: Vec<f32>,
     grads: Vec<f32>,
 }
 
@@ -514,6 +517,7 @@ impl Native {
                 caches: std::array::from_fn(|_| vec![NetCache::default(); nets]),
                 outs: vec![Vec::new(); nets],
                 douts: Vec::new(),
+                dx: Vec::new(),
                 grads: vec![0.0; self.layout.total],
             });
         }
@@ -631,6 +635,7 @@ impl NetBackend for Native {
                 outs,
                 douts,
                 grads,
+                ..
             } = chunk;
             let caches = &mut caches[Use::Train as usize];
             douts.resize_with(nets.len(), Vec::new);
@@ -696,6 +701,29 @@ impl NetBackend for Native {
         let pool = self.pool.as_deref();
         let slices = self.grads.len().div_ceil(NORM_SLICE);
         self.sumsq.resize(slices, 0.0);
+        if max_grad_norm == f64::INFINITY {
+            // No clipping (`clip_factor` is None for every norm): nothing waits for the
+            // norm, so each slice adds its pending gradients, takes its squared norm and
+            // its update in one pass (one pool job instead of two; the same bits).
+            let rule = self.opt.begin(lr);
+            let Adam { m, v, .. } = &mut self.opt;
+            let (pending, chunks) = (&self.pending, &self.chunks);
+            let mut work: Vec<_> = self
+                .params
+                .chunks_mut(NORM_SLICE)
+                .zip(self.grads.chunks_mut(NORM_SLICE))
+                .zip(m.chunks_mut(NORM_SLICE).zip(v.chunks_mut(NORM_SLICE)))
+                .zip(self.sumsq.iter_mut())
+                .collect();
+            for_each(pool, &mut work, |s, (((p, g), (m, v)), sq)| {
+                add_pending(g, s * NORM_SLICE, pending, chunks);
+                **sq = sum_squares(g);
+                rule.apply(p, g, m, v);
+                g.fill(0.0);
+            });
+            self.pending.clear();
+            return self.sumsq.iter().sum::<f64>().sqrt();
+        }
         {
             let (pending, chunks) = (&self.pending, &self.chunks);
             let mut work: Vec<(&mut [f32], &mut f64)> = self
@@ -803,6 +831,61 @@ impl NetBackend for Native {
             );
         }
         &self.dinput
+    }
+
+    fn input_grad_sum(&mut self, passes: &[(usize, &[f32])], out: &mut [f32]) {
+        // One job for every network where their passes were split alike (MLPs on one
+        // process); else one network at a time. Either way the same bits: each row's
+        // gradients are added in the passes' order.
+        let Some((first, _)) = passes.first() else {
+            return;
+        };
+        let split = self.pass_rows[*first];
+        let together = self.collective.is_none()
+            && passes.len() > 1
+            && passes.iter().all(|(n, _)| {
+                self.pass_rows[*n] == split && matches!(self.layout.nets[*n], Net::Mlp(_))
+            });
+        let Some((rows, k, use_)) = split.filter(|(_, k, _)| together && *k > 1) else {
+            return super::sum_input_grads(self, passes, out);
+        };
+        let id = self.layout.nets[*first].input_dim();
+        assert_eq!(out.len(), rows * id, "input_grad_sum: output shape");
+        for (n, dout) in passes {
+            let net = &self.layout.nets[*n];
+            assert_eq!(net.input_dim(), id, "input_grad_sum: input widths differ");
+            assert_eq!(
+                dout.len(),
+                rows * net.output_dim(),
+                "input_grad_sum: gradient shape"
+            );
+        }
+        let mut work: Vec<(&mut Chunk, &mut [f32])> = Vec::with_capacity(k);
+        let mut rest = out;
+        for (c, chunk) in self.chunks[..k].iter_mut().enumerate() {
+            let (head, tail) = rest.split_at_mut(chunk_rows(rows, k, c).len() * id);
+            work.push((chunk, head));
+            rest = tail;
+        }
+        let (nets, params) = (&self.layout.nets, &self.params);
+        for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
+            let r = chunk_rows(rows, k, c);
+            for (i, (n, dout)) in passes.iter().enumerate() {
+                let Net::Mlp(m) = &nets[*n] else {
+                    unreachable!("checked: MLPs")
+                };
+                let od = m.output_dim();
+                let d = &dout[r.start * od..r.end * od];
+                let cache = &mut chunk.caches[use_ as usize][*n].mlp;
+                if i == 0 {
+                    m.backward_full(params, None, d, cache, Some(dx));
+                } else {
+                    chunk.dx.resize(dx.len(), 0.0);
+                    m.backward_full(params, None, d, cache, Some(&mut chunk.dx));
+                    dx.iter_mut().zip(&chunk.dx).for_each(|(o, v)| *o += v);
+                }
+            }
+        });
     }
 
     fn init_target(&mut self) {

@@ -211,3 +211,76 @@ fn fused_pass_gives_the_separate_passes_bits() {
         }
     }
 }
+
+/// An unclipped step (`max_grad_norm` infinite) runs its slices' gradient sums, norms and
+/// updates in one pass: the same parameters, moments and norm as the two passes of a
+/// clip that never acts, on any thread count.
+#[test]
+fn an_unclipped_step_gives_the_bits_of_a_clip_that_never_acts() {
+    let lay = layout();
+    let run = |threads: usize, max_norm: f64| {
+        let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+            .threads(threads)
+            .unwrap();
+        let mut norms = Vec::new();
+        for it in 0..3u64 {
+            let rows = 200;
+            let x = noise(rows * 6, 40 + it);
+            let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
+            let [o0, o1] = &mut outs;
+            b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [o0, o1]);
+            let (d0, d1) = (noise(rows * 3, 50 + it), noise(rows, 60 + it));
+            b.backward_many(&[(0, &d0), (1, &d1)]);
+            b.add_free_grad(&[0.5, -0.25]);
+            norms.push(b.step(1e-3, max_norm).to_bits());
+        }
+        (b.params(), b.optimizer().m, b.optimizer().v, norms)
+    };
+    let two_passes = run(1, 1e30);
+    for threads in [1, 2, 3] {
+        assert!(
+            run(threads, f64::INFINITY) == two_passes,
+            "{threads} threads"
+        );
+    }
+}
+
+/// Two critics' input gradients summed in one pass ([`NetBackend::input_grad_sum`]):
+/// the bits of taking them one at a time and adding them in order, whether the passes
+/// are split in chunks (200 rows) or not (5), on any thread count.
+#[test]
+fn summed_input_gradients_equal_the_one_at_a_time_sum() {
+    let q1 = Mlp::with_activation(&[6, 64, 64, 1], 0, Activation::Relu);
+    let q2 = Mlp::with_activation(&[6, 64, 64, 1], q1.end(), Activation::Relu);
+    let total = q2.end();
+    let lay = NetLayout {
+        nets: vec![q1.into(), q2.into()],
+        free: total..total,
+        total,
+    };
+    for rows in [5, 200] {
+        let x = noise(rows * 6, 70);
+        let (d1, d2) = (noise(rows, 71), noise(rows, 72));
+        let run = |threads: usize, summed: bool| {
+            let mut b = Native::new(&lay, &noise(total, 2), Adam::new(total, 1e-8))
+                .threads(threads)
+                .unwrap();
+            let mut q = [vec![0.0; rows], vec![0.0; rows]];
+            let [a, c] = &mut q;
+            b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [a, c]);
+            let mut out = vec![f32::NAN; rows * 6];
+            if summed {
+                b.input_grad_sum(&[(0, &d1), (1, &d2)], &mut out);
+            } else {
+                out.copy_from_slice(b.input_grad(0, &d1));
+                let second = b.input_grad(1, &d2);
+                out.iter_mut().zip(second).for_each(|(o, v)| *o += v);
+            }
+            out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+        };
+        let want = run(1, false);
+        for threads in [1, 2, 3] {
+            assert!(run(threads, true) == want, "rows {rows}, {threads} threads");
+        }
+    }
+}
