@@ -122,6 +122,7 @@ pub mod memory;
 pub mod normalize;
 pub mod offpolicy;
 pub mod ppo;
+mod presets;
 pub mod rank_envs;
 pub mod replay;
 pub mod rules;

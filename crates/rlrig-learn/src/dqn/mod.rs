@@ -22,6 +22,7 @@ use crate::backend::{BackendMaker, Native, NetBackend, NetLayout, OptimState, re
 use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
 use crate::nn::{Activation, Mlp, MlpCache};
+use crate::presets::{Presets, presets};
 use crate::rules::{self, fields};
 use crate::run::TensorSource;
 use crate::trace::StageTimes;
@@ -124,69 +125,18 @@ impl Default for DqnConfig {
     }
 }
 
+/// The per-env presets (`presets/dqn.toml`).
+pub(crate) const PRESETS: Presets<DqnConfig> = presets!("dqn.toml", &[]);
+
 impl DqnConfig {
-    /// CleanRL's defaults, then the preset for `env` where one is known.
+    /// CleanRL's defaults, then the preset for `env` where one is known
+    /// (`presets/dqn.toml`).
     pub fn for_env(env: &str) -> DqnConfig {
-        let mut c = DqnConfig {
+        let base = DqnConfig {
             env: env.to_string(),
             ..DqnConfig::default()
         };
-        match env {
-            // rl-baselines3-zoo hyperparams/dqn.yml, CartPole-v1 (5e4 steps there).
-            "CartPole-v1" => {
-                c = c.zoo_tuned();
-                c.total_steps = 50_000;
-                c.learning_rate = 2.3e-3;
-                c.batch_size = 64;
-                c.buffer_size = 100_000;
-                c.learning_starts = 1_000;
-                c.target_network_frequency = 10;
-                c.train_frequency = 256;
-                c.gradient_steps = 128;
-                c.exploration_fraction = 0.16;
-                c.end_e = 0.04;
-                c.log_every = 1_000;
-                c.checkpoint_every = 10_000;
-            }
-            // dqn.yml gives LunarLander-v2 and Acrobot-v1 the same settings, 1e5 steps
-            // each (LunarLander: 154 +- 79 in the zoo's benchmark, not solved); rlrig
-            // trains LunarLander for 5e5 at half the Zoo's learning rate: greedy >= 200
-            // in 4 of 5 seeds on pybox2d's Box2D 2.3.0, the reference's (237 +- 48, 95 %
-            // interval); the Zoo's 6.3e-4 gave 2 of 5 there (4 of 5 on 2.3.1), 2e5 steps
-            // 1 of 4 (BENCHMARKS.md "DQN LunarLander").
-            "LunarLander-v3" | "Acrobot-v1" => {
-                c = c.zoo_tuned();
-                c.learning_rate = 6.3e-4;
-                c.batch_size = 128;
-                c.buffer_size = 50_000;
-                c.learning_starts = 0;
-                c.target_network_frequency = 250;
-                c.train_frequency = 4;
-                c.gradient_steps = 4;
-                c.exploration_fraction = 0.12;
-                c.end_e = 0.1;
-                (c.total_steps, c.log_every, c.checkpoint_every) = if env == "Acrobot-v1" {
-                    (100_000, 1_000, 25_000)
-                } else {
-                    c.learning_rate = 3e-4;
-                    (500_000, 2_000, 100_000)
-                };
-            }
-            _ => {}
-        }
-        c
-    }
-
-    /// What every Zoo preset shares: 256-256 nets and SB3's Huber loss and gradient
-    /// clipping, which the settings were tuned with, plus the double-DQN target.
-    fn zoo_tuned(self) -> DqnConfig {
-        DqnConfig {
-            hidden: vec![256, 256],
-            loss: Loss::Huber,
-            max_grad_norm: 10.0,
-            double_q: true,
-            ..self
-        }
+        PRESETS.apply(base, env)
     }
 
     /// Transitions the buffer holds.

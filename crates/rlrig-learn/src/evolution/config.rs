@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::presets::{Presets, presets};
 use crate::rules::{self, fields};
 
 /// Which evolutionary method.
@@ -72,28 +73,19 @@ impl Default for EvoConfig {
     }
 }
 
+/// GA's settings and the per-env presets (`presets/evolution.toml`).
+pub(crate) const PRESETS: Presets<EvoConfig> =
+    presets!("evolution.toml", &[("ga", |c| c.method == Method::Ga)]);
+
 impl EvoConfig {
+    /// The defaults for `method`, then presets for `env` (`presets/evolution.toml`).
     pub fn for_env(method: Method, env: &str) -> EvoConfig {
-        let mut c = EvoConfig {
+        let base = EvoConfig {
             method,
             env: env.to_string(),
             ..EvoConfig::default()
         };
-        if method == Method::Ga {
-            c.sigma = 0.1;
-            c.population = 64;
-        }
-        if env == "Pendulum-v1" {
-            // Measured: -171 (greedy, 20 episodes) after 300 generations (~5 s here).
-            c.hidden = vec![16, 16];
-            c.generations = 300;
-            c.population = 128;
-            c.episodes_per_member = 4;
-            c.sigma = 0.1;
-            c.learning_rate = 0.05;
-            c.checkpoint_every = 50;
-        }
-        c
+        PRESETS.apply(base, env)
     }
 
     pub fn validate(&self) -> Result<(), LearnError> {

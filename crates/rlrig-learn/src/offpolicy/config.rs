@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::presets::{Presets, presets};
 use crate::rules::{self, fields};
 
 /// Which algorithm.
@@ -135,32 +136,19 @@ impl Default for OffPolicyConfig {
     }
 }
 
+/// DDPG's and TD3's settings and the per-env presets (`presets/offpolicy.toml`).
+pub(crate) const PRESETS: Presets<OffPolicyConfig> =
+    presets!("offpolicy.toml", &[("ddpg-td3", |c| c.algo != Algo::Sac)]);
+
 impl OffPolicyConfig {
-    /// CleanRL's defaults for `algo`, then presets for `env`.
+    /// CleanRL's defaults for `algo`, then presets for `env` (`presets/offpolicy.toml`).
     pub fn for_env(algo: Algo, env: &str) -> OffPolicyConfig {
-        let mut c = OffPolicyConfig {
+        let base = OffPolicyConfig {
             algo,
             env: env.to_string(),
             ..OffPolicyConfig::default()
         };
-        if algo != Algo::Sac {
-            // ddpg/td3_continuous_action.py: one learning rate, 25k warm-up steps.
-            c.learning_starts = 25_000;
-            c.q_lr = 3e-4;
-        }
-        if env == "Pendulum-v1" {
-            // rl-baselines3-zoo trains Pendulum for 20k steps with lr 1e-3; a short
-            // warm-up and a smaller net are enough for this 3-dim task (measured: see
-            // BENCHMARKS.md).
-            c.total_steps = 20_000;
-            c.learning_starts = 1_000;
-            c.policy_lr = 1e-3;
-            c.q_lr = 1e-3;
-            c.hidden = vec![64, 64];
-            c.log_every = 500;
-            c.checkpoint_every = 5_000;
-        }
-        c
+        PRESETS.apply(base, env)
     }
 
     pub fn validate(&self) -> Result<(), LearnError> {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::LearnError;
+use crate::presets::{Presets, presets};
 use crate::rules::{self, fields};
 
 /// PPO hyperparameters. Defaults are CleanRL's `ppo.py`; [`PpoConfig::for_env`] applies
@@ -185,18 +186,6 @@ impl Collection {
     }
 }
 
-/// The keys of an RL Baselines3 Zoo `ppo.yml` entry that rlrig's presets take (the
-/// Zoo's names; `batch_size` is SB3's minibatch size).
-pub(super) struct ZooPpo {
-    pub(super) n_envs: usize,
-    pub(super) n_steps: usize,
-    pub(super) batch_size: usize,
-    pub(super) n_epochs: usize,
-    pub(super) gamma: f64,
-    pub(super) gae_lambda: f64,
-    pub(super) ent_coef: f64,
-}
-
 impl Default for PpoConfig {
     fn default() -> Self {
         PpoConfig {
@@ -244,202 +233,60 @@ impl Default for PpoConfig {
     }
 }
 
+/// PPO's presets: CleanRL's continuous defaults, Atari's and MinAtar's settings and the
+/// per-env ones (`presets/ppo.toml`).
+pub(crate) const PPO_PRESETS: Presets<PpoConfig> = presets!(
+    "ppo.toml",
+    &[
+        ("atari", |c| env_spec_is(&c.env, |s| {
+            nature_shape(&s.observation_space).is_some()
+        })),
+        ("continuous", |c| env_spec_is(&c.env, |s| {
+            !s.action_space.is_discrete()
+        })),
+        ("minatar", |c| c.env.starts_with("MinAtar/")),
+    ]
+);
+
+/// A2C's presets over PPO's (`presets/a2c.toml`); Atari is the configs with the Nature
+/// CNN.
+pub(crate) const A2C_PRESETS: Presets<PpoConfig> = presets!(
+    "a2c.toml",
+    &[
+        ("atari", |c| c.cnn == "nature"),
+        ("minatar", |c| c.env.starts_with("MinAtar/")),
+    ]
+);
+
+/// IMPALA's presets over A2C's (`presets/impala.toml`).
+pub(crate) const IMPALA_PRESETS: Presets<PpoConfig> = presets!("impala.toml", &[]);
+
+/// Whether `env` is a registered env whose spec satisfies `is`.
+fn env_spec_is(env: &str, is: impl Fn(&rlrig_env::EnvSpec) -> bool) -> bool {
+    rlrig_env::spec(env).is_ok_and(|s| is(&s))
+}
+
 impl PpoConfig {
     /// The defaults for `env`: CleanRL's discrete or continuous settings, then presets
-    /// where the reference zoos use other settings.
+    /// where the reference zoos use other settings (`presets/ppo.toml`).
     pub fn for_env(env: &str) -> PpoConfig {
-        let mut c = PpoConfig {
+        let base = PpoConfig {
             env: env.to_string(),
             ..PpoConfig::default()
         };
-        let spec = rlrig_env::spec(env).ok();
-        let continuous = spec
-            .as_ref()
-            .map(|s| !s.action_space.is_discrete())
-            .unwrap_or(false);
-        if spec.is_some_and(|s| nature_shape(&s.observation_space).is_some()) {
-            // Atari (the preprocessed `<Game>-v5` ids): CleanRL's ppo_atari.py, for 10 M
-            // frames (2.5 M steps at frameskip 4) instead of its 40 M. The learning rate
-            // follows CleanRL's schedule over its 10 M steps, cut at 2.5 M (at 75 % of
-            // 2.5e-4 there), rather than the whole schedule squeezed into a quarter.
-            c.cnn = "nature".into();
-            c.reward_sign = true;
-            c.hidden = vec![512];
-            c.total_steps = 2_500_000;
-            c.anneal_steps = 10_000_000;
-            c.num_envs = 8;
-            c.num_steps = 128;
-            c.clip_coef = 0.1;
-            return c;
-        }
-        if continuous {
-            // ppo_continuous_action.py
-            c.total_steps = 1_000_000;
-            c.num_envs = 1;
-            c.num_steps = 2048;
-            c.learning_rate = 3e-4;
-            c.num_minibatches = 32;
-            c.update_epochs = 10;
-            c.ent_coef = 0.0;
-            c.norm_obs = true;
-            c.norm_reward = true;
-        }
-        match env {
-            // rl-baselines3-zoo's Pendulum settings (without gSDE): short horizon.
-            // 400k steps reached -196..-206 with seeds 1-3 (300k was seed-sensitive).
-            "Pendulum-v1" => {
-                c.total_steps = 400_000;
-                c.num_envs = 4;
-                c.num_steps = 1024;
-                c.gamma = 0.9;
-                c.learning_rate = 1e-3;
-                c.num_minibatches = 64;
-                c.update_epochs = 10;
-                c.clip_coef = 0.2;
-            }
-            "Acrobot-v1" => {
-                c.total_steps = 500_000;
-                c.norm_obs = true;
-            }
-            "MountainCarContinuous-v0" => {
-                c.norm_obs = true;
-            }
-            // rl-baselines3-zoo's ppo.yml LunarLander and LunarLanderContinuous (the
-            // latter with VecNormalize, which `continuous` above set). LunarLander for 2M
-            // steps instead of the Zoo's 1M: with seeds 1-5, 1M steps gave 3 greedy
-            // returns >= 200 of 5, 2M gave 4 (CleanRL's defaults: -143 after 1M).
-            // LunarLanderContinuous for the Zoo's 1M: 266.1..277.1 over seeds 1-5, where
-            // CleanRL's continuous defaults gave 109.2..227.1 (BENCHMARKS.md).
-            "LunarLander-v3" | "LunarLanderContinuous-v3" => {
-                c = c.zoo(ZooPpo {
-                    n_envs: 16,
-                    n_steps: 1024,
-                    batch_size: 64,
-                    n_epochs: 4,
-                    gamma: 0.999,
-                    gae_lambda: 0.98,
-                    ent_coef: 0.01,
-                });
-                c.total_steps = if continuous { 1_000_000 } else { 2_000_000 };
-            }
-            // CleanRL's continuous settings on 4 envs (8,192 steps a rollout, minibatches
-            // of 256) for 3M steps: greedy 284.5..302.5 over seeds 1-5, each walking
-            // every one of its 20 evaluation episodes. On 1 env (CleanRL's default) the
-            // same budget gave 108.6..256.3 (falls); `train --sweep` in BENCHMARKS.md.
-            "BipedalWalker-v3" => {
-                c.num_envs = 4;
-                c.total_steps = 3_000_000;
-            }
-            // rl-baselines3-zoo's ppo.yml MountainCar, with its VecNormalize on
-            // observations and rewards: -108 to -117 greedy over seeds 1-5 in 1M steps
-            // (CleanRL's defaults never reach the flag: -200).
-            "MountainCar-v0" => {
-                c = c.zoo(ZooPpo {
-                    n_envs: 16,
-                    n_steps: 16,
-                    batch_size: 64,
-                    n_epochs: 4,
-                    gamma: 0.99,
-                    gae_lambda: 0.98,
-                    ent_coef: 0.0,
-                });
-                c.total_steps = 1_000_000;
-                c.norm_obs = true;
-                c.norm_reward = true;
-            }
-            // MinAtar (Young & Tian 2019): its reference network, one 3x3 convolution
-            // with 16 channels and 128 units, per actor and critic; PPO settings as
-            // gymnax's MinAtar PPO (64 envs x 128 steps, 8 minibatches, lr 5e-4).
-            id if id.starts_with("MinAtar/") => {
-                c.total_steps = 1_000_000;
-                c.conv_channels = 16;
-                c.hidden = vec![128];
-                c.num_envs = 64;
-                c.num_steps = 128;
-                c.num_minibatches = 8;
-                c.learning_rate = 5e-4;
-            }
-            _ => {}
-        }
-        c
+        PPO_PRESETS.apply(base, env)
     }
 
-    /// An RL Baselines3 Zoo `ppo.yml` setting: its keys, and SB3's PPO defaults where
-    /// they differ from CleanRL's (constant learning rate 3e-4, no value-loss clipping).
-    pub(super) fn zoo(self, z: ZooPpo) -> PpoConfig {
-        PpoConfig {
-            num_envs: z.n_envs,
-            num_steps: z.n_steps,
-            num_minibatches: z.n_envs * z.n_steps / z.batch_size,
-            update_epochs: z.n_epochs,
-            gamma: z.gamma,
-            gae_lambda: z.gae_lambda,
-            ent_coef: z.ent_coef,
-            learning_rate: 3e-4,
-            anneal_lr: false,
-            clip_vloss: false,
-            ..self
-        }
-    }
-
-    /// A2C (Mnih et al. 2016, synchronous) as Stable-Baselines3's defaults: 8 envs x 5
-    /// steps, one gradient step per rollout on the whole batch (so PPO's ratio is 1 and
-    /// its clipping never acts: the loss is the plain policy gradient), n-step returns
-    /// (GAE lambda 1), no advantage normalisation, RMSprop (alpha 0.99, eps 1e-5), lr
-    /// 7e-4, entropy 0, gradient clip 0.5.
+    /// A2C (Mnih et al. 2016, synchronous) as Stable-Baselines3's defaults, over PPO's
+    /// preset for `env` (`presets/a2c.toml` has the settings and their sources).
     pub fn a2c_for_env(env: &str) -> PpoConfig {
-        let base = PpoConfig::for_env(env);
-        let a2c = PpoConfig {
-            algo: Family::A2c,
-            num_envs: 8,
-            num_steps: 5,
-            update_epochs: 1,
-            num_minibatches: 1,
-            clip_vloss: false,
-            norm_adv: false,
-            anneal_lr: false,
-            gae_lambda: 1.0,
-            learning_rate: 7e-4,
-            ent_coef: 0.0,
-            optimizer: Optimizer::Rmsprop,
-            ..base
-        };
-        if a2c.cnn == "nature" {
-            // OpenAI Baselines' A2C on Atari, the seed's run: 16 envs x 5 steps, RMSprop
-            // (alpha 0.99, eps 1e-5) at 7e-4 decayed linearly over Baselines' 10 M steps (the
-            // Atari `anneal_steps`, cut at this run's budget), entropy 0.01, value 0.5.
-            return PpoConfig {
-                num_envs: 16,
-                ent_coef: 0.01,
-                vf_coef: 0.5,
-                anneal_lr: true,
-                ..a2c
-            };
-        }
-        if env.starts_with("MinAtar/") {
-            // rl-baselines3-zoo's Atari A2C: 16 envs, entropy 0.01, value 0.25. Without
-            // the entropy bonus the conv policy collapses to one action within 50k steps.
-            return PpoConfig {
-                num_envs: 16,
-                ent_coef: 0.01,
-                vf_coef: 0.25,
-                ..a2c
-            };
-        }
-        a2c
+        A2C_PRESETS.apply(PpoConfig::for_env(env), env)
     }
 
-    /// IMPALA (Espeholt et al. 2018) on A2C's settings: rollouts collected by a policy
-    /// one update behind the learner (the actor/learner pipeline's staleness, on a fixed
-    /// schedule) and V-trace corrections (rho_bar = c_bar = 1, lambda = 1) in the
-    /// learner. With `policy_lag = 0` it is A2C with V-trace targets, i.e. A2C.
+    /// IMPALA (Espeholt et al. 2018) on A2C's settings: a policy one update behind the
+    /// learner and V-trace corrections (`presets/impala.toml`).
     pub fn impala_for_env(env: &str) -> PpoConfig {
-        PpoConfig {
-            algo: Family::Impala,
-            vtrace: true,
-            policy_lag: 1,
-            ..PpoConfig::a2c_for_env(env)
-        }
+        IMPALA_PRESETS.apply(PpoConfig::a2c_for_env(env), env)
     }
 
     pub fn batch_size(&self) -> usize {
