@@ -1,5 +1,5 @@
-//! ES/GA's configuration: the method, hyperparameters (per-env presets), validation
-//! and memory estimate.
+//! ES/GA's configuration: the method, hyperparameters (per-env presets in
+//! `presets/evolution.toml`), validation and memory estimate.
 
 use super::*;
 use crate::LearnError;

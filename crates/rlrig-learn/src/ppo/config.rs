@@ -1,5 +1,6 @@
 //! PPO's configuration: the flat config a run directory stores, its validation,
-//! memory estimate and the per-env presets (CleanRL, RL Baselines3 Zoo, Baselines).
+//! memory estimate and the per-env presets (CleanRL, RL Baselines3 Zoo, Baselines; the
+//! data in `presets/ppo.toml`, `a2c.toml` and `impala.toml`).
 
 use super::*;
 use crate::LearnError;
