@@ -1,9 +1,9 @@
 //! The learners' per-environment presets, as data: one TOML file under `presets/` per
 //! `for_env` constructor (`ppo.toml`, `a2c.toml`, `impala.toml`, `offpolicy.toml`,
 //! `dqn.toml`, `evolution.toml`), embedded in the crate. [`Presets::apply`] serialises a
-//! base config to a TOML table, merges the file's layers that apply to the env over it,
-//! key by key, and deserialises the result (the configs deny unknown fields, so a
-//! misspelt key is an error). The layers, in order:
+//! base config to a TOML table, sets its `env`, merges the file's layers that apply to
+//! the env over it, key by key, and deserialises the result (the configs deny unknown
+//! fields, so a misspelt key is an error). The layers, in order:
 //!
 //! 1. the file's top-level keys: every env;
 //! 2. its categories (`[atari]`, `[continuous]`, `[minatar]`, `[ga]`, ...), in the order
@@ -20,9 +20,9 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// A category of a preset file: its section's name, and whether a config (the base the
-/// layers go over) belongs to it.
-pub(crate) type Category<C> = (&'static str, fn(&C) -> bool);
+/// A category of a preset file: its section's name, and whether the base config the
+/// layers go over, for an env id, belongs to it.
+pub(crate) type Category<C> = (&'static str, fn(&C, &str) -> bool);
 
 /// One preset file and its categories.
 pub(crate) struct Presets<C: 'static> {
@@ -49,10 +49,11 @@ pub(crate) use presets;
 const ENVS: &str = "envs";
 
 impl<C: Serialize + DeserializeOwned> Presets<C> {
-    /// `base` (a config for `env`) with this file's layers for `env` merged over it.
+    /// `base` for `env`, with this file's layers for `env` merged over it.
     pub(crate) fn apply(&self, base: C, env: &str) -> C {
         let layers = self.layers(&base, env);
         let mut config = toml::Table::try_from(base).expect("a config serialises to TOML");
+        config.insert("env".into(), env.into());
         for layer in layers {
             config.extend(layer);
         }
@@ -61,14 +62,14 @@ impl<C: Serialize + DeserializeOwned> Presets<C> {
         })
     }
 
-    /// The layers that apply to `base`'s `env`, in order.
+    /// The layers that apply to `base` for `env`, in order.
     fn layers(&self, base: &C, env: &str) -> Vec<toml::Table> {
         let (everywhere, sections) = self.parse();
         let is_category = |name: &str| self.categories.iter().any(|(c, _)| *c == name);
         let categories = self
             .categories
             .iter()
-            .filter(|(_, belongs)| belongs(base))
+            .filter(|(_, belongs)| belongs(base, env))
             .filter_map(|(name, _)| sections.get(*name).cloned());
         let groups = sections.values().filter_map(|s| {
             let mut s = s.clone();
@@ -155,7 +156,12 @@ mod tests {
                             p.file
                         );
                     }
-                    assert!(!ENV_IDS.contains(&name.as_str()), "{name}: an env id");
+                    assert!(
+                        !ENV_IDS.contains(&name.as_str())
+                            && !p.categories.iter().any(|(c, _)| c == name),
+                        "presets/{}: [{name}] lists envs but is an env id or category",
+                        p.file
+                    );
                     groups.push((name, ids, keys.clone()));
                 }
                 None => assert!(
@@ -228,7 +234,7 @@ mod tests {
                    [off]\nnum_envs = 9\n\
                    [group]\nenvs = [\"Acrobot-v1\"]\nbatch_size = 3\nnum_envs = 3\n\
                    [Acrobot-v1]\nnum_envs = 4\n",
-            categories: &[("cat", |_| true), ("off", |_| false)],
+            categories: &[("cat", |_, _| true), ("off", |_, _| false)],
         };
         let c = P.apply(DqnConfig::default(), "Acrobot-v1");
         assert_eq!(

@@ -132,11 +132,7 @@ impl DqnConfig {
     /// CleanRL's defaults, then the preset for `env` where one is known
     /// (`presets/dqn.toml`).
     pub fn for_env(env: &str) -> DqnConfig {
-        let base = DqnConfig {
-            env: env.to_string(),
-            ..DqnConfig::default()
-        };
-        PRESETS.apply(base, env)
+        PRESETS.apply(DqnConfig::default(), env)
     }
 
     /// Transitions the buffer holds.

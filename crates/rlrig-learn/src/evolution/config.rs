@@ -75,17 +75,18 @@ impl Default for EvoConfig {
 
 /// GA's settings and the per-env presets (`presets/evolution.toml`).
 pub(crate) const PRESETS: Presets<EvoConfig> =
-    presets!("evolution.toml", &[("ga", |c| c.method == Method::Ga)]);
+    presets!("evolution.toml", &[("ga", |c, _| c.method == Method::Ga)]);
 
 impl EvoConfig {
     /// The defaults for `method`, then presets for `env` (`presets/evolution.toml`).
     pub fn for_env(method: Method, env: &str) -> EvoConfig {
-        let base = EvoConfig {
-            method,
-            env: env.to_string(),
-            ..EvoConfig::default()
-        };
-        PRESETS.apply(base, env)
+        PRESETS.apply(
+            EvoConfig {
+                method,
+                ..EvoConfig::default()
+            },
+            env,
+        )
     }
 
     pub fn validate(&self) -> Result<(), LearnError> {

@@ -137,18 +137,21 @@ impl Default for OffPolicyConfig {
 }
 
 /// DDPG's and TD3's settings and the per-env presets (`presets/offpolicy.toml`).
-pub(crate) const PRESETS: Presets<OffPolicyConfig> =
-    presets!("offpolicy.toml", &[("ddpg-td3", |c| c.algo != Algo::Sac)]);
+pub(crate) const PRESETS: Presets<OffPolicyConfig> = presets!(
+    "offpolicy.toml",
+    &[("ddpg-td3", |c, _| c.algo != Algo::Sac)]
+);
 
 impl OffPolicyConfig {
     /// CleanRL's defaults for `algo`, then presets for `env` (`presets/offpolicy.toml`).
     pub fn for_env(algo: Algo, env: &str) -> OffPolicyConfig {
-        let base = OffPolicyConfig {
-            algo,
-            env: env.to_string(),
-            ..OffPolicyConfig::default()
-        };
-        PRESETS.apply(base, env)
+        PRESETS.apply(
+            OffPolicyConfig {
+                algo,
+                ..OffPolicyConfig::default()
+            },
+            env,
+        )
     }
 
     pub fn validate(&self) -> Result<(), LearnError> {

@@ -239,13 +239,13 @@ impl Default for PpoConfig {
 pub(crate) const PPO_PRESETS: Presets<PpoConfig> = presets!(
     "ppo.toml",
     &[
-        ("atari", |c| env_spec_is(&c.env, |s| {
+        ("atari", |_, env| env_spec_is(env, |s| {
             nature_shape(&s.observation_space).is_some()
         })),
-        ("continuous", |c| env_spec_is(&c.env, |s| {
+        ("continuous", |_, env| env_spec_is(env, |s| {
             !s.action_space.is_discrete()
         })),
-        ("minatar", |c| c.env.starts_with("MinAtar/")),
+        ("minatar", |_, env| env.starts_with("MinAtar/")),
     ]
 );
 
@@ -254,8 +254,8 @@ pub(crate) const PPO_PRESETS: Presets<PpoConfig> = presets!(
 pub(crate) const A2C_PRESETS: Presets<PpoConfig> = presets!(
     "a2c.toml",
     &[
-        ("atari", |c| c.cnn == "nature"),
-        ("minatar", |c| c.env.starts_with("MinAtar/")),
+        ("atari", |c, _| c.cnn == "nature"),
+        ("minatar", |_, env| env.starts_with("MinAtar/")),
     ]
 );
 
@@ -271,11 +271,7 @@ impl PpoConfig {
     /// The defaults for `env`: CleanRL's discrete or continuous settings, then presets
     /// where the reference zoos use other settings (`presets/ppo.toml`).
     pub fn for_env(env: &str) -> PpoConfig {
-        let base = PpoConfig {
-            env: env.to_string(),
-            ..PpoConfig::default()
-        };
-        PPO_PRESETS.apply(base, env)
+        PPO_PRESETS.apply(PpoConfig::default(), env)
     }
 
     /// A2C (Mnih et al. 2016, synchronous) as Stable-Baselines3's defaults, over PPO's
