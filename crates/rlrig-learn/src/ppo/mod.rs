@@ -749,62 +749,6 @@ mod tests {
         }
     }
 
-    /// The presets' `[atari]` categories apply to the preprocessed Atari ids (a build
-    /// with rlrig-env's `atari` feature; without it there are none), as the Rust arms
-    /// they replaced (fe9ee4a) gave them, written out here.
-    #[test]
-    fn the_atari_presets_apply_to_the_atari_ids() {
-        let mut games = 0;
-        for &env in rlrig_env::ATARI_IDS {
-            let spec = rlrig_env::spec(env).unwrap();
-            if nature_shape(&spec.observation_space).is_none() {
-                continue;
-            }
-            let ppo = PpoConfig {
-                env: env.to_string(),
-                cnn: "nature".into(),
-                reward_sign: true,
-                hidden: vec![512],
-                total_steps: 2_500_000,
-                anneal_steps: 10_000_000,
-                num_envs: 8,
-                num_steps: 128,
-                clip_coef: 0.1,
-                ..PpoConfig::default()
-            };
-            assert_eq!(PpoConfig::for_env(env), ppo);
-            let a2c = PpoConfig {
-                algo: Family::A2c,
-                num_envs: 16,
-                num_steps: 5,
-                update_epochs: 1,
-                num_minibatches: 1,
-                clip_vloss: false,
-                norm_adv: false,
-                anneal_lr: true,
-                gae_lambda: 1.0,
-                learning_rate: 7e-4,
-                ent_coef: 0.01,
-                vf_coef: 0.5,
-                optimizer: Optimizer::Rmsprop,
-                ..ppo
-            };
-            assert_eq!(PpoConfig::a2c_for_env(env), a2c);
-            let impala = PpoConfig {
-                algo: Family::Impala,
-                vtrace: true,
-                policy_lag: 1,
-                ..a2c
-            };
-            assert_eq!(PpoConfig::impala_for_env(env), impala);
-            games += 1;
-        }
-        assert!(rlrig_env::ATARI_IDS.is_empty() || games > 0);
-        if !rlrig_env::ATARI_IDS.is_empty() {
-            assert_eq!(PpoConfig::for_env("Pong-v5").cnn, "nature");
-        }
-    }
-
     /// With separate networks the rollout's values come from one critic pass over the
     /// whole rollout after it (`BackendPolicy::values_after`): each step's values equal
     /// the critic's on that step's rows alone, bit for bit, as the pass per step gave them.
