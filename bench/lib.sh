@@ -27,14 +27,19 @@ results_file() { # file
 
 # Prints the {"meta": true, ...} line a peers' results file starts with: the bench, the
 # date, the CPU model, the core count, the load average and rlrig's git revision (short
-# HEAD of ROOT, "" when git fails), then each KEY=VALUE given (VALUE an integer when it
-# is one, else a string).
+# HEAD of ROOT, "" when git fails; with $RLRIG set, the binary run is another build, so
+# its path and the first 12 hex digits of its SHA-1 are added as "rlrig_binary"), then
+# each KEY=VALUE given (VALUE an integer when it is one, else a string).
 meta_line() { # bench date [key=value...]
   python3 - "$ROOT" "$@" <<'EOF'
 import json, os, platform, re, subprocess, sys
 root, bench, date, *given = sys.argv[1:]
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+binary = os.environ.get("RLRIG", "")
+if binary and os.path.isfile(binary):
+    import hashlib
+    given.append("rlrig_binary=%s sha1:%s" % (binary, hashlib.sha1(open(binary, "rb").read()).hexdigest()[:12]))
 extra = {k: int(v) if re.fullmatch(r"-?[0-9]+", v) else v for k, v in (kv.split("=", 1) for kv in given)}
 print(json.dumps({"meta": True, "bench": bench, "date": date, "cpu": cpu, "cores": os.cpu_count(),
                   "loadavg": os.getloadavg()[0], "rlrig_rev": rev, **extra}))
