@@ -284,14 +284,9 @@ fn a_write_that_fails_names_the_path_and_keeps_the_last_checkpoint() {
     // The run's checkpoints are named by iteration: ckpt-{k:08}, 2k, 3k, ...; a run to
     // the end keeps the last two, which give k.
     ok(&args);
-    let mut its: Vec<u64> = std::fs::read_dir(d.join("checkpoints"))
+    let its = rlrig_learn::run::RunDir::open(d.to_path_buf())
         .unwrap()
-        .filter_map(|e| {
-            let n = e.unwrap().file_name().into_string().unwrap();
-            n.strip_prefix("ckpt-")?.strip_suffix(".json")?.parse().ok()
-        })
-        .collect();
-    its.sort();
+        .checkpoint_steps();
     assert_eq!(its.len(), 2, "{its:?}");
     let k = its[1] - its[0];
     std::fs::remove_dir_all(&d).unwrap();

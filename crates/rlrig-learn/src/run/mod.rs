@@ -195,6 +195,20 @@ impl RunDir {
         self.newest_intact(|p| load_tensors_at(p, algo))
     }
 
+    /// The steps (or iterations) of the run's checkpoints on disk, ascending.
+    pub fn checkpoint_steps(&self) -> Vec<u64> {
+        let mut steps: Vec<u64> = fs::read_dir(self.path.join("checkpoints"))
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let n = e.ok()?.file_name().into_string().ok()?;
+                n.strip_prefix("ckpt-")?.strip_suffix(".json")?.parse().ok()
+            })
+            .collect();
+        steps.sort_unstable();
+        steps
+    }
+
     /// The checkpoint JSONs, newest first: the one `latest` names, then the others by
     /// name (`ckpt-<step>`, zero-padded), descending.
     fn candidates(&self) -> Vec<PathBuf> {
@@ -495,19 +509,6 @@ pub struct TensorCheckpoint<C, S> {
 mod tests {
     use super::*;
 
-    /// The steps of the run's checkpoints, ascending.
-    fn checkpoint_names(run: &RunDir) -> Vec<u64> {
-        let mut v: Vec<u64> = fs::read_dir(run.path.join("checkpoints"))
-            .unwrap()
-            .filter_map(|e| {
-                let n = e.unwrap().file_name().into_string().unwrap();
-                n.strip_prefix("ckpt-")?.strip_suffix(".json")?.parse().ok()
-            })
-            .collect();
-        v.sort();
-        v
-    }
-
     fn flip_last_byte(dir: &Path, step: u64) {
         let w = dir.join(format!("checkpoints/ckpt-{step:012}.safetensors"));
         let mut bytes = fs::read(&w).unwrap();
@@ -534,7 +535,7 @@ mod tests {
             save(&run, step, v);
         }
         // Two kept, the newest named by `latest`.
-        assert_eq!(checkpoint_names(&run), [2000, 3000]);
+        assert_eq!(run.checkpoint_steps(), [2000, 3000]);
         assert_eq!(load(&run), 3.0);
         // A flipped byte in the newest weights: the older checkpoint is read.
         flip_last_byte(&dir, 3000);
@@ -546,7 +547,7 @@ mod tests {
         // The run resumed from 2000 saves at 2500: the damaged 3000 is set aside, and
         // 2000 stays as the fallback.
         save(&run, 2500, 2.5);
-        assert_eq!(checkpoint_names(&run), [2000, 2500]);
+        assert_eq!(run.checkpoint_steps(), [2000, 2500]);
         for f in ["json", "safetensors"] {
             assert!(
                 dir.join(format!("checkpoints/ckpt-000000003000.{f}.damaged"))
@@ -559,7 +560,7 @@ mod tests {
         let run = RunDir::open(&dir).unwrap();
         assert_eq!(load(&run), 2.0);
         save(&run, 4000, 4.0);
-        assert_eq!(checkpoint_names(&run), [2000, 4000]);
+        assert_eq!(run.checkpoint_steps(), [2000, 4000]);
         // A directory with checkpoints but no `latest` (a half-done copy) holds a run.
         fs::remove_file(dir.join("checkpoints/latest")).unwrap();
         assert!(run.has_checkpoint());
