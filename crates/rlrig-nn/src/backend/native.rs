@@ -701,30 +701,11 @@ impl NetBackend for Native {
         let pool = self.pool.as_deref();
         let slices = self.grads.len().div_ceil(NORM_SLICE);
         self.sumsq.resize(slices, 0.0);
-        if max_grad_norm == f64::INFINITY {
-            // No clipping (`clip_factor` is None for every norm): nothing waits for the
-            // norm, so each slice adds its pending gradients, takes its squared norm and
-            // its update in one pass (one pool job instead of two; the same bits).
-            let rule = self.opt.begin(lr);
-            let Adam { m, v, .. } = &mut self.opt;
-            let (pending, chunks) = (&self.pending, &self.chunks);
-            let mut work: Vec<_> = self
-                .params
-                .chunks_mut(NORM_SLICE)
-                .zip(self.grads.chunks_mut(NORM_SLICE))
-                .zip(m.chunks_mut(NORM_SLICE).zip(v.chunks_mut(NORM_SLICE)))
-                .zip(self.sumsq.iter_mut())
-                .collect();
-            for_each(pool, &mut work, |s, (((p, g), (m, v)), sq)| {
-                add_pending(g, s * NORM_SLICE, pending, chunks);
-                **sq = sum_squares(g);
-                rule.apply(p, g, m, v);
-                g.fill(0.0);
-            });
-            self.pending.clear();
-            return self.sumsq.iter().sum::<f64>().sqrt();
-        }
-        {
+        // Without clipping (`clip_factor` is None for every norm) nothing waits for the
+        // norm: each slice adds its pending gradients, takes its squared norm and its
+        // update in one pass (DDPG/TD3/SAC; one pool job instead of two, the same bits).
+        let one_pass = max_grad_norm == f64::INFINITY;
+        if !one_pass {
             let (pending, chunks) = (&self.pending, &self.chunks);
             let mut work: Vec<(&mut [f32], &mut f64)> = self
                 .grads
@@ -736,25 +717,32 @@ impl NetBackend for Native {
                 **sq = sum_squares(g);
             });
         }
-        self.pending.clear();
-        let norm = self.sumsq.iter().sum::<f64>().sqrt();
-        let clip = clip_factor(norm, max_grad_norm);
+        let clip = (!one_pass)
+            .then(|| clip_factor(self.sumsq.iter().sum::<f64>().sqrt(), max_grad_norm))
+            .flatten();
         let rule = self.opt.begin(lr);
         let Adam { m, v, .. } = &mut self.opt;
+        let (pending, chunks) = (&self.pending, &self.chunks);
         let mut work: Vec<_> = self
             .params
             .chunks_mut(NORM_SLICE)
             .zip(self.grads.chunks_mut(NORM_SLICE))
             .zip(m.chunks_mut(NORM_SLICE).zip(v.chunks_mut(NORM_SLICE)))
+            .zip(self.sumsq.iter_mut())
             .collect();
-        for_each(pool, &mut work, |_, ((p, g), (m, v))| {
+        for_each(pool, &mut work, |s, (((p, g), (m, v)), sq)| {
+            if one_pass {
+                add_pending(g, s * NORM_SLICE, pending, chunks);
+                **sq = sum_squares(g);
+            }
             if let Some(c) = clip {
                 g.iter_mut().for_each(|x| *x *= c);
             }
             rule.apply(p, g, m, v);
             g.fill(0.0);
         });
-        norm
+        self.pending.clear();
+        self.sumsq.iter().sum::<f64>().sqrt()
     }
 
     fn params(&self) -> Vec<f32> {

@@ -80,20 +80,19 @@ fn on_kernel(
         kernel::product_into((m, k, n), a, a_strides, b, b_layout, c, ldc, start, b_sums);
         return;
     }
-    with_scratch(k * n, |bt| {
-        kernel::transpose(b, csb, n, k, bt);
-        kernel::product_into(
-            (m, k, n),
-            a,
-            a_strides,
-            bt,
-            (n, false),
-            c,
-            ldc,
-            start,
-            b_sums,
-        );
-    });
+    let mut bt = Scratch::take(&SCRATCH, k * n);
+    kernel::transpose(b, csb, n, k, &mut bt);
+    kernel::product_into(
+        (m, k, n),
+        a,
+        a_strides,
+        &bt,
+        (n, false),
+        c,
+        ldc,
+        start,
+        b_sums,
+    );
 }
 
 /// `out[m x n] = x[m x k] w[k x n] + bias` on every row (a layer: row-major `x`, `w`
@@ -280,10 +279,9 @@ fn small_gemm_nn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f3
         small_gemm_dots(m, k, n, a, b, k, c);
         return;
     }
-    with_scratch(n * k, |bt| {
-        kernel::transpose(b, n, k, n, bt);
-        small_gemm_dots(m, k, n, a, bt, k, c);
-    });
+    let mut bt = Scratch::take(&SCRATCH, n * k);
+    kernel::transpose(b, n, k, n, &mut bt);
+    small_gemm_dots(m, k, n, a, &bt, k, c);
 }
 
 thread_local! {
@@ -332,11 +330,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         self.key.set(std::mem::take(&mut self.buf));
     }
-}
-
-/// Runs `f` on `len` floats of this thread's scratch ([`Scratch`]).
-fn with_scratch<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
-    f(&mut Scratch::take(&SCRATCH, len))
 }
 
 /// Dot product with 16 partial sums, added in a fixed order (deterministic).
@@ -405,7 +398,7 @@ fn small_gemm_tn_in(
 }
 
 fn small_gemm_tn(m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: &mut [f32]) {
-    with_scratch(m * n, |ct| small_gemm_tn_in(m, k, n, a, b, c, ct));
+    small_gemm_tn_in(m, k, n, a, b, c, &mut Scratch::take(&SCRATCH, m * n));
 }
 
 /// `tanh(x)` within 2e-7 absolute and a few ulp relative of libm's, branch-free, as
