@@ -196,6 +196,25 @@ fn add_pending(g: &mut [f32], at: usize, pending: &[(Range<usize>, usize)], chun
     }
 }
 
+/// Each chunk of a pass over `rows` rows paired with its rows of `out` (`width` floats
+/// a row): the work of a pass that writes one output row per input row.
+fn rows_of_chunks<'a>(
+    chunks: &'a mut [Chunk],
+    out: &'a mut [f32],
+    rows: usize,
+    width: usize,
+) -> Vec<(&'a mut Chunk, &'a mut [f32])> {
+    let k = chunks.len();
+    let mut work = Vec::with_capacity(k);
+    let mut rest = out;
+    for (c, chunk) in chunks.iter_mut().enumerate() {
+        let (head, tail) = rest.split_at_mut(chunk_rows(rows, k, c).len() * width);
+        work.push((chunk, head));
+        rest = tail;
+    }
+    work
+}
+
 /// Runs `f(c, &mut items[c])` for every item: on the pool when there is one (what the
 /// native backend and PPO's loss blocks run their chunks with).
 pub fn for_each<T: Send>(pool: Option<&Pool>, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
@@ -776,13 +795,7 @@ impl NetBackend for Native {
         let (id, od) = (m.input_dim(), m.output_dim());
         assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
         self.dinput.resize(rows * id, 0.0);
-        let mut work: Vec<(&mut Chunk, &mut [f32])> = Vec::with_capacity(k);
-        let mut rest = self.dinput.as_mut_slice();
-        for (c, chunk) in self.chunks[..k].iter_mut().enumerate() {
-            let (head, tail) = rest.split_at_mut(chunk_rows(rows, k, c).len() * id);
-            work.push((chunk, head));
-            rest = tail;
-        }
+        let mut work = rows_of_chunks(&mut self.chunks[..k], &mut self.dinput, rows, id);
         // One chunk: every rank computes it (as the forward pass did).
         let ranks = self.collective.as_deref().filter(|_| k > 1);
         let params = &self.params;
@@ -848,13 +861,7 @@ impl NetBackend for Native {
                 "input_grad_sum: gradient shape"
             );
         }
-        let mut work: Vec<(&mut Chunk, &mut [f32])> = Vec::with_capacity(k);
-        let mut rest = out;
-        for (c, chunk) in self.chunks[..k].iter_mut().enumerate() {
-            let (head, tail) = rest.split_at_mut(chunk_rows(rows, k, c).len() * id);
-            work.push((chunk, head));
-            rest = tail;
-        }
+        let mut work = rows_of_chunks(&mut self.chunks[..k], out, rows, id);
         let (nets, params) = (&self.layout.nets, &self.params);
         for_each(self.pool.as_deref(), &mut work, |c, (chunk, dx)| {
             let r = chunk_rows(rows, k, c);
