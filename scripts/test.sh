@@ -68,21 +68,33 @@ if ! command -v c++ >/dev/null 2>&1; then
   apt_install "Box2D and ALE" "install a C++ compiler" g++
 fi
 
-# The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
-# would crawl in debug, without release's slow single-unit LTO link. The Python package
-# and the opt-in features below build in the same profile, so they reuse this build.
-# rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
-step "the workspace's tests (ci profile)"
-cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked
-# The binary those tests ran: every SIMD intrinsic inlined into its loop (the ci
-# profile's 16 codegen units once left a kernel loop calling them one by one).
-bash scripts/check_simd_inlined.sh target/ci/rlrig
-
-# Atari's ROMs, from ale-py's wheel (scripts/fetch_roms.sh), for the Python package's
-# and the binary's Atari tests below.
+# Atari's ROMs, from ale-py's wheel (scripts/fetch_roms.sh), for the Atari tests of the
+# workspace and of the Python package below.
 if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
   bash scripts/fetch_roms.sh
 fi
+
+# The binary's opt-in features, in the workspace's one build: MPI (its tests run under
+# mpirun: ES/GA in tests/evolution.rs, the learners in tests/mpi.rs) and Atari (ALE
+# 0.11.2, GPL-2.0: its C++ comes from ale-py's source distribution on PyPI, which
+# rlrig-ale's build script downloads into the rlrig cache; the ROMs from ale-py's
+# wheel): the Atari envs against ale-py and Gymnasium's wrappers step by step
+# (rlrig-env's atari_golden), the executors' tests with Pong's two ids, and the CLI
+# (tests/atari.rs). RLRIG_SKIP_MPI=1 and RLRIG_SKIP_ATARI=1 leave them out.
+FEATURES=()
+[ "${RLRIG_SKIP_MPI:-0}" = 1 ] || FEATURES+=(rlrig/mpi)
+[ "${RLRIG_SKIP_ATARI:-0}" = 1 ] || FEATURES+=(rlrig/atari)
+
+# The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
+# would crawl in debug, without release's slow single-unit LTO link. One build with
+# every feature above, which the Python package (the same rlrig-env features) reuses.
+# rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
+step "the workspace's tests (ci profile${FEATURES[*]:+, ${FEATURES[*]}})"
+cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked \
+  --features "$(IFS=,; echo "${FEATURES[*]}")"
+# The binary those tests ran: every SIMD intrinsic inlined into its loop (the ci
+# profile's 16 codegen units once left a kernel loop calling them one by one).
+bash scripts/check_simd_inlined.sh target/ci/rlrig
 
 if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   step "the Python package and its tests"
@@ -108,28 +120,6 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   # The type stubs agree with the native module, and the package type-checks.
   "$PYV/bin/python" -m mypy.stubtest rlrig._rlrig
   "$PYV/bin/python" -m mypy --config-file python/pyproject.toml python/rlrig
-fi
-
-# The binary again with its opt-in features, in one build: MPI (its tests run under
-# mpirun: ES/GA in tests/evolution.rs, the learners in tests/mpi.rs) and Atari (ALE
-# 0.11.2, GPL-2.0: its C++ comes from ale-py's source distribution on PyPI, which
-# rlrig-ale's build script downloads into the rlrig cache; the ROMs from ale-py's
-# wheel, scripts/fetch_roms.sh): the Atari envs against
-# ale-py and Gymnasium's wrappers step by step, the executors' tests with Pong's two ids,
-# and the CLI. RLRIG_SKIP_ATARI=1 skips them.
-FEATURES=()
-TESTS=()
-if [ "${RLRIG_SKIP_MPI:-0}" != 1 ]; then
-  FEATURES+=(rlrig/mpi)
-  TESTS+=(--test evolution --test mpi)
-fi
-if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
-  FEATURES+=(rlrig/atari)
-  TESTS+=(--test atari --test atari_golden --test executors)
-fi
-if [ "${#TESTS[@]}" -gt 0 ]; then
-  step "the MPI and Atari tests"
-  cargo test --profile ci --locked -p rlrig -p rlrig-env --features "$(IFS=,; echo "${FEATURES[*]}")" "${TESTS[@]}"
 fi
 
 if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then

@@ -94,7 +94,9 @@ fn an_unknown_device_is_refused() {
 }
 
 /// A small TD3 run on Pendulum (its critics' action gradient and target networks on
-/// the device), or DQN on CartPole (its Q-network and target there).
+/// the device), or DQN on CartPole (its Q-network and target there): updates from step
+/// 200, the first checkpoint at 400 (after ~50 updates, so it holds trained targets,
+/// optimiser moments and a replay buffer), the end at 600.
 fn replay_args<'a>(algo: &'a str, dir: &'a str, device: &'a str) -> Vec<&'a str> {
     let env = if algo == "dqn" {
         "CartPole-v1"
@@ -108,7 +110,7 @@ fn replay_args<'a>(algo: &'a str, dir: &'a str, device: &'a str) -> Vec<&'a str>
         env,
         "--device",
         device,
-        "--total-steps 1200 --num-envs 4 --set learning_starts=400 --set hidden=[32,32] --set",
+        "--total-steps 600 --num-envs 4 --set learning_starts=200 --set hidden=[32,32] --set",
         "batch_size=64 --set log_every=200 --set checkpoint_every=400 --threads 1 --run-dir",
         dir,
         "--quiet --eval-episodes 2",
