@@ -81,34 +81,16 @@ fi
 # wheel): the Atari envs against ale-py and Gymnasium's wrappers step by step
 # (rlrig-env's atari_golden), the executors' tests with Pong's two ids, and the CLI
 # (tests/atari.rs). RLRIG_SKIP_MPI=1 and RLRIG_SKIP_ATARI=1 leave them out.
-#
-# Burn devices (`--device burn-cpu|wgpu`, crate rlrig-burn) and the device-resident PPO
-# (`--device gpu`, crate rlrig-gpu): Burn's parity with the native path, the binary's Burn
-# and GPU tests, and rlrig-gpu's kernels against rlrig-env and across runs. Without a GPU,
-# wgpu runs on Mesa's software Vulkan (lavapipe), installed here when no Vulkan driver is
-# present; RLRIG_REQUIRE_WGPU=1 makes the wgpu tests fail rather than skip where no
-# adapter opens. RLRIG_SKIP_BURN=1 leaves them out.
 FEATURES=()
-EXCLUDE=()
 [ "${RLRIG_SKIP_MPI:-0}" = 1 ] || FEATURES+=(rlrig/mpi)
 [ "${RLRIG_SKIP_ATARI:-0}" = 1 ] || FEATURES+=(rlrig/atari)
-if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
-  FEATURES+=(rlrig/burn rlrig/gpu)
-  if ! vulkan_ready; then
-    apt_install "the wgpu tests (Mesa's software Vulkan)" \
-      "install them, or set RLRIG_SKIP_BURN=1 to skip the Burn tests" mesa-vulkan-drivers libvulkan1
-  fi
-  export RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
-else
-  EXCLUDE=(--exclude rlrig-burn --exclude rlrig-gpu)
-fi
 
 # The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
-# would crawl in debug, without release's slow single-unit LTO link (and its dependencies
-# at level 1 but for the hot ones, Cargo.toml). One build with every feature above, Burn
-# and wgpu included; the Python package reuses its crates.
+# would crawl in debug, without release's slow single-unit LTO link. One build with
+# every feature above, which the Python package (the same rlrig-env features) reuses.
+# rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
 step "the workspace's tests (ci profile${FEATURES[*]:+, ${FEATURES[*]}})"
-cargo test --workspace ${EXCLUDE[@]+"${EXCLUDE[@]}"} --profile ci --locked \
+cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked \
   --features "$(IFS=,; echo "${FEATURES[*]}")"
 # The binary those tests ran: every SIMD intrinsic inlined into its loop (the ci
 # profile's 16 codegen units once left a kernel loop calling them one by one).
@@ -140,4 +122,20 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   "$PYV/bin/python" -m mypy --config-file python/pyproject.toml python/rlrig
 fi
 
+if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
+  step "the Burn and wgpu tests (dev profile)"
+  # Burn devices (`--device burn-cpu|wgpu`): Burn's parity with the native path and
+  # the binary's Burn tests. Without a GPU, wgpu runs on Mesa's software Vulkan
+  # (lavapipe), installed here when no Vulkan driver is present. Dev profile with
+  # optimised dependencies: a release build of Burn + wgpu would double CI's time.
+  if ! vulkan_ready; then
+    apt_install "the wgpu tests (Mesa's software Vulkan)" \
+      "install them, or set RLRIG_SKIP_BURN=1 to skip the Burn tests" mesa-vulkan-drivers libvulkan1
+  fi
+  # One build for all of them: Burn + wgpu compile once. The binary's Burn and GPU
+  # tests, and the device-resident kernels (rlrig-gpu) against rlrig-env and across runs.
+  RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
+    cargo test --locked -p rlrig --features burn,gpu -p rlrig-gpu \
+      --test burn_parity --test burn --test gpu --test device
+fi
 step "done"
