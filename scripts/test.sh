@@ -87,7 +87,9 @@ FEATURES=()
 
 # The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
 # would crawl in debug, without release's slow single-unit LTO link. One build with
-# every feature above, which the Python package (the same rlrig-env features) reuses.
+# every feature above; the Python package below reuses most of its crates (it rebuilds
+# rlrig-nn, as numpy's ndarray changes matrixmultiply's features, and the `rlrig` crate,
+# which it takes without MPI).
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
 step "the workspace's tests (ci profile${FEATURES[*]:+, ${FEATURES[*]}})"
 cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked \
