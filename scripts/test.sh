@@ -80,28 +80,6 @@ if [ "${RLRIG_SKIP_ATARI:-0}" != 1 ]; then
   bash scripts/fetch_roms.sh
 fi
 
-# The crates are downloaded first, in the foreground: the two builds below would otherwise take
-# turns at the package cache's lock.
-cargo fetch --locked --target "$(rustc -vV | sed -n 's/^host: //p')"
-
-# The Burn and wgpu tests' dev build (the suite's longest, ~2,600 s of CPU time on 2
-# cores), started here in the background at the lowest priority (nice 19, in this
-# script's session so the nice counts against the steps below): it takes only the CPU
-# time the ci build, the tests and the Python step leave idle, and the Burn step below
-# waits for what is left of it. Its own target directory (target/debug) has its own
-# lock, so it never blocks the ci profile's builds. Its output goes to target/burn-build.log,
-# printed when it fails.
-BURN_BUILD=(cargo test --locked -p rlrig --features burn,gpu -p rlrig-gpu
-  --test burn_parity --test burn --test gpu --test device)
-BURN_PID=
-if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
-  mkdir -p target
-  nice -n 19 "${BURN_BUILD[@]}" --no-run >target/burn-build.log 2>&1 &
-  BURN_PID=$!
-  # A failing step ends the script; the build, and the compilers it started, end with it.
-  trap '[ -z "$BURN_PID" ] || { pkill -TERM -P "$BURN_PID"; kill "$BURN_PID"; } 2>/dev/null || true' EXIT
-fi
-
 # The binary's opt-in features, in the workspace's one build: MPI (its tests run under
 # mpirun: ES/GA in tests/evolution.rs, the learners in tests/mpi.rs) and Atari (ALE
 # 0.11.2, GPL-2.0: its C++ comes from ale-py's source distribution on PyPI, which
@@ -162,17 +140,10 @@ if [ "${RLRIG_SKIP_BURN:-0}" != 1 ]; then
     apt_install "the wgpu tests (Mesa's software Vulkan)" \
       "install them, or set RLRIG_SKIP_BURN=1 to skip the Burn tests" mesa-vulkan-drivers libvulkan1
   fi
-  # One build for all of them (started in the background above): Burn + wgpu compile
-  # once. The binary's Burn and GPU tests, and the device-resident kernels (rlrig-gpu)
-  # against rlrig-env and across runs.
-  if ! wait "$BURN_PID"; then
-    BURN_PID=
-    echo "[test] the Burn tests' build failed (target/burn-build.log):" >&2
-    cat target/burn-build.log >&2
-    exit 1
-  fi
-  BURN_PID=
-  step "the Burn tests' build done"
-  RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" "${BURN_BUILD[@]}"
+  # One build for all of them: Burn + wgpu compile once. The binary's Burn and GPU
+  # tests, and the device-resident kernels (rlrig-gpu) against rlrig-env and across runs.
+  RLRIG_REQUIRE_WGPU=1 XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}" \
+    cargo test --locked -p rlrig --features burn,gpu -p rlrig-gpu \
+      --test burn_parity --test burn --test gpu --test device
 fi
 step "done"
