@@ -93,9 +93,10 @@ FEATURES=()
 
 # The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
 # would crawl in debug, without release's slow single-unit LTO link. One build with
-# every feature above; the Python package below reuses most of its crates (it rebuilds
-# rlrig-nn, as numpy's ndarray changes matrixmultiply's features, and the `rlrig` crate,
-# which it takes without MPI).
+# every feature above; the Python package below reuses most of its dependencies, but
+# rebuilds rayon and the workspace's crates from rlrig-env up: the tests' dev-dependencies
+# add features to `either` and `getrandom` (Cargo unifies them into this build, not into
+# the extension's), and the extension's `rlrig` has no MPI.
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
 step "the workspace's tests (ci profile${FEATURES[*]:+, ${FEATURES[*]}})"
 cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked \
