@@ -93,10 +93,10 @@ FEATURES=()
 
 # The `ci` profile (Cargo.toml): optimised, as the learning tests train real agents and
 # would crawl in debug, without release's slow single-unit LTO link. One build with
-# every feature above; the Python package below reuses most of its dependencies, but
-# rebuilds rayon and the workspace's crates from rlrig-env up: the tests' dev-dependencies
-# add features to `either` and `getrandom` (Cargo unifies them into this build, not into
-# the extension's), and the extension's `rlrig` has no MPI.
+# every feature above; the Python package below reuses all of it and compiles only PyO3
+# and its own crate: python/Cargo.toml names the features the tests' dev-dependencies and
+# rlrig-sdist's defaults add to this build, and the extension takes the same MPI and
+# Atari features.
 # rlrig-burn and rlrig-gpu (wgpu) are left to their own (dev-profile) build below.
 step "the workspace's tests (ci profile${FEATURES[*]:+, ${FEATURES[*]}})"
 cargo test --workspace --exclude rlrig-burn --exclude rlrig-gpu --profile ci --locked \
@@ -108,9 +108,9 @@ bash scripts/check_simd_inlined.sh target/ci/rlrig
 if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   step "the Python package and its tests"
   # The Python package, installed as a user installs it (maturin builds the extension
-  # in the test build's profile, reusing the workspace's target directory; with Atari,
-  # as `MATURIN_PEP517_ARGS="--features atari"` builds it), then its tests against
-  # Gymnasium's own envs.
+  # in the test build's profile and features, reusing the workspace's target directory,
+  # as `MATURIN_PEP517_ARGS="--features atari"` builds it for a user), then its tests
+  # against Gymnasium's own envs.
   PYV=target/pyvenv
   if ! "$PYV/bin/python" -c 'import sys' 2>/dev/null; then
     rm -rf "$PYV"
@@ -121,9 +121,11 @@ if [ "${RLRIG_SKIP_PYTHON:-0}" != 1 ]; then
   fi
   PIP=("$PYV/bin/python" -m pip install -q --disable-pip-version-check --no-input)
   "${PIP[@]}" "gymnasium>=1.4,<1.5" numpy pytest hypothesis mypy
-  # Users get the release profile (pyproject.toml); the tests the `ci` build above.
+  # Users get the release profile (pyproject.toml); the tests the `ci` build above, with
+  # its features (the extension's `atari` and `mpi` are the binary's).
   PY_ARGS="--profile ci"
-  [ "${RLRIG_SKIP_ATARI:-0}" = 1 ] || PY_ARGS+=" --features atari"
+  PY_FEATURES=("${FEATURES[@]#rlrig/}")
+  [ ${#PY_FEATURES[@]} = 0 ] || PY_ARGS+=" --features $(IFS=,; echo "${PY_FEATURES[*]}")"
   MATURIN_PEP517_ARGS="$PY_ARGS" "${PIP[@]}" --force-reinstall --no-deps ./python
   "$PYV/bin/python" -m pytest -q -p no:cacheprovider python/tests
   # The type stubs agree with the native module, and the package type-checks.
