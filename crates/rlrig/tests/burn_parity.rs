@@ -220,7 +220,12 @@ fn native_and_burn_agree_on_outputs_gradients_and_adam_steps() {
                 rows: 5,
                 x_scale: 255.0,
                 lr: 7e-4,
-                loose: 10.0,
+                // Burn's CPU matrix products sum in the order its kernels choose for
+                // the CPU: with AVX-512 on AMD Zen 5 one output (step 1, 3136-wide
+                // head, terms far larger than their sum) differed by 1.49e-4, 15x the
+                // MLPs' tolerance (AVX2 CPUs passed at 10x); there, every other check
+                // of this case stayed under 0.3 of 10x.
+                loose: 30.0,
                 norm_tol: 3e-3,
             },
         );
