@@ -53,8 +53,9 @@ criterion_group! {
     targets = benches
 }
 
-/// The gemm shapes of a PPO minibatch (128 rows, 64 hidden) and of SAC's 256-wide
-/// layers (a 64-row chunk, a 256-row batch): forward, dW and dX.
+/// The gemm shapes of a PPO minibatch (128 rows, 64 hidden), of SAC's 256-wide layers
+/// (a 64-row chunk, a 256-row batch) and of RL Zoo's 400-300 TD3/SAC networks (a chunk;
+/// 300 columns are not a whole number of vectors): forward, dW and dX.
 fn gemm_shapes(c: &mut Criterion) {
     use rlrig_nn::nn::gemm;
     let mut rng = Rng::stream(1, Purpose::Bench, 0);
@@ -66,6 +67,7 @@ fn gemm_shapes(c: &mut Criterion) {
         (4, 64, 64),
         (64, 256, 256),
         (256, 256, 256),
+        (64, 400, 300),
     ] {
         let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
         let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();

@@ -35,6 +35,15 @@ trait Simd {
     /// # Safety
     /// `p..p + LANES` is writable.
     unsafe fn store(p: *mut f32, v: Self::V);
+    /// Lanes `0..n` from `p`, the others +0 (`0 < n <= LANES`): the last, partial vector
+    /// of a row whose length is not a multiple of `LANES`.
+    /// # Safety
+    /// `p..p + n` is readable (nothing past it is read).
+    unsafe fn load_part(p: *const f32, n: usize) -> Self::V;
+    /// Writes lanes `0..n` of `v` to `p` (`0 < n <= LANES`), nothing past them.
+    /// # Safety
+    /// `p..p + n` is writable.
+    unsafe fn store_part(p: *mut f32, v: Self::V, n: usize);
     /// `c + a * b`, rounded once.
     /// # Safety
     /// As [`Simd::zero`].
@@ -81,6 +90,16 @@ impl Simd for Scalar {
         unsafe { *p = v }
     }
     #[inline(always)]
+    unsafe fn load_part(p: *const f32, _n: usize) -> f32 {
+        // SAFETY: one lane: `n == 1`, and the caller guarantees `p` is readable.
+        unsafe { *p }
+    }
+    #[inline(always)]
+    unsafe fn store_part(p: *mut f32, v: f32, _n: usize) {
+        // SAFETY: one lane: `n == 1`, and the caller guarantees `p` is writable.
+        unsafe { *p = v }
+    }
+    #[inline(always)]
     unsafe fn fma(a: f32, b: f32, c: f32) -> f32 {
         a.mul_add(b, c)
     }
@@ -110,13 +129,14 @@ mod x86 {
     /// An x86 vector type's [`Simd`] impl from its intrinsics.
     macro_rules! x86_simd {
         ($name:ident, $v:ty, $lanes:expr, $zero:ident, $splat:ident, $load:ident,
-         $store:ident, $fma:ident, $add:ident, $mul:ident, $sub:ident,
-         $where_positive:ident) => {
+         $store:ident, $load_part:ident, $store_part:ident, $fma:ident, $add:ident,
+         $mul:ident, $sub:ident, $where_positive:ident) => {
             pub struct $name;
             // SAFETY (every method): the intrinsics need their instruction set, which
             // the trait's contract makes the caller guarantee; loads and stores are
             // unaligned and read or write exactly LANES floats from `p`, which the
-            // caller guarantees are in bounds.
+            // caller guarantees are in bounds (the partial ones exactly `n` floats,
+            // masked: lanes past `n` are neither read nor written).
             impl Simd for $name {
                 const LANES: usize = $lanes;
                 type V = $v;
@@ -135,6 +155,14 @@ mod x86 {
                 #[inline(always)]
                 unsafe fn store(p: *mut f32, v: $v) {
                     unsafe { $store(p, v) }
+                }
+                #[inline(always)]
+                unsafe fn load_part(p: *const f32, n: usize) -> $v {
+                    unsafe { $load_part(p, n) }
+                }
+                #[inline(always)]
+                unsafe fn store_part(p: *mut f32, v: $v, n: usize) {
+                    unsafe { $store_part(p, v, n) }
                 }
                 #[inline(always)]
                 unsafe fn fma(a: $v, b: $v, c: $v) -> $v {
@@ -183,6 +211,68 @@ mod x86 {
         unsafe { _mm256_and_ps(v, _mm256_cmp_ps::<_CMP_GT_OQ>(h, _mm256_setzero_ps())) }
     }
 
+    /// Lanes `0..n` of an AVX-512 vector (`n <= 16`) as a write mask.
+    #[inline(always)]
+    fn mask16(n: usize) -> __mmask16 {
+        (((1u32 << n) - 1) & 0xffff) as __mmask16
+    }
+
+    /// [`Simd::load_part`] on AVX-512: a masked load (masked-off lanes are not read, so
+    /// they cannot fault).
+    ///
+    /// # Safety
+    /// AVX-512F is available; `p..p + n` is readable.
+    #[inline(always)]
+    unsafe fn load_part_avx512(p: *const f32, n: usize) -> __m512 {
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_maskz_loadu_ps(mask16(n), p) }
+    }
+
+    /// [`Simd::store_part`] on AVX-512: a masked store.
+    ///
+    /// # Safety
+    /// AVX-512F is available; `p..p + n` is writable.
+    #[inline(always)]
+    unsafe fn store_part_avx512(p: *mut f32, v: __m512, n: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { _mm512_mask_storeu_ps(p, mask16(n), v) }
+    }
+
+    /// Lanes `0..n` of an AVX vector (`n <= 8`) as `vmaskmovps`'s mask: all ones there.
+    ///
+    /// # Safety
+    /// AVX2 is available.
+    #[inline(always)]
+    unsafe fn mask8(n: usize) -> __m256i {
+        // SAFETY: the caller's contract.
+        unsafe {
+            _mm256_cmpgt_epi32(
+                _mm256_set1_epi32(n as i32),
+                _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+            )
+        }
+    }
+
+    /// [`Simd::load_part`] on AVX2: a masked load (masked-off lanes are not read).
+    ///
+    /// # Safety
+    /// AVX2 is available; `p..p + n` is readable.
+    #[inline(always)]
+    unsafe fn load_part_avx2(p: *const f32, n: usize) -> __m256 {
+        // SAFETY: the caller's contract.
+        unsafe { _mm256_maskload_ps(p, mask8(n)) }
+    }
+
+    /// [`Simd::store_part`] on AVX2: a masked store.
+    ///
+    /// # Safety
+    /// AVX2 is available; `p..p + n` is writable.
+    #[inline(always)]
+    unsafe fn store_part_avx2(p: *mut f32, v: __m256, n: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { _mm256_maskstore_ps(p, mask8(n), v) }
+    }
+
     x86_simd!(
         Avx512,
         __m512,
@@ -191,6 +281,8 @@ mod x86 {
         _mm512_set1_ps,
         _mm512_loadu_ps,
         _mm512_storeu_ps,
+        load_part_avx512,
+        store_part_avx512,
         _mm512_fmadd_ps,
         _mm512_add_ps,
         _mm512_mul_ps,
@@ -205,6 +297,8 @@ mod x86 {
         _mm256_set1_ps,
         _mm256_loadu_ps,
         _mm256_storeu_ps,
+        load_part_avx2,
+        store_part_avx2,
         _mm256_fmadd_ps,
         _mm256_add_ps,
         _mm256_mul_ps,
@@ -220,8 +314,8 @@ mod arm {
 
     pub struct Neon;
     // SAFETY (every method): NEON is part of the aarch64 baseline; loads and stores
-    // read or write exactly LANES floats from `p`, which the caller guarantees are in
-    // bounds.
+    // read or write exactly LANES floats from `p` (the partial ones `n`, through a
+    // 4-float copy), which the caller guarantees are in bounds.
     impl Simd for Neon {
         const LANES: usize = 4;
         type V = float32x4_t;
@@ -240,6 +334,23 @@ mod arm {
         #[inline(always)]
         unsafe fn store(p: *mut f32, v: float32x4_t) {
             unsafe { vst1q_f32(p, v) }
+        }
+        #[inline(always)]
+        unsafe fn load_part(p: *const f32, n: usize) -> float32x4_t {
+            // NEON has no masked load: through a zeroed copy of the `n` floats.
+            let mut lanes = [0.0f32; 4];
+            unsafe {
+                std::ptr::copy_nonoverlapping(p, lanes.as_mut_ptr(), n);
+                vld1q_f32(lanes.as_ptr())
+            }
+        }
+        #[inline(always)]
+        unsafe fn store_part(p: *mut f32, v: float32x4_t, n: usize) {
+            let mut lanes = [0.0f32; 4];
+            unsafe {
+                vst1q_f32(lanes.as_mut_ptr(), v);
+                std::ptr::copy_nonoverlapping(lanes.as_ptr(), p, n);
+            }
         }
         #[inline(always)]
         unsafe fn fma(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
@@ -425,24 +536,32 @@ impl Src {
 }
 
 /// Rows `i..i + R` by columns `j..j + P * LANES` of the product, added to `c`, written
-/// into it, or added to the bias row, as `START` ([`Start`]) says.
+/// into it, or added to the bias row, as `START` ([`Start`]) says. With `TAIL`, the last
+/// of the `P` vectors has only `last` columns (`0 < last <= LANES`): its loads and stores
+/// are masked to them, and its other lanes (zeros) are summed but never stored, so each
+/// element gets the same operations as in a whole vector.
 ///
 /// # Safety
-/// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n`, and `o`
+/// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n` (with `TAIL`,
+/// `j + (P - 1) * LANES + last <= n`), and `o`
 /// was checked by [`Operands::new`] against `c` (and by [`Operands::starting`] against
 /// its bias row or activation outputs, which `START == BIAS`, `TANH_GRAD` or `RELU_GRAD`
 /// requires), so every
 /// index read or written is in bounds: `a` at `(i + r) * rsa + t * csa`, `b` at
 /// `t * ldb + j + q`, `c` and the tanh outputs at `(i + r) * ldc + j + q`, the bias and
 /// `b_sums` (non-null with `SET_SUMS`, checked by [`Operands::summing_b_rows`]) at
-/// `j + q`, for `r < R`, `t < k`, `q < P * LANES`.
+/// `j + q`, for `r < R`, `t < k`, `q < P * LANES` (with `TAIL`, `q < (P - 1) * LANES +
+/// last`).
 #[inline(always)]
-unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
+unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8, const TAIL: bool>(
     o: &Operands,
     c: *mut f32,
     (i, j): (usize, usize),
+    last: usize,
     src: Src,
 ) {
+    // Vector `q`'s load and store: masked to `last` lanes for the tail's last vector.
+    let part = |q: usize| if TAIL && q + 1 == P { last } else { S::LANES };
     // SAFETY: the bounds are the caller's contract above.
     unsafe {
         let mut acc = [[S::zero(); P]; R];
@@ -453,7 +572,7 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
             let brow = src.b.add(t * src.ldb);
             let mut bv = [S::zero(); P];
             for (q, v) in bv.iter_mut().enumerate() {
-                *v = S::load(brow.add(q * S::LANES));
+                *v = load::<S>(brow.add(q * S::LANES), part(q));
             }
             if summing {
                 for (s, b) in sums.iter_mut().zip(&bv) {
@@ -478,23 +597,56 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
                 let p = crow.add(q * S::LANES);
                 let sum = match START {
                     SET | SET_SUMS => *v,
-                    BIAS => S::add(S::load(bias.add(q * S::LANES)), *v),
+                    BIAS => S::add(load::<S>(bias.add(q * S::LANES), part(q)), *v),
                     TANH_GRAD => {
-                        let h = S::load(h.add((i + r) * o.ldc + j + q * S::LANES));
+                        let h = load::<S>(h.add((i + r) * o.ldc + j + q * S::LANES), part(q));
                         S::mul(*v, S::sub(S::splat(1.0), S::mul(h, h)))
                     }
-                    RELU_GRAD => {
-                        S::where_positive(*v, S::load(h.add((i + r) * o.ldc + j + q * S::LANES)))
-                    }
-                    _ => S::add(S::load(p), *v),
+                    RELU_GRAD => S::where_positive(
+                        *v,
+                        load::<S>(h.add((i + r) * o.ldc + j + q * S::LANES), part(q)),
+                    ),
+                    _ => S::add(load::<S>(p, part(q)), *v),
                 };
-                S::store(p, sum);
+                store::<S>(p, sum, part(q));
             }
         }
         if summing {
             for (q, s) in sums.iter().enumerate() {
-                S::store(o.b_sums.add(j + q * S::LANES), *s);
+                store::<S>(o.b_sums.add(j + q * S::LANES), *s, part(q));
             }
+        }
+    }
+}
+
+/// `n` lanes from `p`: a whole vector, or a partial one ([`Simd::load_part`]).
+///
+/// # Safety
+/// As [`Simd::load_part`].
+#[inline(always)]
+unsafe fn load<S: Simd>(p: *const f32, n: usize) -> S::V {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if n == S::LANES {
+            S::load(p)
+        } else {
+            S::load_part(p, n)
+        }
+    }
+}
+
+/// `n` lanes of `v` to `p`: a whole vector, or a partial one ([`Simd::store_part`]).
+///
+/// # Safety
+/// As [`Simd::store_part`].
+#[inline(always)]
+unsafe fn store<S: Simd>(p: *mut f32, v: S::V, n: usize) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        if n == S::LANES {
+            S::store(p, v)
+        } else {
+            S::store_part(p, v, n)
         }
     }
 }
@@ -589,7 +741,7 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
             for p in 0..panels {
                 let j = p * width;
                 let b = buf.as_ptr().add(p * width * k);
-                column_blocks::<S, R, P, START>(o, c, j, |i| Src {
+                column_blocks::<S, R, P, START, false>(o, c, j, S::LANES, |i| Src {
                     b,
                     ldb: width,
                     ..Src::in_place(o, i, j)
@@ -598,19 +750,19 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
             j = panels * width;
         }
         while j + width <= n {
-            column_blocks::<S, R, P, START>(o, c, j, |i| Src::in_place(o, i, j));
+            column_blocks::<S, R, P, START, false>(o, c, j, S::LANES, |i| Src::in_place(o, i, j));
             j += width;
         }
+        // The columns left over, one vector wide, on blocks of rows as above (a
+        // 300-wide layer's last 44 columns, one row at a time with the last 12 scalar,
+        // had taken as long as its first 256); the last vector masked to the columns
+        // left.
         while j + S::LANES <= n {
-            for i in 0..m {
-                block::<S, 1, 1, START>(o, c, (i, j), Src::in_place(o, i, j));
-            }
+            column_blocks::<S, R, 1, START, false>(o, c, j, S::LANES, |i| Src::in_place(o, i, j));
             j += S::LANES;
         }
-        for j in j..n {
-            for i in 0..m {
-                block::<Scalar, 1, 1, START>(o, c, (i, j), Src::in_place(o, i, j));
-            }
+        if j < n {
+            column_blocks::<S, R, 1, START, true>(o, c, j, n - j, |i| Src::in_place(o, i, j));
         }
     }
 }
@@ -623,13 +775,20 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
 /// it, so the same bits.
 ///
 /// # Safety
-/// As [`block`], for every row `i < o.m` and the columns `j..j + P * LANES`, reading
-/// the operands where `src(i)` says.
+/// As [`block`], for every row `i < o.m` and the columns `j..j + P * LANES` (with
+/// `TAIL`, `j..j + (P - 1) * LANES + last`), reading the operands where `src(i)` says.
 #[inline(always)]
-unsafe fn column_blocks<S: Simd, const R: usize, const P: usize, const START: u8>(
+unsafe fn column_blocks<
+    S: Simd,
+    const R: usize,
+    const P: usize,
+    const START: u8,
+    const TAIL: bool,
+>(
     o: &Operands,
     c: *mut f32,
     j: usize,
+    last: usize,
     src: impl Fn(usize) -> Src,
 ) {
     let m = o.m;
@@ -637,19 +796,19 @@ unsafe fn column_blocks<S: Simd, const R: usize, const P: usize, const START: u8
     // SAFETY: every block's rows lie below m (the caller's contract covers them).
     unsafe {
         while i + R <= m {
-            block::<S, R, P, START>(o, c, (i, j), src(i));
+            block::<S, R, P, START, TAIL>(o, c, (i, j), last, src(i));
             i += R;
         }
         if R > 4 && i + 4 <= m {
-            block::<S, 4, P, START>(o, c, (i, j), src(i));
+            block::<S, 4, P, START, TAIL>(o, c, (i, j), last, src(i));
             i += 4;
         }
         if R > 2 && i + 2 <= m {
-            block::<S, 2, P, START>(o, c, (i, j), src(i));
+            block::<S, 2, P, START, TAIL>(o, c, (i, j), last, src(i));
             i += 2;
         }
         for i in i..m {
-            block::<S, 1, P, START>(o, c, (i, j), src(i));
+            block::<S, 1, P, START, TAIL>(o, c, (i, j), last, src(i));
         }
     }
 }
