@@ -214,7 +214,7 @@ mod x86 {
     /// Lanes `0..n` of an AVX-512 vector (`n <= 16`) as a write mask.
     #[inline(always)]
     fn mask16(n: usize) -> __mmask16 {
-        (((1u32 << n) - 1) & 0xffff) as __mmask16
+        ((1u32 << n) - 1) as __mmask16
     }
 
     /// [`Simd::load_part`] on AVX-512: a masked load (masked-off lanes are not read, so
@@ -536,24 +536,24 @@ impl Src {
 }
 
 /// Rows `i..i + R` by columns `j..j + P * LANES` of the product, added to `c`, written
-/// into it, or added to the bias row, as `START` ([`Start`]) says. With `TAIL`, the last
-/// of the `P` vectors has only `last` columns (`0 < last <= LANES`): its loads and stores
+/// into it, or added to the bias row, as `START` ([`Start`]) says. The last of the `P`
+/// vectors has `last` columns (`0 < last <= LANES`); below `LANES` its loads and stores
 /// are masked to them, and its other lanes (zeros) are summed but never stored, so each
-/// element gets the same operations as in a whole vector.
+/// element gets the same operations as in a whole vector. (Callers pass `LANES` as a
+/// constant for whole blocks, so those compile without the masks.)
 ///
 /// # Safety
-/// `S`'s instruction set is available; `i + R <= m`, `j + P * LANES <= n` (with `TAIL`,
-/// `j + (P - 1) * LANES + last <= n`), and `o`
+/// `S`'s instruction set is available; `i + R <= m`, `j + (P - 1) * LANES + last <= n`,
+/// and `o`
 /// was checked by [`Operands::new`] against `c` (and by [`Operands::starting`] against
 /// its bias row or activation outputs, which `START == BIAS`, `TANH_GRAD` or `RELU_GRAD`
 /// requires), so every
 /// index read or written is in bounds: `a` at `(i + r) * rsa + t * csa`, `b` at
 /// `t * ldb + j + q`, `c` and the tanh outputs at `(i + r) * ldc + j + q`, the bias and
 /// `b_sums` (non-null with `SET_SUMS`, checked by [`Operands::summing_b_rows`]) at
-/// `j + q`, for `r < R`, `t < k`, `q < P * LANES` (with `TAIL`, `q < (P - 1) * LANES +
-/// last`).
+/// `j + q`, for `r < R`, `t < k`, `q < (P - 1) * LANES + last`.
 #[inline(always)]
-unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8, const TAIL: bool>(
+unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8>(
     o: &Operands,
     c: *mut f32,
     (i, j): (usize, usize),
@@ -561,7 +561,7 @@ unsafe fn block<S: Simd, const R: usize, const P: usize, const START: u8, const 
     src: Src,
 ) {
     // Vector `q`'s load and store: masked to `last` lanes for the tail's last vector.
-    let part = |q: usize| if TAIL && q + 1 == P { last } else { S::LANES };
+    let part = |q: usize| if q + 1 == P { last } else { S::LANES };
     // SAFETY: the bounds are the caller's contract above.
     unsafe {
         let mut acc = [[S::zero(); P]; R];
@@ -651,8 +651,8 @@ unsafe fn store<S: Simd>(p: *mut f32, v: S::V, n: usize) {
     }
 }
 
-/// The whole product: blocks of `R` rows (then single rows) by `P` vectors (then
-/// single vectors, then single columns).
+/// The whole product: blocks of `R` rows (then 4, 2 and single rows) by `P` vectors
+/// (then single vectors, the last masked to the columns left).
 ///
 /// # Safety
 /// `S`'s instruction set is available; `o` was checked against `c`.
@@ -741,7 +741,7 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
             for p in 0..panels {
                 let j = p * width;
                 let b = buf.as_ptr().add(p * width * k);
-                column_blocks::<S, R, P, START, false>(o, c, j, S::LANES, |i| Src {
+                column_blocks::<S, R, P, START>(o, c, j, S::LANES, |i| Src {
                     b,
                     ldb: width,
                     ..Src::in_place(o, i, j)
@@ -750,19 +750,16 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
             j = panels * width;
         }
         while j + width <= n {
-            column_blocks::<S, R, P, START, false>(o, c, j, S::LANES, |i| Src::in_place(o, i, j));
+            column_blocks::<S, R, P, START>(o, c, j, S::LANES, |i| Src::in_place(o, i, j));
             j += width;
         }
-        // The columns left over, one vector wide, on blocks of rows as above (a
-        // 300-wide layer's last 44 columns, one row at a time with the last 12 scalar,
-        // had taken as long as its first 256); the last vector masked to the columns
-        // left.
-        while j + S::LANES <= n {
-            column_blocks::<S, R, 1, START, false>(o, c, j, S::LANES, |i| Src::in_place(o, i, j));
-            j += S::LANES;
-        }
-        if j < n {
-            column_blocks::<S, R, 1, START, true>(o, c, j, n - j, |i| Src::in_place(o, i, j));
+        // The columns left over, one vector at a time on blocks of rows as above, the
+        // last masked to the columns left (a 300-wide layer's last 44 columns, one row
+        // at a time with the last 12 scalar, had taken as long as its first 256).
+        while j < n {
+            let cols = (n - j).min(S::LANES);
+            column_blocks::<S, R, 1, START>(o, c, j, cols, |i| Src::in_place(o, i, j));
+            j += cols;
         }
     }
 }
@@ -775,16 +772,10 @@ unsafe fn product_as<S: Simd, const R: usize, const P: usize, const START: u8>(
 /// it, so the same bits.
 ///
 /// # Safety
-/// As [`block`], for every row `i < o.m` and the columns `j..j + P * LANES` (with
-/// `TAIL`, `j..j + (P - 1) * LANES + last`), reading the operands where `src(i)` says.
+/// As [`block`], for every row `i < o.m` and the columns `j..j + (P - 1) * LANES +
+/// last`, reading the operands where `src(i)` says.
 #[inline(always)]
-unsafe fn column_blocks<
-    S: Simd,
-    const R: usize,
-    const P: usize,
-    const START: u8,
-    const TAIL: bool,
->(
+unsafe fn column_blocks<S: Simd, const R: usize, const P: usize, const START: u8>(
     o: &Operands,
     c: *mut f32,
     j: usize,
@@ -796,19 +787,19 @@ unsafe fn column_blocks<
     // SAFETY: every block's rows lie below m (the caller's contract covers them).
     unsafe {
         while i + R <= m {
-            block::<S, R, P, START, TAIL>(o, c, (i, j), last, src(i));
+            block::<S, R, P, START>(o, c, (i, j), last, src(i));
             i += R;
         }
         if R > 4 && i + 4 <= m {
-            block::<S, 4, P, START, TAIL>(o, c, (i, j), last, src(i));
+            block::<S, 4, P, START>(o, c, (i, j), last, src(i));
             i += 4;
         }
         if R > 2 && i + 2 <= m {
-            block::<S, 2, P, START, TAIL>(o, c, (i, j), last, src(i));
+            block::<S, 2, P, START>(o, c, (i, j), last, src(i));
             i += 2;
         }
         for i in i..m {
-            block::<S, 1, P, START, TAIL>(o, c, (i, j), last, src(i));
+            block::<S, 1, P, START>(o, c, (i, j), last, src(i));
         }
     }
 }
