@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::NnError;
 use crate::conv::{ConvCache, ConvNet};
-use crate::nn::{Mlp, MlpCache};
+use crate::nn::{Mlp, MlpCache, Params};
 use crate::optim::Adam;
 
 /// Answers many small forward requests at once: for `n` observations (`n x OBS_DIM`)
@@ -137,17 +137,26 @@ impl Net {
     /// network's range of `grads` (whatever was there before is replaced).
     pub fn backward_set(
         &self,
-        params: &[f32],
+        params: Params<'_>,
         grads: &mut [f32],
         dout: &[f32],
         cache: &mut NetCache,
     ) {
         match self {
-            Net::Mlp(m) => m.backward_set(params, grads, dout, &mut cache.mlp),
+            Net::Mlp(m) => m.backward_with(params, Some(grads), true, dout, &mut cache.mlp, None),
             Net::Conv(c) => {
                 grads[self.start()..self.end()].fill(0.0);
-                c.backward(params, grads, dout, &mut cache.conv);
+                c.backward(params.flat, grads, dout, &mut cache.conv);
             }
+        }
+    }
+
+    /// Writes the transposes of the weights its backward passes read transposed into
+    /// `wt`, which holds this network's parameters ([`Mlp::transpose_weights`]; nothing
+    /// for a convolutional network).
+    pub fn transpose_weights(&self, params: &[f32], wt: &mut [f32]) {
+        if let Net::Mlp(m) = self {
+            m.transpose_weights(params, wt, self.start());
         }
     }
 }

@@ -95,6 +95,53 @@ fn any_rank_count_gives_the_same_bits() {
     }
 }
 
+/// The backward passes read weights transposed once per step (`Native::transpose`):
+/// after each step and each `set_params` they give the bits of every chunk's pass on
+/// the parameters as they are now, transposing in place ([`Params::flat`]).
+#[test]
+fn transposed_weights_follow_the_parameters() {
+    let lay = layout();
+    let rows = 200;
+    let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+        .threads(2)
+        .unwrap();
+    let k = chunk_count(rows, lay.min_chunk_rows(true));
+    assert!(k > 1, "the test needs a chunked pass");
+    let Net::Mlp(net) = &lay.nets[0] else {
+        unreachable!("an MLP")
+    };
+    for it in 0..4u64 {
+        if it == 2 {
+            b.set_params(&noise(lay.total, 50));
+        }
+        let x = noise(rows * 6, 40 + it);
+        let d = noise(rows * 3, 60 + it);
+        b.forward_train(0, &x, rows);
+        b.backward(0, &d);
+        let got_grads = b.grads();
+        b.forward_train(0, &x, rows);
+        let got_dx = b.input_grad(0, &d).to_vec();
+        // Each chunk on the parameters now, weights transposed by each product.
+        let p = b.params();
+        let mut grads = vec![0.0f32; lay.total];
+        let mut dx = vec![0.0f32; rows * 6];
+        for c in 0..k {
+            let r = chunk_rows(rows, k, c);
+            let mut cache = MlpCache::default();
+            net.forward(&p, &x[r.start * 6..r.end * 6], r.len(), &mut cache);
+            let mut g = vec![0.0f32; lay.total];
+            let dr = &d[r.start * 3..r.end * 3];
+            net.backward_set(&p, &mut g, dr, &mut cache);
+            grads.iter_mut().zip(&g).for_each(|(a, b)| *a += b);
+            let dxr = &mut dx[r.start * 6..r.end * 6];
+            net.backward_full(&p, None, dr, &mut cache, Some(dxr));
+        }
+        assert!(got_grads == grads, "step {it}: parameter gradients");
+        assert!(got_dx == dx, "step {it}: input gradients");
+        b.step(1e-2, f64::INFINITY);
+    }
+}
+
 #[test]
 fn chunked_gradients_equal_one_pass_within_rounding() {
     // The sum over chunks is the same gradient as one pass over all rows.

@@ -532,6 +532,27 @@ pub enum Activation {
     Identity,
 }
 
+/// The parameters a backward pass reads: the flat vector, and optionally a copy of the
+/// weights its input-gradient products read transposed ([`Mlp::transpose_weights`], at
+/// the same indices). A caller that runs several backward passes (chunks of rows, or
+/// passes before the next optimiser step) transposes each weight once instead of each
+/// pass's kernel transposing it again: the same values in the same order, so the same bits.
+#[derive(Clone, Copy, Debug)]
+pub struct Params<'a> {
+    pub flat: &'a [f32],
+    pub transposed: Option<&'a [f32]>,
+}
+
+impl<'a> Params<'a> {
+    /// The flat vector alone: each product transposes what it reads.
+    pub fn flat(flat: &'a [f32]) -> Params<'a> {
+        Params {
+            flat,
+            transposed: None,
+        }
+    }
+}
+
 /// One layer's place in the flat parameter vector: `fan_in x fan_out` weights
 /// (row-major, `y = x W + b`) at `w`, `fan_out` biases at `b`.
 #[derive(Clone, Debug, PartialEq)]
@@ -630,6 +651,34 @@ impl Mlp {
 
     pub fn output_dim(&self) -> usize {
         self.layers.last().expect("at least one layer").fan_out
+    }
+
+    /// Whether layer `i`'s input-gradient product (`d W^T`) reads `W^T` from
+    /// [`Params::transposed`] when given: layers past the first (the first's input
+    /// gradient is asked for only by the actor's pass through a critic) whose product
+    /// the kernel takes.
+    fn reads_transposed(&self, i: usize) -> bool {
+        let l = &self.layers[i];
+        i > 0 && kernel_takes(l.fan_out, l.fan_in, (1, l.fan_out))
+    }
+
+    /// Writes the transpose of each weight a backward pass reads transposed
+    /// ([`Params::transposed`]) into `wt`, which holds the parameters from index `at`:
+    /// layer `l`'s `W^T` (`fan_out x fan_in`, row-major) at `l.w - at`.
+    pub fn transpose_weights(&self, params: &[f32], wt: &mut [f32], at: usize) {
+        for (i, l) in self.layers.iter().enumerate() {
+            if self.reads_transposed(i) {
+                let len = l.fan_in * l.fan_out;
+                let w = &params[l.w..l.w + len];
+                kernel::transpose(
+                    w,
+                    l.fan_out,
+                    l.fan_in,
+                    l.fan_out,
+                    &mut wt[l.w - at..][..len],
+                );
+            }
+        }
     }
 
     /// Orthogonal initialisation as CleanRL's `layer_init`: hidden layers with gain
@@ -740,7 +789,7 @@ impl Mlp {
         cache: &mut MlpCache,
         dinput: Option<&mut [f32]>,
     ) {
-        self.backward_pass(params, grads, false, dout, cache, dinput);
+        self.backward_with(Params::flat(params), grads, false, dout, cache, dinput);
     }
 
     /// [`Mlp::backward`] writing the parameter gradients into `grads` (every weight and
@@ -753,13 +802,16 @@ impl Mlp {
         dout: &[f32],
         cache: &mut MlpCache,
     ) {
-        self.backward_pass(params, Some(grads), true, dout, cache, None);
+        self.backward_with(Params::flat(params), Some(grads), true, dout, cache, None);
     }
 
-    /// The backward pass; `set` writes the parameter gradients instead of adding them.
-    fn backward_pass(
+    /// The backward pass, reading the weights from `params` (transposed ones where
+    /// given): adds the parameter gradients into `grads` when given (writes them with
+    /// `set`, as [`Mlp::backward_set`]), and writes d loss / d input into `dinput` when
+    /// given (as [`Mlp::backward_full`]).
+    pub fn backward_with(
         &self,
-        params: &[f32],
+        params: Params<'_>,
         mut grads: Option<&mut [f32]>,
         set: bool,
         dout: &[f32],
@@ -840,8 +892,13 @@ impl Mlp {
                 cache.delta[0] = cur;
                 break;
             }
-            // d_prev = (d W^T) * act'(h_in), W^T read through W's strides.
-            let w = &params[l.w..l.w + l.fan_in * l.fan_out];
+            // d_prev = (d W^T) * act'(h_in), W^T read through W's strides or, where the
+            // caller keeps it, from its row-major copy.
+            let len = l.fan_in * l.fan_out;
+            let (w, w_t) = match params.transposed.filter(|_| self.reads_transposed(i)) {
+                Some(wt) => (&wt[l.w..l.w + len], (l.fan_in, 1)),
+                None => (&params.flat[l.w..l.w + len], (1, l.fan_out)),
+            };
             let d_wt = |out: &mut [f32]| {
                 gemm(
                     batch,
@@ -851,7 +908,7 @@ impl Mlp {
                     d,
                     (l.fan_out, 1),
                     w,
-                    (1, l.fan_out),
+                    w_t,
                     0.0,
                     out,
                     (l.fan_in, 1),
@@ -866,7 +923,6 @@ impl Mlp {
             let mut prev = std::mem::take(&mut cache.delta[i - 1]);
             let dp = &mut prev[..batch * l.fan_in];
             let h_in = &h_in[..batch * l.fan_in];
-            let w_t = (1, l.fan_out); // W^T, read through W's strides
             let through = match self.layers[i - 1].act {
                 Activation::Tanh => Some(kernel::Start::TanhGrad(h_in)),
                 Activation::Relu => Some(kernel::Start::ReluGrad(h_in)),
