@@ -840,6 +840,7 @@ impl NetBackend for Native {
     }
 
     fn input_grad(&mut self, net: usize, dout: &[f32]) -> &[f32] {
+        self.transpose([net]);
         let Net::Mlp(m) = &self.layout.nets[net] else {
             panic!("input_grad: network {net} is not an MLP (input gradients are kept for MLPs)")
         };
@@ -847,10 +848,6 @@ impl NetBackend for Native {
             .unwrap_or_else(|| panic!("input_grad of network {net} before its forward pass"));
         let (id, od) = (m.input_dim(), m.output_dim());
         assert_eq!(dout.len(), rows * od, "input_grad: gradient shape");
-        self.transpose([net]);
-        let Net::Mlp(m) = &self.layout.nets[net] else {
-            unreachable!("checked above")
-        };
         self.dinput.resize(rows * id, 0.0);
         let mut work = rows_of_chunks(&mut self.chunks[..k], &mut self.dinput, rows, id);
         // One chunk: every rank computes it (as the forward pass did).
