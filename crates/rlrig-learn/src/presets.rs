@@ -9,8 +9,10 @@
 //! 2. its categories (`[atari]`, `[continuous]`, `[minatar]`, `[ga]`, ...), in the order
 //!    the file's [`Presets`] lists them, where the category's test says the config
 //!    belongs;
-//! 3. its groups: sections with a list `envs = [...]` of the ids they apply to (two
-//!    groups that list one id may not set one key, so their order does not matter);
+//! 3. its groups: sections with a list `envs = [...]` of the ids they apply to, and
+//!    optionally `only = "category"`: then only where that category applies (SAC's
+//!    own settings for an env that DDPG and TD3 share). Two groups that list one id may
+//!    not set one key, so their order does not matter;
 //! 4. the section named by the env id.
 //!
 //! A file that does not parse or a section that does not deserialise is a programmer
@@ -47,6 +49,8 @@ pub(crate) use presets;
 
 /// The key of a group section that lists its env ids.
 const ENVS: &str = "envs";
+/// The key of a group section that names the one category it applies to.
+const ONLY: &str = "only";
 
 impl<C: Serialize + DeserializeOwned> Presets<C> {
     /// `base` for `env`, with this file's layers for `env` merged over it.
@@ -71,14 +75,18 @@ impl<C: Serialize + DeserializeOwned> Presets<C> {
             .iter()
             .filter(|(_, belongs)| belongs(base, env))
             .filter_map(|(name, _)| sections.get(*name).cloned());
+        let applies = |category: &toml::Value| {
+            self.categories
+                .iter()
+                .any(|(c, belongs)| category.as_str() == Some(*c) && belongs(base, env))
+        };
         let groups = sections.values().filter_map(|s| {
             let mut s = s.clone();
             let listed = s.remove(ENVS)?;
-            listed
-                .as_array()?
-                .iter()
-                .any(|id| id.as_str() == Some(env))
-                .then_some(s)
+            let only = s.remove(ONLY);
+            (listed.as_array()?.iter().any(|id| id.as_str() == Some(env))
+                && only.as_ref().is_none_or(applies))
+            .then_some(s)
         });
         let own = sections
             .get(env)
@@ -162,6 +170,13 @@ mod tests {
                         "presets/{}: [{name}] lists envs but is an env id or category",
                         p.file
                     );
+                    if let Some(only) = keys.remove(ONLY) {
+                        assert!(
+                            p.categories.iter().any(|(c, _)| only.as_str() == Some(*c)),
+                            "presets/{}: [{name}] only = {only}: not a category",
+                            p.file
+                        );
+                    }
                     groups.push((name, ids, keys.clone()));
                 }
                 None => assert!(
@@ -243,5 +258,28 @@ mod tests {
         );
         let other = P.apply(DqnConfig::default(), "CartPole-v1");
         assert_eq!((other.batch_size, other.num_envs), (2, 2));
+    }
+
+    /// A group with `only` applies where its category does, and nowhere else.
+    #[test]
+    fn a_group_with_only_follows_its_category() {
+        const P: Presets<DqnConfig> = Presets {
+            file: "test.toml",
+            text: "[mine]\nenvs = [\"Acrobot-v1\"]\nonly = \"big\"\nbatch_size = 7\n",
+            categories: &[("big", |c: &DqnConfig, _| c.num_envs > 1)],
+        };
+        let one = DqnConfig {
+            num_envs: 1,
+            ..DqnConfig::default()
+        };
+        let two = DqnConfig {
+            num_envs: 2,
+            ..DqnConfig::default()
+        };
+        assert_eq!(P.apply(two.clone(), "Acrobot-v1").batch_size, 7);
+        let base = one.batch_size;
+        assert_eq!(P.apply(one, "Acrobot-v1").batch_size, base);
+        assert_ne!(base, 7);
+        assert_ne!(P.apply(two, "CartPole-v1").batch_size, 7);
     }
 }

@@ -139,7 +139,10 @@ impl Default for OffPolicyConfig {
 /// DDPG's and TD3's settings and the per-env presets (`presets/offpolicy.toml`).
 pub(crate) const PRESETS: Presets<OffPolicyConfig> = presets!(
     "offpolicy.toml",
-    &[("ddpg-td3", |c, _| c.algo != Algo::Sac)]
+    &[
+        ("ddpg-td3", |c, _| c.algo != Algo::Sac),
+        ("sac", |c, _| c.algo == Algo::Sac),
+    ]
 );
 
 impl OffPolicyConfig {
