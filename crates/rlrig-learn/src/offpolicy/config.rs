@@ -136,7 +136,8 @@ impl Default for OffPolicyConfig {
     }
 }
 
-/// DDPG's and TD3's settings and the per-env presets (`presets/offpolicy.toml`).
+/// DDPG's and TD3's settings, the per-env presets, and SAC's own where an env has them
+/// (`presets/offpolicy.toml`).
 pub(crate) const PRESETS: Presets<OffPolicyConfig> = presets!(
     "offpolicy.toml",
     &[
