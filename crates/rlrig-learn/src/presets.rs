@@ -69,34 +69,39 @@ impl<C: Serialize + DeserializeOwned> Presets<C> {
     /// The layers that apply to `base` for `env`, in order.
     fn layers(&self, base: &C, env: &str) -> Vec<toml::Table> {
         let (everywhere, sections) = self.parse();
-        let is_category = |name: &str| self.categories.iter().any(|(c, _)| *c == name);
-        let categories = self
+        // The categories `base` belongs to, in layer order: their sections, and the
+        // groups that name one of them in `only`.
+        let belongs: Vec<&str> = self
             .categories
             .iter()
             .filter(|(_, belongs)| belongs(base, env))
-            .filter_map(|(name, _)| sections.get(*name).cloned());
-        let applies = |category: &toml::Value| {
-            self.categories
-                .iter()
-                .any(|(c, belongs)| category.as_str() == Some(*c) && belongs(base, env))
-        };
+            .map(|(name, _)| *name)
+            .collect();
+        let categories = belongs
+            .iter()
+            .filter_map(|name| sections.get(*name).cloned());
         let groups = sections.values().filter_map(|s| {
             let mut s = s.clone();
             let listed = s.remove(ENVS)?;
             let only = s.remove(ONLY);
             (listed.as_array()?.iter().any(|id| id.as_str() == Some(env))
-                && only.as_ref().is_none_or(applies))
+                && only.is_none_or(|c| c.as_str().is_some_and(|c| belongs.contains(&c))))
             .then_some(s)
         });
         let own = sections
             .get(env)
-            .filter(|s| !is_category(env) && !s.contains_key(ENVS))
+            .filter(|s| !self.is_category(env) && !s.contains_key(ENVS))
             .cloned();
         std::iter::once(everywhere)
             .chain(categories)
             .chain(groups)
             .chain(own)
             .collect()
+    }
+
+    /// Whether `name` is one of the file's categories.
+    fn is_category(&self, name: &str) -> bool {
+        self.categories.iter().any(|(c, _)| *c == name)
     }
 
     /// The file: its top-level keys, and its sections by name.
@@ -165,14 +170,13 @@ mod tests {
                         );
                     }
                     assert!(
-                        !ENV_IDS.contains(&name.as_str())
-                            && !p.categories.iter().any(|(c, _)| c == name),
+                        !ENV_IDS.contains(&name.as_str()) && !p.is_category(name),
                         "presets/{}: [{name}] lists envs but is an env id or category",
                         p.file
                     );
                     if let Some(only) = keys.remove(ONLY) {
                         assert!(
-                            p.categories.iter().any(|(c, _)| only.as_str() == Some(*c)),
+                            only.as_str().is_some_and(|c| p.is_category(c)),
                             "presets/{}: [{name}] only = {only}: not a category",
                             p.file
                         );
@@ -180,7 +184,7 @@ mod tests {
                     groups.push((name, ids, keys.clone()));
                 }
                 None => assert!(
-                    ENV_IDS.contains(&name.as_str()) || p.categories.iter().any(|(c, _)| c == name),
+                    ENV_IDS.contains(&name.as_str()) || p.is_category(name),
                     "presets/{}: [{name}] is neither an env id nor a category ({})",
                     p.file,
                     p.categories
