@@ -15,7 +15,7 @@
 //! CleanRL/PureJaxRL shape); [`check`] says what else a config would need.
 
 use rlrig_env::{Purpose, Rng, VecConfig};
-use rlrig_learn::ppo::{Agent, Collection, Optimizer, PpoConfig};
+use rlrig_learn::ppo::{Agent, Collection, MlpActivation, Optimizer, PpoConfig};
 use wgpu::util::DeviceExt;
 
 const PPO_WGSL: &str = include_str!("ppo.wgsl");
@@ -213,6 +213,10 @@ pub fn check(cfg: &PpoConfig) -> Result<Shape, GpuError> {
             cfg.collection() != Collection::OnPolicy,
         ),
         ("optimizer (only adam)", cfg.optimizer != Optimizer::Adam),
+        (
+            "activation (only tanh)",
+            cfg.activation != MlpActivation::Tanh,
+        ),
     ];
     if let Some((name, _)) = unsupported.iter().find(|(_, on)| *on) {
         return Err(GpuError::Unsupported(format!(

@@ -75,7 +75,14 @@ fn env_workload(
     // With inference: the actor of a 64-64 agent on every batch, greedy actions.
     let mut env = make_sync(id, cfg)?;
     let mut rng = Rng::stream(0, Purpose::Init, 0);
-    let agent = Agent::new(s.obs_dim, &s.action_space, &[64, 64], 0.0, &mut rng);
+    let agent = Agent::new(
+        s.obs_dim,
+        &s.action_space,
+        &[64, 64],
+        rlrig_learn::nn::Activation::Tanh,
+        0.0,
+        &mut rng,
+    );
     let mut bufs = GreedyBuffers::default();
     let (mut ai, mut af) = (
         vec![0i32; num_envs],

@@ -98,6 +98,12 @@ fn what_the_device_path_cannot_run_is_an_error_that_names_it() {
         None,
         &["norm_obs", "not supported"],
     );
+    // The kernel's hidden layers are tanh.
+    fails_with(
+        &with(&["--set", "activation=\"relu\""]),
+        None,
+        &["activation", "only tanh", "not supported"],
+    );
     fails_with(
         &["train", "a2c", "--device", "gpu", "--run-dir", d, "--quiet"],
         None,

@@ -212,6 +212,10 @@ fn bad_configs_devices_and_checkpoints_are_clear_errors() {
                 "train a2c --set optimizer=\"sgd\"",
                 &["optimizer", "sgd", "adam", "rmsprop"],
             ),
+            (
+                "train ppo --set activation=\"gelu\"",
+                &["activation", "gelu", "tanh", "relu"],
+            ),
             ("train ppo --set learning_rat=0.1", &["learning_rat"]),
             ("train ppo --set num_envs=four", &["num_envs"]),
             ("train ppo --set num_minibatches=3", &["num_minibatches"]),

@@ -130,6 +130,7 @@ impl Agent {
         obs_dim: usize,
         action_space: &Space,
         hidden: &[usize],
+        activation: crate::nn::Activation,
         init_logstd: f64,
         rng: &mut Rng,
     ) -> Agent {
@@ -140,8 +141,8 @@ impl Agent {
                 .collect()
         };
         let (out, _) = Self::outputs(action_space);
-        let critic = Mlp::new(&sizes(1), 0);
-        let actor = Mlp::new(&sizes(out), critic.end());
+        let critic = Mlp::with_activation(&sizes(1), 0, activation);
+        let actor = Mlp::with_activation(&sizes(out), critic.end(), activation);
         Self::assemble(
             obs_dim,
             AgentNets::Separate {
@@ -176,6 +177,7 @@ impl Agent {
                 spec.obs_dim,
                 &spec.action_space,
                 &cfg.hidden,
+                cfg.activation.nn(),
                 cfg.init_logstd,
                 rng,
             ),

@@ -18,6 +18,26 @@ pub enum Optimizer {
     Rmsprop,
 }
 
+/// The hidden layers' activation of PPO's MLPs; a config names it `"tanh"` (CleanRL's)
+/// or `"relu"` (PureJaxRL's MinAtar and Brax settings).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MlpActivation {
+    #[default]
+    Tanh,
+    Relu,
+}
+
+impl MlpActivation {
+    /// The network crate's activation.
+    pub fn nn(self) -> crate::nn::Activation {
+        match self {
+            MlpActivation::Tanh => crate::nn::Activation::Tanh,
+            MlpActivation::Relu => crate::nn::Activation::Relu,
+        }
+    }
+}
+
 /// Which algorithm of the PPO family a config trains: one machinery, and the name its
 /// run directory, checkpoints and exports carry (`rlrig train ppo|a2c|impala`).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -93,9 +113,12 @@ pub struct PpoConfig {
     pub vf_coef: f64,
     /// Global gradient-norm clip.
     pub max_grad_norm: f64,
-    /// Hidden layer sizes of actor and critic (tanh; with `conv_channels`, the ReLU
-    /// layers after the convolution).
+    /// Hidden layer sizes of actor and critic (with `conv_channels` or `cnn`, the ReLU
+    /// layers after the convolutions).
     pub hidden: Vec<usize>,
+    /// The hidden activation of MLP agents, `"tanh"` or `"relu"`. The convolutional
+    /// networks (`conv_channels`, `cnn`) are ReLU throughout, whatever this says.
+    pub activation: MlpActivation,
     /// Channels of one 3x3 valid convolution (ReLU) in front of each network, for image
     /// observations (`h x w x planes`, e.g. MinAtar); 0: plain MLPs on the flat
     /// observation.
@@ -211,6 +234,7 @@ impl Default for PpoConfig {
             vf_coef: 0.5,
             max_grad_norm: 0.5,
             hidden: vec![64, 64],
+            activation: MlpActivation::Tanh,
             conv_channels: 0,
             cnn: String::new(),
             reward_sign: false,

@@ -633,6 +633,47 @@ mod tests {
         assert_eq!(ppo.collection().actor_threads(), 1);
     }
 
+    /// `activation = "relu"` builds ReLU hidden layers in actor and critic (the output
+    /// layers stay linear), the default is tanh, conv networks ignore it, and an unknown
+    /// name is an error that names the key.
+    #[test]
+    fn activation_picks_the_mlps_hidden_activation() {
+        use crate::nn::Activation;
+        let acts = |cfg: &PpoConfig| -> Vec<Vec<Activation>> {
+            let spec = rlrig_env::spec(&cfg.env).unwrap();
+            let agent = Agent::for_config(&spec, cfg, &mut Rng::stream(1, Purpose::User, 0));
+            let AgentNets::Separate { critic, actor } = &agent.nets else {
+                panic!("MLP agents are separate")
+            };
+            [critic, actor]
+                .iter()
+                .map(|n| match n {
+                    Net::Mlp(m) => m.layers().iter().map(|l| l.act).collect(),
+                    Net::Conv(c) => c.head.layers().iter().map(|l| l.act).collect(),
+                })
+                .collect()
+        };
+        let tanh = PpoConfig::for_env("CartPole-v1");
+        assert_eq!(tanh.activation, MlpActivation::Tanh);
+        let want = |a| vec![a, a, Activation::Identity];
+        assert_eq!(acts(&tanh), vec![want(Activation::Tanh); 2]);
+        let relu = PpoConfig {
+            activation: MlpActivation::Relu,
+            ..tanh.clone()
+        };
+        assert_eq!(acts(&relu), vec![want(Activation::Relu); 2]);
+        let conv = PpoConfig::for_env("MinAtar/Breakout-v1");
+        assert!(conv.conv_channels > 0);
+        assert_eq!(
+            acts(&conv),
+            vec![vec![Activation::Relu, Activation::Identity]; 2]
+        );
+        let bad = toml::from_str::<PpoConfig>("activation = \"sigmoid\"").unwrap_err();
+        assert!(bad.to_string().contains("activation"), "{bad}");
+        let parsed: PpoConfig = toml::from_str("activation = \"relu\"").unwrap();
+        assert_eq!(parsed.activation, MlpActivation::Relu);
+    }
+
     /// A shared trunk's one output row is `[value, policy...]`: `Agent::forward` splits
     /// it, `Agent::backward` joins the two gradients back, and the two heads start with
     /// CleanRL's gains (1 for the value, 0.01 for the policy).
