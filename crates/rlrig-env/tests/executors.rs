@@ -447,6 +447,21 @@ fn env_args_reach_the_envs_and_bad_ones_are_errors() {
     }
     let asy = make_async("CartPole-v1", cfg, 3).unwrap();
     assert_eq!(asy.spec().max_episode_steps, Some(5));
+    // MinAtar has no limit of its own; a given one truncates (gymnax cuts at 1,000).
+    let mut env = make_sync("MinAtar/Freeway-v1", VecConfig::new(2).seed(1)).unwrap();
+    assert_eq!(env.spec().max_episode_steps, None);
+    let cfg = VecConfig::new(2)
+        .seed(1)
+        .env_args(arg("max_episode_steps", "7"));
+    let mut limited = make_sync("MinAtar/Freeway-v1", cfg).unwrap();
+    assert_eq!(limited.spec().max_episode_steps, Some(7));
+    // (The step after an episode's end resets it, as Gymnasium's next-step autoreset.)
+    for t in 1..=16 {
+        env.step(ActionBuf::Discrete(&[1, 0])).unwrap();
+        limited.step(ActionBuf::Discrete(&[1, 0])).unwrap();
+        assert_eq!(env.truncated(), &[false; 2], "step {t}");
+        assert_eq!(limited.truncated(), &[t == 7 || t == 15; 2], "step {t}");
+    }
     // The fast sin/cos are not libm's: the states' last bits differ (the float32
     // observations of 50 steps need not), and Pendulum's g reaches the dynamics.
     let states = |id: &str, args: Vec<(String, String)>| {
@@ -470,6 +485,18 @@ fn env_args_reach_the_envs_and_bad_ones_are_errors() {
             "this env takes: max_episode_steps, fast_trig",
         ),
         ("CartPole-v1", "max_episode_steps", "0", "at least 1 step"),
+        (
+            "MinAtar/Asterix-v1",
+            "max_episode_steps",
+            "0",
+            "at least 1 step",
+        ),
+        (
+            "MinAtar/Breakout-v1",
+            "speed",
+            "3",
+            "this env takes: sticky_action_prob, max_episode_steps",
+        ),
         ("Pendulum-v1", "g", "inf", "not a finite number"),
         ("LunarLander-v3", "g", "1", "this env takes none"),
     ] {

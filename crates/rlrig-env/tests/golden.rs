@@ -208,6 +208,7 @@ fn minatar_breakout_matches_the_minatar_package() {
     assert_eq!(doc["sticky_action_prob"], 0.0);
     let p = BreakoutParams {
         sticky_action_prob: 0.0,
+        ..Default::default()
     };
     let mut rewards = 0.0;
     for ep in &episodes {

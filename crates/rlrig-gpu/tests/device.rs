@@ -186,6 +186,7 @@ fn device_breakout_steps_as_rlrig_env() {
     // The CPU env without its own sticky draw: the test applies the device's draw.
     let p = BreakoutParams {
         sticky_action_prob: 0.0,
+        ..Default::default()
     };
     let mut rng = Rng::stream(9, Purpose::User, 0);
     let mut small = |n: u32| rng.below(n) as f32;

@@ -76,17 +76,21 @@ pub trait Game: crate::Env<Action = i32, Obs = f32> {
 }
 
 /// The parameters of a MinAtar game without a difficulty ramp (Breakout, Freeway): the
-/// package's `sticky_action_prob`.
+/// package's `sticky_action_prob`, and a time limit.
 #[derive(Clone, Debug)]
 pub struct Params {
     /// Probability that the previous action is repeated instead of the chosen one.
     pub sticky_action_prob: f64,
+    /// Truncate episodes after this many steps (Gymnasium's `TimeLimit`); the package
+    /// has none (gymnax cuts at 1,000, Freeway's own end at 2,500).
+    pub max_episode_steps: Option<u32>,
 }
 
 impl Default for Params {
     fn default() -> Self {
         Params {
             sticky_action_prob: 0.1,
+            max_episode_steps: None,
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct RampParams {
     pub sticky_action_prob: f64,
     /// The package's `difficulty_ramping`.
     pub ramping: bool,
+    /// As [`Params::max_episode_steps`].
+    pub max_episode_steps: Option<u32>,
 }
 
 impl Default for RampParams {
@@ -106,6 +112,7 @@ impl Default for RampParams {
         RampParams {
             sticky_action_prob: 0.1,
             ramping: true,
+            max_episode_steps: None,
         }
     }
 }
@@ -355,18 +362,24 @@ pub(crate) fn render_frame<E: crate::Env<Obs = f32>>(s: &E::State) -> Vec<f64> {
     v
 }
 
-/// The MinAtar games' parameter keys (the `minatar` package's `Environment` arguments).
-pub(crate) const PARAMS: &[&str] = &["sticky_action_prob"];
+/// The MinAtar games' parameter keys (the `minatar` package's `Environment` argument,
+/// and a time limit).
+pub(crate) const PARAMS: &[&str] = &["sticky_action_prob", "max_episode_steps"];
 
 /// Sets a MinAtar game's parameter `key` (for [`crate::Env::set_param`]):
 /// `sticky_action_prob`, the chance that the previous action repeats (0.1 by default,
-/// 0 for the deterministic game).
+/// 0 for the deterministic game), or `max_episode_steps` (none by default).
 pub(crate) fn set_param(
     sticky_action_prob: &mut f64,
+    max_episode_steps: &mut Option<u32>,
     key: &str,
     value: &str,
 ) -> Result<(), String> {
     match key {
+        "max_episode_steps" => {
+            *max_episode_steps = Some(super::steps_param(value)?);
+            Ok(())
+        }
         "sticky_action_prob" => {
             let v = super::finite_param(value)?;
             if !(0.0..=1.0).contains(&v) {
@@ -380,7 +393,7 @@ pub(crate) fn set_param(
 }
 
 /// The items of `impl Env` every MinAtar game shares: i32 actions, a `10 x 10 x
-/// channels` frame, no time limit of its own, the sticky-action parameter, `reset` as the
+/// channels` frame, no time limit unless `max_episode_steps` sets one, the parameters, `reset` as the
 /// game's [`Game::reset_game`], and `step` drawing the sticky action, then handing it to
 /// the game's [`Game::step_game`] (as the package's `Environment.act` does); with `drawn
 /// as a frame`, `render_state` is the frame (what `rlrig play` draws). A game's impl names
@@ -409,12 +422,17 @@ macro_rules! minatar_env {
             Space::Discrete { n: $actions }
         }
 
-        fn max_episode_steps(_: &$params) -> Option<u32> {
-            None
+        fn max_episode_steps(p: &$params) -> Option<u32> {
+            p.max_episode_steps
         }
 
         fn set_param(p: &mut $params, key: &str, value: &str) -> Result<(), String> {
-            super::minatar::set_param(&mut p.sticky_action_prob, key, value)
+            super::minatar::set_param(
+                &mut p.sticky_action_prob,
+                &mut p.max_episode_steps,
+                key,
+                value,
+            )
         }
 
         fn reset(_: &$params, rng: &mut Rng) -> $state {
