@@ -54,8 +54,9 @@ criterion_group! {
 }
 
 /// The gemm shapes of a PPO minibatch (128 rows, 64 hidden), of SAC's 256-wide layers
-/// (a 64-row chunk, a 256-row batch) and of RL Zoo's 400-300 TD3/SAC networks (a chunk;
-/// 300 columns are not a whole number of vectors): forward, dW and dX.
+/// (a 64-row chunk, a 256-row batch), of RL Zoo's 400-300 TD3/SAC networks (a chunk;
+/// 300 columns are not a whole number of vectors) and of the first layers of PPO's
+/// MinAtar MLPs on SpaceInvaders (600 inputs) and Seaquest (1,000): forward, dW and dX.
 fn gemm_shapes(c: &mut Criterion) {
     use rlrig_nn::nn::gemm;
     let mut rng = Rng::stream(1, Purpose::Bench, 0);
@@ -68,6 +69,8 @@ fn gemm_shapes(c: &mut Criterion) {
         (64, 256, 256),
         (256, 256, 256),
         (64, 400, 300),
+        (128, 600, 64),
+        (128, 1000, 64),
     ] {
         let a: Vec<f32> = (0..m * k).map(|_| normal(&mut rng) as f32).collect();
         let b: Vec<f32> = (0..k * n).map(|_| normal(&mut rng) as f32).collect();

@@ -223,9 +223,12 @@ const SMALL_WORK: usize = 65_536;
 const KERNEL_MIN_N: usize = 16;
 
 /// The longest sum [`kernel`] takes: every block of rows reads a `k x 64` panel of `b`
-/// (128 KB at 512), which stays in L2; longer sums (convolution weight gradients over
-/// a whole batch of positions) are matrixmultiply's, whose packing keeps them in cache.
-const KERNEL_MAX_K: usize = 512;
+/// (256 KB at 1,024), which stays in L2 (512 KB on Zen 3, 1 MB or more since); longer
+/// sums (convolution weight gradients over a whole batch of positions, MinAtar's 1,600-
+/// and the Nature CNN's 3,136-input layers) are matrixmultiply's, whose packing keeps
+/// them in cache. At 512 the first layers of PPO's MinAtar MLPs (600 to 1,000 inputs)
+/// went to matrixmultiply: `gemm/nn/128x600x64` 120 us there, 84 us here (Zen 4).
+const KERNEL_MAX_K: usize = 1024;
 
 /// `c = beta * c` over `m` rows of `n` (rows `ld` apart), with `beta = 0` writing zeros.
 fn scale_rows(c: &mut [f32], m: usize, n: usize, ld: usize, beta: f32) {
