@@ -15,6 +15,7 @@ trap 'rm -rf "$out"' EXIT
 runs=(
   "ppo|12|train ppo --env CartPole-v1 --total-steps 8192"
   "ppo-minatar|12|train ppo --env MinAtar/Breakout-v1 --total-steps 2048 --num-envs 8"
+  "ppo-minatar-conv|12|train ppo --env MinAtar/Breakout-v1 --total-steps 2048 --num-envs 8 --set conv_channels=16 --set hidden=[128]"
   "ppo-pendulum|12|train ppo --env Pendulum-v1 --total-steps 4096"
   "a2c|12|train a2c --env CartPole-v1 --total-steps 4000"
   "impala|12|train impala --env CartPole-v1 --total-steps 8192"

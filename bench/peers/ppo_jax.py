@@ -1,5 +1,5 @@
-"""PureJaxRL-style PPO on gymnax CartPole-v1 or MinAtar Breakout (JAX, CPU), for
-comparison with `rlrig train ppo --env CartPole-v1|MinAtar/Breakout-v1`.
+"""PureJaxRL-style PPO on gymnax CartPole-v1, Acrobot-v1 or the MinAtar games (JAX, CPU),
+for comparison with `rlrig train ppo --env ID`.
 
 The whole training run is one jitted function: a `lax.scan` over updates;
 each update scans over rollout steps (vmapped gymnax envs, whose `step`
@@ -12,16 +12,25 @@ minibatches. Hyperparameters are CleanRL ppo.py's (the ones rlrig uses):
     normalised per minibatch, separate 64-64 tanh actor and critic with
     orthogonal init (sqrt 2; actor head 0.01, critic head 1), zero biases.
 
-With `--env MinAtar/Breakout-v1` (gymnax's `Breakout-MinAtar`) the settings are
-rlrig's MinAtar preset instead: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr
-5e-4, and MinAtar's network for actor and critic each (one 3x3 valid convolution
-with 16 channels, ReLU, 128 ReLU units), orthogonal init as above.
+With `--env MinAtar/<Game>-v1` (gymnax's `<Game>-MinAtar`) the settings are
+PureJaxRL's own MinAtar PPO (its `examples/brax_minatar.ipynb`, which trains
+SpaceInvaders-MinAtar to a training return of ~170 in 10M steps), rlrig's MinAtar
+preset: 64 envs x 128 steps, 4 epochs x 8 minibatches, lr 5e-3 annealed, the
+flattened observation into separate 64-64 ReLU actor and critic. With `--conv`:
+rlrig's earlier MinAtar preset (A2C's and IMPALA's network still), lr 5e-4 and
+MinAtar's network for actor and critic each (one 3x3 valid convolution with 16
+channels, ReLU, 128 ReLU units). Orthogonal init as above.
 
 Episode ends (termination or gymnax's 500-step truncation) are treated as
 terminal, as in CleanRL's ppo.py and PureJaxRL.
 
 Prints one JSON line: compile time (lower + compile), the first call of the
-compiled function, and `train_seconds` = a second call (block_until_ready).
+compiled function, and `train_seconds` = a second call (block_until_ready); with
+`--single-call` (long runs) the first call is the one timed. With `--threshold R`,
+`seconds_to_threshold` and `steps_to_threshold` are where the mean return of the
+last 20 finished training episodes first reaches R (rlrig's `bench learn` rule),
+counted in whole updates, the seconds as that share of `train_seconds` (the
+updates are one scan, so each takes the same time).
 `final_return` is the mean return of the training episodes that finished in
 the last `--final-updates` updates (stochastic policy, not a greedy eval).
 
@@ -106,8 +115,27 @@ class ConvActorCritic(nn.Module):
         return logits, jnp.squeeze(value, -1)
 
 
-MINATAR_HP = dict(HP, num_envs=64, num_steps=128, num_minibatches=8, lr=5e-4, hidden=128)
-GYMNAX_IDS = {"CartPole-v1": "CartPole-v1", "Acrobot-v1": "Acrobot-v1", "MinAtar/Breakout-v1": "Breakout-MinAtar"}
+class ReluActorCritic(nn.Module):
+    """PureJaxRL's MinAtar agent: the flattened observation, separate 64-64 ReLU MLPs."""
+    num_actions: int
+    hidden: int = 64
+
+    @nn.compact
+    def __call__(self, obs):
+        s2 = jnp.sqrt(2.0)
+        x = obs.reshape(obs.shape[:-3] + (-1,))
+        a = nn.relu(dense(self.hidden, s2)(nn.relu(dense(self.hidden, s2)(x))))
+        c = nn.relu(dense(self.hidden, s2)(nn.relu(dense(self.hidden, s2)(x))))
+        logits = dense(self.num_actions, 0.01)(a)
+        value = dense(1, 1.0)(c)
+        return logits, jnp.squeeze(value, -1)
+
+
+MINATAR_HP = dict(HP, num_envs=64, num_steps=128, num_minibatches=8, lr=5e-3, hidden=64)
+MINATAR_CONV_HP = dict(MINATAR_HP, lr=5e-4, hidden=128)
+GYMNAX_IDS = {"CartPole-v1": "CartPole-v1", "Acrobot-v1": "Acrobot-v1"}
+GYMNAX_IDS.update({f"MinAtar/{g}-v1": f"{g}-MinAtar"
+                   for g in ["Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders"]})
 
 
 def log_prob(logits, actions):
@@ -120,16 +148,22 @@ def entropy(logits):
     return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 
-def make_train(total_steps, env_id="CartPole-v1"):
+def make_train(total_steps, env_id="CartPole-v1", conv=False):
     minatar = env_id.startswith("MinAtar/")
-    hp = MINATAR_HP if minatar else HP
+    conv = minatar and conv
+    hp = MINATAR_CONV_HP if conv else MINATAR_HP if minatar else HP
     n_envs, n_steps = hp["num_envs"], hp["num_steps"]
     batch = n_envs * n_steps
     num_updates = total_steps // batch
     mb_size = batch // hp["num_minibatches"]
     env, env_params = gymnax.make(GYMNAX_IDS[env_id])
     n_actions = env.action_space(env_params).n
-    net = ConvActorCritic(n_actions, hp["hidden"]) if minatar else ActorCritic(n_actions, hp["hidden"])
+    if conv:
+        net = ConvActorCritic(n_actions, hp["hidden"])
+    elif minatar:
+        net = ReluActorCritic(n_actions, hp["hidden"])
+    else:
+        net = ActorCritic(n_actions, hp["hidden"])
     grad_steps_per_update = hp["update_epochs"] * hp["num_minibatches"]
 
     def lr_schedule(count):
@@ -236,7 +270,24 @@ def make_train(total_steps, env_id="CartPole-v1"):
         carry, metrics = jax.lax.scan(update, carry, None, num_updates)
         return carry[0], metrics
 
-    return train, num_updates * batch, num_updates
+    return train, num_updates * batch, num_updates, batch
+
+
+def crossing(ret_sum, ep_count, threshold, window=20):
+    """First update after which the last `window` finished episodes' mean return
+    reaches `threshold` (episodes of one update pooled; rlrig's rule), else None."""
+    rows, n, total = [], 0.0, 0.0
+    for u, (r, c) in enumerate(zip(ret_sum.tolist(), ep_count.tolist())):
+        if c <= 0:
+            continue
+        rows.append((c, r))
+        n, total = n + c, total + r
+        while len(rows) > 1 and n - rows[0][0] >= window:
+            c0, r0 = rows.pop(0)
+            n, total = n - c0, total - r0
+        if n >= window and total / n >= threshold:
+            return u
+    return None
 
 
 def main():
@@ -248,11 +299,20 @@ def main():
                     help="train this many seeds at once, jax.vmap over the whole "
                          "training function (PureJaxRL's way of using a GPU)")
     ap.add_argument("--env", default="CartPole-v1", choices=sorted(GYMNAX_IDS))
+    ap.add_argument("--conv", action="store_true",
+                    help="MinAtar: MinAtar's conv network at lr 5e-4 (rlrig's earlier "
+                         "preset) instead of PureJaxRL's 64-64 ReLU MLPs at 5e-3")
+    ap.add_argument("--single-call", action="store_true",
+                    help="time the first call (long runs), not a second one")
+    ap.add_argument("--threshold", type=float, default=None,
+                    help="report the steps and seconds to this training return")
+    ap.add_argument("--curve", action="store_true",
+                    help="add each update's finished-episode return sum and count")
     ap.add_argument("--final-updates", type=int, default=20,
                     help="final_return averages episodes finished in the last N updates")
     args = ap.parse_args()
 
-    train, steps, num_updates = make_train(args.total_steps, args.env)
+    train, steps, num_updates, batch = make_train(args.total_steps, args.env, args.conv)
     key = jax.random.PRNGKey(args.seed)
     if args.seeds > 1:
         train = jax.vmap(train)
@@ -263,12 +323,19 @@ def main():
     compile_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    jax.block_until_ready(compiled(key))
+    _, (ret_sum, ep_count) = jax.block_until_ready(compiled(key))
     first_s = time.perf_counter() - t0
 
-    t0 = time.perf_counter()
-    _, (ret_sum, ep_count) = jax.block_until_ready(compiled(key))
-    train_s = time.perf_counter() - t0
+    train_s = first_s
+    if not args.single_call:
+        t0 = time.perf_counter()
+        _, (ret_sum, ep_count) = jax.block_until_ready(compiled(key))
+        train_s = time.perf_counter() - t0
+    hit = None
+    if args.threshold is not None and args.seeds == 1:
+        u = crossing(ret_sum, ep_count, args.threshold)
+        if u is not None:
+            hit = ((u + 1) * batch, train_s * (u + 1) / num_updates)
 
     k = min(args.final_updates, num_updates)
     # Metrics are (updates,) for one seed, (seeds, updates) for many: pool them.
@@ -279,10 +346,12 @@ def main():
         c = ep_count[:, -k:].sum(axis=1)
         r = ret_sum[:, -k:].sum(axis=1) / jnp.maximum(c, 1)
         per_seed = {"min": round(float(r.min()), 2), "median": round(float(jnp.median(r)), 2),
-                    "seeds_at_least_475": int((r >= 475).sum())}
+                    "seeds_at_least_475": int((r >= 475).sum()),
+                    "each": [round(float(x), 2) for x in r]}
     print(json.dumps({
         "peer": "purejaxrl-style",
         "env": args.env,
+        "net": "conv" if args.conv and args.env.startswith("MinAtar/") else "mlp",
         "total_steps": steps,
         "num_updates": num_updates,
         "compile_seconds": round(compile_s, 3),
@@ -297,6 +366,14 @@ def main():
         "seeds": args.seeds,
         "seeds_per_sec": round(args.seeds / train_s, 2),
         "final_return_per_seed": per_seed,
+        "threshold": args.threshold,
+        "steps_to_threshold": hit and hit[0],
+        "seconds_to_threshold": hit and round(hit[1], 3),
+        "single_call": args.single_call,
+        "steps_per_update": batch,
+        "curve": ({"return_sum": [round(float(x), 3) for x in ret_sum.tolist()],
+                   "episodes": [int(x) for x in ep_count.tolist()]}
+                  if args.curve and args.seeds == 1 else None),
         "jax": jax.__version__,
         "backend": jax.default_backend(),
         "xla_flags": os.environ.get("XLA_FLAGS", ""),

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side PPO: `rlrig train ppo` vs a PureJaxRL-style JAX PPO
-# (bench/peers/ppo_jax.py), same hyperparameters (CleanRL's on CartPole-v1,
-# rlrig's MinAtar preset with MinAtar's conv network on MinAtar/Breakout-v1).
+# (bench/peers/ppo_jax.py), same hyperparameters (CleanRL's on CartPole-v1; on
+# MinAtar/Breakout-v1 MinAtar's conv network with gymnax's settings, lr 5e-4: rlrig's
+# MinAtar preset before PureJaxRL's MLPs, and the learner benchmark of issue 21; the
+# MLP preset's comparison is bench/peers/run_minatar.sh).
 # Writes JSON lines to bench/peers/results/ppo[-<env>]-<date>.jsonl and prints a
 # markdown table.
 #
@@ -56,6 +58,13 @@ DATE=$(date +%Y-%m-%d)
 SLUG=$([ "$ENV" = CartPole-v1 ] || echo "-$ENV" | tr '/' '-' | tr 'A-Z' 'a-z')
 # Quick (git-ignored) runs: CartPole with another step count than the recorded 500k.
 QUICK=$([ "$ENV" != CartPole-v1 ] || [ "$STEPS" = 500000 ] || echo -quick)
+# MinAtar: the conv network on both sides.
+RLRIG_SETS=() JAX_ARGS=()
+case "$ENV" in
+    MinAtar/*)
+        RLRIG_SETS=(--set conv_channels=16 --set "hidden=[128]" --set learning_rate=5e-4)
+        JAX_ARGS=(--conv) ;;
+esac
 OUT=$(results_file "ppo$SLUG-$DATE$QUICK.jsonl")
 TMP=$(mktemp -d /tmp/rlrig-ppo-XXXX)
 trap 'rm -rf "$TMP"' EXIT
@@ -73,7 +82,7 @@ for ((pair = 1; pair <= REPEAT; pair++)); do
     rm -rf "$TMP/run"
     echo "[run] rlrig train ppo --env $ENV --total-steps $STEPS --threads 2" >&2
     T0=$(date +%s.%N)
-    "${TIMEV[@]}" ${TIMEV:+"$TMP/rlrig.time"} "$RLRIG" train ppo --env "$ENV" --quiet --threads 2 \
+    "${TIMEV[@]}" ${TIMEV:+"$TMP/rlrig.time"} "$RLRIG" train ppo --env "$ENV" "${RLRIG_SETS[@]}" --quiet --threads 2 \
         --seed "$SEED" --total-steps "$STEPS" --run-dir "$TMP/run" >"$TMP/rlrig.out" 2>&1
     RC=$?
     T1=$(date +%s.%N)
@@ -100,7 +109,7 @@ EOF
 
     # ---- JAX ----
     echo "[run] ppo_jax.py --env $ENV --total-steps $STEPS" >&2
-    "${TIMEV[@]}" ${TIMEV:+"$TMP/jax.time"} "$PY" "$HERE/ppo_jax.py" --env "$ENV" --total-steps "$STEPS" --seed "$SEED" \
+    "${TIMEV[@]}" ${TIMEV:+"$TMP/jax.time"} "$PY" "$HERE/ppo_jax.py" --env "$ENV" "${JAX_ARGS[@]}" --total-steps "$STEPS" --seed "$SEED" \
         >"$TMP/jax.out" 2>"$TMP/jax.err"
     RC=$?
     [ "$RC" = 0 ] || { cat "$TMP/jax.err" >&2; echo "[run] ppo_jax.py failed (exit $RC)" >&2; exit 1; }

@@ -112,8 +112,9 @@ def test_exported_tensors_reproduce_the_policy_in_numpy(tmp_path, algo, env, bud
 
 
 def test_minatar_conv_policy_exports_as_pytorch_conv2d(tmp_path):
+    # MinAtar's conv network (A2C's preset; PPO's is PureJaxRL's MLP).
     run = rlrig.train("ppo", "MinAtar/Breakout-v1", total_steps=1024, num_envs=4, run_dir=tmp_path / "r",
-                      quiet=True, eval_episodes=1, num_steps=128)
+                      quiet=True, eval_episodes=1, num_steps=128, conv_channels=16, hidden=[128])
     policy = rlrig.load(run["run_dir"])
     t, meta = policy.state_dict(), policy.metadata
     assert meta["actor.layers"].startswith("Conv2d(4, 16, kernel_size=3, stride=1, padding=0), ReLU(), Flatten(), Linear(1024, ")

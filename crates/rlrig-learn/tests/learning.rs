@@ -256,14 +256,17 @@ fn evaluation_ends_when_a_policy_stalls_forever() {
     assert_eq!(returns, vec![0.0, 0.0]);
 }
 
-/// PPO on MinAtar Breakout with the conv preset: 250k steps, greedy 6.3 measured.
+/// PPO on MinAtar Breakout with its preset (PureJaxRL's 64-64 ReLU MLPs, lr 5e-3):
+/// 500k steps, greedy 16.9 measured here (a random policy: 0.39; the conv preset before
+/// it: ~6.5 at 500k).
 #[test]
 fn ppo_beats_random_on_minatar_breakout() {
     let cfg = PpoConfig {
-        total_steps: 250_000,
+        total_steps: 500_000,
         ..PpoConfig::for_env("MinAtar/Breakout-v1")
     };
-    reaches(cfg, 3.0);
+    assert_eq!(cfg.activation, rlrig_learn::ppo::MlpActivation::Relu);
+    reaches(cfg, 8.0);
 }
 
 /// With no lag, V-trace's targets are A2C's n-step returns: IMPALA with policy_lag = 0

@@ -270,12 +270,22 @@ fn a_layout_that_does_not_tile_its_parameters_is_refused() {
 
 /// A whole PPO iteration (rollout with sampled actions, GAE, 4 epochs x minibatches)
 /// gives the same losses and weights on native and Burn, discrete and continuous, with
-/// MLPs and with MinAtar's conv networks on channels-last observations.
+/// tanh MLPs, ReLU MLPs (PPO's MinAtar preset) and MinAtar's conv networks on
+/// channels-last observations.
 #[test]
 fn ppo_iterations_match_between_native_and_burn() {
     for (kind, mk) in devices() {
-        for env in ["CartPole-v1", "Pendulum-v1", "MinAtar/Breakout-v1"] {
+        for (env, conv) in [
+            ("CartPole-v1", false),
+            ("Pendulum-v1", false),
+            ("MinAtar/Breakout-v1", false),
+            ("MinAtar/Breakout-v1", true),
+        ] {
             let mut cfg = PpoConfig::for_env(env);
+            if conv {
+                cfg.conv_channels = 16;
+                cfg.hidden = vec![128];
+            }
             cfg.total_steps = 100_000;
             cfg.num_envs = 4;
             cfg.num_steps = 64;
@@ -286,7 +296,7 @@ fn ppo_iterations_match_between_native_and_burn() {
             assert_ne!(burn.device(), "cpu");
             for it in 0..2 {
                 let (a, b) = (native.iterate(), burn.iterate());
-                let what = format!("{kind:?} {env} iteration {it}");
+                let what = format!("{kind:?} {env} (conv: {conv}) iteration {it}");
                 assert_eq!(a.episodes, b.episodes, "{what}: rollouts diverged");
                 for (name, x, y) in [
                     ("policy_loss", a.policy_loss, b.policy_loss),

@@ -126,7 +126,7 @@ fn bench_learn_scores_a_cell_over_seeds_and_compare_reads_it() {
     for (bad, needle) in [
         (vec!["bench", "learn", "--algo", "nope"], "--algo nope"),
         (
-            argv!["bench learn --env MinAtar/Breakout-v1 --algo ppo"],
+            argv!["bench learn --env BipedalWalkerHardcore-v3 --algo ppo"],
             "--threshold",
         ),
         (

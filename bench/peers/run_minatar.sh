@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# PPO on the five MinAtar games, rlrig's preset (PureJaxRL's MinAtar settings) against
+# the PureJaxRL-style JAX PPO with the same settings (bench/peers/ppo_jax.py on
+# gymnax's MinAtar), each for 10 M steps: the JAX runs first, one seed a game, then
+# `rlrig bench learn` per game on gymnax's semantics (no sticky actions, episodes cut
+# at 1,000 steps), one seed, then over --seeds on the envs as rlrig ships them
+# (MinAtar's sticky actions, p = 0.1; no time limit). Seaquest is left out by default:
+# gymnax's Seaquest steps ~10x slower than its other games (a 10M-step JAX run takes
+# over half an hour here) and the matrix has no threshold for it yet.
+# Writes bench/peers/results/minatar-ppo-<date>.jsonl (the JAX lines with their
+# learning curves) and the bench learn JSON under --dir, and prints a table.
+#
+#   bench/peers/run_minatar.sh [--no-build] [--games "Breakout SpaceInvaders ..."]
+#                              [--seeds 1-5] [--total-steps N] [--dir DIR] [--skip-jax]
+#
+# The JAX run is one compiled call timed once (`--single-call`), compile apart. Its
+# time to a return is the updates' share of that call (ppo_jax.py --threshold); rlrig's
+# is `bench learn`'s (training time until the mean of the last 20 episodes reaches it).
+# Environment: RLRIG=/path/to/rlrig overrides the binary.
+
+# shellcheck source=../lib.sh
+source "$(dirname "$0")/../lib.sh"
+
+BUILD=1 GAMES="Breakout SpaceInvaders Asterix Freeway" SEEDS=1-5 STEPS=10000000
+DIR=runs/minatar-ppo SKIP_JAX=0
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --no-build) BUILD=0 ;;
+        --games) GAMES=$2; shift ;;
+        --seeds) SEEDS=$2; shift ;;
+        --total-steps) STEPS=$2; shift ;;
+        --dir) DIR=$2; shift ;;
+        --skip-jax) SKIP_JAX=1 ;;
+        *) help_or_unknown "$1" ;;
+    esac
+    shift
+done
+
+PY="$HERE/.venv/bin/python"
+[ "$SKIP_JAX" = 1 ] || [ -x "$PY" ] || {
+    echo "run_minatar.sh: $PY missing; run bench/peers/setup.sh first" >&2
+    exit 1
+}
+rlrig_binary "$BUILD"
+mkdir -p "$DIR"
+if [ "$SKIP_JAX" = 0 ]; then
+    DATE=$(date +%Y-%m-%d)
+    OUT=$(results_file "minatar-ppo-$DATE.jsonl")
+    meta_line minatar-ppo "$DATE" total_steps="$STEPS" seeds="$SEEDS" >"$OUT"
+    for g in $GAMES; do
+        echo "[run] ppo_jax.py --env MinAtar/$g-v1 --total-steps $STEPS" >&2
+        "$PY" "$HERE/ppo_jax.py" --env "MinAtar/$g-v1" --total-steps "$STEPS" --seed 1 \
+            --single-call --curve >"$DIR/jax-$g.out" 2>"$DIR/jax-$g.err" || {
+            cat "$DIR/jax-$g.err" >&2
+            echo "[run] ppo_jax.py failed on $g" >&2
+            exit 1
+        }
+        tail -n 1 "$DIR/jax-$g.out" >>"$OUT"
+    done
+fi
+
+# gymnax's semantics first (no sticky actions, episodes cut at 1,000 steps but Freeway's
+# 2,500), one seed: the like-for-like comparison; then the envs as rlrig ships them.
+for g in $GAMES; do
+    limit=", max_episode_steps = 1000"
+    [ "$g" = Freeway ] && limit=
+    echo "[run] rlrig bench learn --env MinAtar/$g-v1 --algo ppo, gymnax's semantics, seed 1" >&2
+    "$RLRIG" bench learn --env "MinAtar/$g-v1" --algo ppo --seeds 1 --threads 2 \
+        --total-steps "$STEPS" --set "env_args={sticky_action_prob = 0.0$limit}" \
+        --dir "$DIR/gymnax" --out "$DIR/gymnax/learn-$g.json" \
+        --plot "$DIR/gymnax/learn-$g.png" --resume >&2 || exit 1
+done
+for g in $GAMES; do
+    echo "[run] rlrig bench learn --env MinAtar/$g-v1 --algo ppo --seeds $SEEDS" >&2
+    "$RLRIG" bench learn --env "MinAtar/$g-v1" --algo ppo --seeds "$SEEDS" --threads 2 \
+        --total-steps "$STEPS" --dir "$DIR/sticky" --out "$DIR/sticky/learn-$g.json" \
+        --plot "$DIR/sticky/learn-$g.png" --resume >&2 || exit 1
+done
+
+# The table: the newest JAX run of each game in the results files (one seed, with its
+# curve), rlrig's from the bench learn files.
+python3 - "$HERE/results" "$DIR" $GAMES <<'EOF'
+import glob, json, sys
+res, d, games = sys.argv[1], sys.argv[2], sys.argv[3:]
+jax = {}
+for f in sorted(glob.glob(f"{res}/minatar-ppo-*.jsonl")):
+    for line in open(f):
+        r = json.loads(line)
+        if r.get("peer") == "purejaxrl-style" and r.get("curve"):
+            jax[r["env"]] = r
+
+def crossing(r, threshold, window=20):
+    """ppo_jax.py's rule on the recorded curve: (steps, seconds) or None."""
+    c = r["curve"]
+    rows, n, tot = [], 0, 0.0
+    for u, (s, k) in enumerate(zip(c["return_sum"], c["episodes"])):
+        if k <= 0:
+            continue
+        rows.append((k, s)); n += k; tot += s
+        while len(rows) > 1 and n - rows[0][0] >= window:
+            k0, s0 = rows.pop(0); n -= k0; tot -= s0
+        if n >= window and tot / n >= threshold:
+            return ((u + 1) * r["steps_per_update"], r["train_seconds"] * (u + 1) / r["num_updates"])
+    return None
+
+def cell(path):
+    try:
+        return json.load(open(path))["cells"][0]
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+
+f = lambda v, p=1: "–" if v is None else f"{v:.{p}f}"
+def greedy(c):
+    r = c and c.get("final_return")
+    if not r:
+        return "–"
+    ci = f" ± {r['ci95']:.1f}" if r.get("ci95") is not None else ""
+    return f"{r['mean']:.1f}{ci} ({r['min']:.1f} to {r['max']:.1f}, {r['n']} seeds)"
+
+print("| game | threshold | JAX train return at 10M | JAX s | rlrig greedy, sticky 0.1 | reached | "
+      "rlrig greedy, gymnax's semantics | rlrig s to threshold (gymnax's) | JAX s to it | JAX s / rlrig s |")
+print("|---|---:|---:|---:|---|---:|---|---:|---:|---:|")
+for g in games:
+    env = f"MinAtar/{g}-v1"
+    j, s, n = jax.get(env), cell(f"{d}/sticky/learn-{g}.json"), cell(f"{d}/gymnax/learn-{g}.json")
+    t = (s or n or {}).get("threshold")
+    rs = n and n.get("seconds_to_threshold")
+    h = j and t is not None and j.get("curve") and crossing(j, t)
+    js = h[1] if h else None
+    ratio = f"{js / rs:.1f}x" if rs and js else "–"
+    reached = f"{s['reached']} of {len(s['seeds'])}" if s else "–"
+    print(f"| {g} | {f(t, 0)} | {f(j and j['final_return'])} | {f(j and j['train_seconds'], 0)} "
+          f"| {greedy(s)} | {reached} | {greedy(n)} | {f(rs, 0)} | {f(js, 0)} | {ratio} |")
+EOF
