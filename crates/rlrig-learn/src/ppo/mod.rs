@@ -662,8 +662,15 @@ mod tests {
             ..tanh.clone()
         };
         assert_eq!(acts(&relu), vec![want(Activation::Relu); 2]);
-        let conv = PpoConfig::for_env("MinAtar/Breakout-v1");
-        assert!(conv.conv_channels > 0);
+        // PPO's MinAtar preset: PureJaxRL's ReLU MLPs.
+        let minatar = PpoConfig::for_env("MinAtar/Breakout-v1");
+        assert_eq!(acts(&minatar), vec![want(Activation::Relu); 2]);
+        let conv = PpoConfig {
+            conv_channels: 16,
+            hidden: vec![128],
+            activation: MlpActivation::Tanh,
+            ..minatar
+        };
         assert_eq!(
             acts(&conv),
             vec![vec![Activation::Relu, Activation::Identity]; 2]
