@@ -393,11 +393,11 @@ pub(crate) fn set_param(
 }
 
 /// The items of `impl Env` every MinAtar game shares: i32 actions, a `10 x 10 x
-/// channels` frame, no time limit unless `max_episode_steps` sets one, the parameters, `reset` as the
-/// game's [`Game::reset_game`], and `step` drawing the sticky action, then handing it to
-/// the game's [`Game::step_game`] (as the package's `Environment.act` does); with `drawn
-/// as a frame`, `render_state` is the frame (what `rlrig play` draws). A game's impl names
-/// its id, step cost, observation and state layout.
+/// channels` frame, no time limit unless `max_episode_steps` sets one, the parameters,
+/// `reset` as the game's [`Game::reset_game`], and `step` drawing the sticky action, then
+/// handing it to the game's [`Game::step_game`] (as the package's `Environment.act`
+/// does); with `drawn as a frame`, `render_state` is the frame (what `rlrig play` draws).
+/// A game's impl names its id, step cost, observation and state layout.
 macro_rules! minatar_env {
     ($params:ty, $state:ty, channels: $channels:expr, actions: $actions:expr, drawn as a frame) => {
         super::minatar::minatar_env!($params, $state, channels: $channels, actions: $actions);

@@ -78,7 +78,7 @@ pub enum AgentNets {
 }
 
 /// Actor and critic in one flat parameter buffer, then the Gaussian log-stds. MLPs
-/// (tanh), for image observations MinAtar's network (one 3x3 convolution, ReLU, then
+/// (tanh or ReLU), for image observations MinAtar's network (one 3x3 convolution, ReLU, then
 /// ReLU layers) each, or one Nature CNN with both heads.
 #[derive(Clone, Debug)]
 pub struct Agent {
