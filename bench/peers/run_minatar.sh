@@ -77,8 +77,9 @@ for g in $GAMES; do
         --plot "$DIR/sticky/learn-$g.png" --resume >&2 || exit 1
 done
 
-# The table: the newest JAX run of each game in the results files (one seed, with its
-# curve), rlrig's from the bench learn files.
+# The table: the JAX runs of each game in the results files (one seed each, with its
+# curve; the return is their mean, the times the first run's), rlrig's from the bench
+# learn files.
 python3 - "$HERE/results" "$DIR" $GAMES <<'EOF'
 import glob, json, sys
 res, d, games = sys.argv[1], sys.argv[2], sys.argv[3:]
@@ -87,7 +88,7 @@ for f in sorted(glob.glob(f"{res}/minatar-ppo-*.jsonl")):
     for line in open(f):
         r = json.loads(line)
         if r.get("peer") == "purejaxrl-style" and r.get("curve"):
-            jax[r["env"]] = r
+            jax.setdefault(r["env"], []).append(r)
 
 def crossing(r, threshold, window=20):
     """ppo_jax.py's rule on the recorded curve: (steps, seconds) or None."""
@@ -117,18 +118,21 @@ def greedy(c):
     ci = f" ± {r['ci95']:.1f}" if r.get("ci95") is not None else ""
     return f"{r['mean']:.1f}{ci} ({r['min']:.1f} to {r['max']:.1f}, {r['n']} seeds)"
 
-print("| game | threshold | JAX train return at 10M | JAX s | rlrig greedy, sticky 0.1 | reached | "
+print("| game | threshold | JAX train return at 10M (runs) | JAX s | rlrig greedy, sticky 0.1 | reached | "
       "rlrig greedy, gymnax's semantics | rlrig s to threshold (gymnax's) | JAX s to it | JAX s / rlrig s |")
 print("|---|---:|---:|---:|---|---:|---|---:|---:|---:|")
 for g in games:
     env = f"MinAtar/{g}-v1"
-    j, s, n = jax.get(env), cell(f"{d}/sticky/learn-{g}.json"), cell(f"{d}/gymnax/learn-{g}.json")
+    runs = jax.get(env, [])
+    j = runs[0] if runs else None
+    jr = sum(r["final_return"] for r in runs) / len(runs) if runs else None
+    s, n = cell(f"{d}/sticky/learn-{g}.json"), cell(f"{d}/gymnax/learn-{g}.json")
     t = (s or n or {}).get("threshold")
     rs = n and n.get("seconds_to_threshold")
     h = j and t is not None and j.get("curve") and crossing(j, t)
     js = h[1] if h else None
     ratio = f"{js / rs:.1f}x" if rs and js else "–"
     reached = f"{s['reached']} of {len(s['seeds'])}" if s else "–"
-    print(f"| {g} | {f(t, 0)} | {f(j and j['final_return'])} | {f(j and j['train_seconds'], 0)} "
+    print(f"| {g} | {f(t, 0)} | {f(jr)} ({len(runs)}) | {f(j and j['train_seconds'], 0)} "
           f"| {greedy(s)} | {reached} | {greedy(n)} | {f(rs, 0)} | {f(js, 0)} | {ratio} |")
 EOF
