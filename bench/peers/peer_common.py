@@ -1,5 +1,5 @@
-"""Pieces the learning peers (dqn_sb3.py, sac_sb3.py, sac_jax.py) share, so that they
-measure the same way. Imported from the script's own folder, which Python puts first on
+"""Pieces the learning peers (dqn_sb3.py, sac_sb3.py, sac_jax.py, ppo_jax.py and
+run_minatar.sh's table) share, so that they measure the same way. Imported from the script's own folder, which Python puts first on
 sys.path; it needs nothing beyond the standard library.
 """
 import time
@@ -42,3 +42,21 @@ def update_fields(spent):
     seconds, updates = spent
     return dict(update_seconds=round(seconds, 3), updates=updates,
                 updates_per_sec=round(updates / seconds, 1) if seconds else None)
+
+
+def crossing(return_sums, episode_counts, threshold, window=20):
+    """The first update after which the mean return of the last `window` finished
+    episodes reaches `threshold` (an update's episodes pooled, rlrig's `bench learn`
+    rule), from each update's finished-episode return sum and count; None if never."""
+    rows, n, total = [], 0, 0.0
+    for u, (r, c) in enumerate(zip(return_sums, episode_counts)):
+        if c <= 0:
+            continue
+        rows.append((c, r))
+        n, total = n + c, total + r
+        while len(rows) > 1 and n - rows[0][0] >= window:
+            c0, r0 = rows.pop(0)
+            n, total = n - c0, total - r0
+        if n >= window and total / n >= threshold:
+            return u
+    return None

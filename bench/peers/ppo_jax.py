@@ -53,6 +53,8 @@ import flax.linen as nn  # noqa: E402
 import optax  # noqa: E402
 import gymnax  # noqa: E402
 
+from peer_common import crossing  # noqa: E402
+
 HP = dict(
     num_envs=4,
     num_steps=128,
@@ -78,17 +80,24 @@ def dense(features, scale):
 
 
 class ActorCritic(nn.Module):
+    """Separate two-layer actor and critic: CleanRL's tanh MLPs, or with `relu` and
+    `flatten` PureJaxRL's MinAtar agent (the image observation flattened)."""
     num_actions: int
     hidden: int = 64
+    act: str = "tanh"
+    flatten: bool = False
 
     @nn.compact
     def __call__(self, obs):
         s2 = jnp.sqrt(2.0)
-        a = nn.tanh(dense(self.hidden, s2)(obs))
-        a = nn.tanh(dense(self.hidden, s2)(a))
+        f = nn.relu if self.act == "relu" else nn.tanh
+        if self.flatten:
+            obs = obs.reshape(obs.shape[:-3] + (-1,))
+        a = f(dense(self.hidden, s2)(obs))
+        a = f(dense(self.hidden, s2)(a))
         logits = dense(self.num_actions, 0.01)(a)
-        c = nn.tanh(dense(self.hidden, s2)(obs))
-        c = nn.tanh(dense(self.hidden, s2)(c))
+        c = f(dense(self.hidden, s2)(obs))
+        c = f(dense(self.hidden, s2)(c))
         value = dense(1, 1.0)(c)
         return logits, jnp.squeeze(value, -1)
 
@@ -112,22 +121,6 @@ class ConvActorCritic(nn.Module):
 
         logits = dense(self.num_actions, 0.01)(torso(obs))
         value = dense(1, 1.0)(torso(obs))
-        return logits, jnp.squeeze(value, -1)
-
-
-class ReluActorCritic(nn.Module):
-    """PureJaxRL's MinAtar agent: the flattened observation, separate 64-64 ReLU MLPs."""
-    num_actions: int
-    hidden: int = 64
-
-    @nn.compact
-    def __call__(self, obs):
-        s2 = jnp.sqrt(2.0)
-        x = obs.reshape(obs.shape[:-3] + (-1,))
-        a = nn.relu(dense(self.hidden, s2)(nn.relu(dense(self.hidden, s2)(x))))
-        c = nn.relu(dense(self.hidden, s2)(nn.relu(dense(self.hidden, s2)(x))))
-        logits = dense(self.num_actions, 0.01)(a)
-        value = dense(1, 1.0)(c)
         return logits, jnp.squeeze(value, -1)
 
 
@@ -161,7 +154,7 @@ def make_train(total_steps, env_id="CartPole-v1", conv=False):
     if conv:
         net = ConvActorCritic(n_actions, hp["hidden"])
     elif minatar:
-        net = ReluActorCritic(n_actions, hp["hidden"])
+        net = ActorCritic(n_actions, hp["hidden"], act="relu", flatten=True)
     else:
         net = ActorCritic(n_actions, hp["hidden"])
     grad_steps_per_update = hp["update_epochs"] * hp["num_minibatches"]
@@ -273,23 +266,6 @@ def make_train(total_steps, env_id="CartPole-v1", conv=False):
     return train, num_updates * batch, num_updates, batch
 
 
-def crossing(ret_sum, ep_count, threshold, window=20):
-    """First update after which the last `window` finished episodes' mean return
-    reaches `threshold` (episodes of one update pooled; rlrig's rule), else None."""
-    rows, n, total = [], 0.0, 0.0
-    for u, (r, c) in enumerate(zip(ret_sum.tolist(), ep_count.tolist())):
-        if c <= 0:
-            continue
-        rows.append((c, r))
-        n, total = n + c, total + r
-        while len(rows) > 1 and n - rows[0][0] >= window:
-            c0, r0 = rows.pop(0)
-            n, total = n - c0, total - r0
-        if n >= window and total / n >= threshold:
-            return u
-    return None
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--total-steps", type=int,
@@ -333,7 +309,7 @@ def main():
         train_s = time.perf_counter() - t0
     hit = None
     if args.threshold is not None and args.seeds == 1:
-        u = crossing(ret_sum, ep_count, args.threshold)
+        u = crossing(ret_sum.tolist(), ep_count.tolist(), args.threshold)
         if u is not None:
             hit = ((u + 1) * batch, train_s * (u + 1) / num_updates)
 

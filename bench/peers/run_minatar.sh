@@ -83,6 +83,8 @@ done
 python3 - "$HERE/results" "$DIR" $GAMES <<'EOF'
 import glob, json, sys
 res, d, games = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.path.insert(0, res.rsplit("/", 1)[0])
+import peer_common
 jax = {}
 for f in sorted(glob.glob(f"{res}/minatar-ppo-*.jsonl")):
     for line in open(f):
@@ -90,19 +92,13 @@ for f in sorted(glob.glob(f"{res}/minatar-ppo-*.jsonl")):
         if r.get("peer") == "purejaxrl-style" and r.get("curve"):
             jax.setdefault(r["env"], []).append(r)
 
-def crossing(r, threshold, window=20):
-    """ppo_jax.py's rule on the recorded curve: (steps, seconds) or None."""
+def crossing(r, threshold):
+    """(steps, seconds) where a JAX run's curve reaches `threshold`, or None."""
     c = r["curve"]
-    rows, n, tot = [], 0, 0.0
-    for u, (s, k) in enumerate(zip(c["return_sum"], c["episodes"])):
-        if k <= 0:
-            continue
-        rows.append((k, s)); n += k; tot += s
-        while len(rows) > 1 and n - rows[0][0] >= window:
-            k0, s0 = rows.pop(0); n -= k0; tot -= s0
-        if n >= window and tot / n >= threshold:
-            return ((u + 1) * r["steps_per_update"], r["train_seconds"] * (u + 1) / r["num_updates"])
-    return None
+    u = peer_common.crossing(c["return_sum"], c["episodes"], threshold)
+    if u is None:
+        return None
+    return ((u + 1) * r["steps_per_update"], r["train_seconds"] * (u + 1) / r["num_updates"])
 
 def cell(path):
     try:
