@@ -110,6 +110,22 @@ void rlrig_ale_screen_grayscale(const ALEInterface* a, uint8_t* out) {
                                                        s.width() * s.height());
 }
 
+// The screen's palette indices (height x width bytes), ALE's own buffer: valid until the
+// emulator next runs a frame or is freed.
+const uint8_t* rlrig_ale_screen_indices(const ALEInterface* a) {
+  return a->environment->getScreen().getArray();
+}
+
+// The grayscale palette as getScreenGrayscale applies it, one entry per TIA colour:
+// out[k] for palette index 2k (the screen holds even indices only; ALE's palette keeps
+// each colour's grayscale in the odd entry after it).
+void rlrig_ale_grayscale_palette(const ALEInterface* a, uint8_t* out) {
+  for (int k = 0; k < 128; k++) {
+    uint8_t index = static_cast<uint8_t>(2 * k);
+    a->theOSystem->colourPalette().applyPaletteGrayscale(out + k, &index, 1);
+  }
+}
+
 // The 128 bytes of RAM.
 void rlrig_ale_ram(const ALEInterface* a, uint8_t* out) {
   const ale::ALERAM& r = a->getRAM();

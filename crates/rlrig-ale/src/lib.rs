@@ -32,6 +32,8 @@ unsafe extern "C" {
     fn rlrig_ale_lives(a: *mut AleInterface) -> c_int;
     fn rlrig_ale_screen_rgb(a: *const AleInterface, out: *mut u8);
     fn rlrig_ale_screen_grayscale(a: *const AleInterface, out: *mut u8);
+    fn rlrig_ale_screen_indices(a: *const AleInterface) -> *const u8;
+    fn rlrig_ale_grayscale_palette(a: *const AleInterface, out: *mut u8);
     fn rlrig_ale_ram(a: *const AleInterface, out: *mut u8);
     fn rlrig_ale_action_set(
         a: *const AleInterface,
@@ -219,6 +221,30 @@ impl Ale {
         assert_eq!(out.len(), self.height * self.width, "grayscale buffer size");
         // SAFETY: as for `screen_rgb`.
         unsafe { rlrig_ale_screen_grayscale(self.raw, out.as_mut_ptr()) }
+    }
+
+    /// The screen as ALE keeps it: one palette index (a TIA colour, always even) per
+    /// pixel, height x width bytes, borrowed from the emulator until it next runs.
+    /// [`Ale::grayscale_palette`] at half the index maps them as
+    /// [`Ale::screen_grayscale`] does.
+    pub fn screen_indices(&self) -> &[u8] {
+        // SAFETY: the shim returns ALEScreen's own array of height x width bytes, which
+        // lives as long as the emulator and changes only when it runs a frame (`act`,
+        // `reset_game`, `restore_state`: all take `&mut self`); the returned slice
+        // borrows `self`, so neither can happen, nor the drop, while it is alive.
+        unsafe {
+            std::slice::from_raw_parts(rlrig_ale_screen_indices(self.raw), self.height * self.width)
+        }
+    }
+
+    /// The grayscale value of each TIA colour, as [`Ale::screen_grayscale`] applies them:
+    /// entry `k` for palette index `2k` (screens hold even indices only). Fixed for an
+    /// emulator's life.
+    pub fn grayscale_palette(&self) -> [u8; 128] {
+        let mut out = [0u8; 128];
+        // SAFETY: live object; the shim writes exactly 128 bytes.
+        unsafe { rlrig_ale_grayscale_palette(self.raw, out.as_mut_ptr()) };
+        out
     }
 
     pub fn ram(&mut self, out: &mut [u8; RAM_SIZE]) {

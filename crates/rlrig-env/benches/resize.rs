@@ -1,9 +1,11 @@
-//! `cargo bench -p rlrig-env --bench resize`: one Atari screen (210 x 160) shrunk to
-//! 84 x 84 as OpenCV's INTER_AREA does, per call: the version `resize_area` picks on
-//! this CPU (AVX2 shuffles on x86-64 that has it) and the portable one (what a CPU
-//! without AVX2 runs: SSE, x86-64's baseline; NEON on aarch64).
+//! `cargo bench -p rlrig-env --bench resize`: the Atari preprocessing's kernels on one
+//! screen (210 x 160), per call, in the version this CPU runs (AVX2 on x86-64 that has
+//! it) and the portable one (what a CPU without AVX2 runs: SSE, x86-64's baseline; NEON
+//! on aarch64): the shrink to 84 x 84 as OpenCV's INTER_AREA does, and the palette
+//! lookup to grayscale max-pooled with the skip's other screen.
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use rlrig_env::palette::{COLOURS, gray, gray_portable};
 use rlrig_env::resize::{HEIGHT, SIZE, WIDTH, resize_area, resize_portable};
 use rlrig_env::{Purpose, Rng};
 
@@ -18,6 +20,18 @@ fn benches(c: &mut Criterion) {
     let mut g = c.benchmark_group("resize_area");
     g.bench_function("dispatched", |b| b.iter(|| resize_area(&src, &mut dst)));
     g.bench_function("portable", |b| b.iter(|| resize_portable(&src, &mut dst)));
+    g.finish();
+    // The same blocks as TIA colours (even palette indices) through a random table.
+    let table: [u8; COLOURS] = std::array::from_fn(|_| (rng.next_u32() >> 24) as u8);
+    let screen: Vec<u8> = src.iter().map(|&v| v & !1).collect();
+    let mut out = vec![0u8; HEIGHT * WIDTH];
+    let mut g = c.benchmark_group("palette_gray_pooled");
+    g.bench_function("dispatched", |b| {
+        b.iter(|| gray(&table, &screen, Some(&src), &mut out))
+    });
+    g.bench_function("portable", |b| {
+        b.iter(|| gray_portable(&table, &screen, Some(&src), &mut out))
+    });
     g.finish();
 }
 

@@ -19,6 +19,7 @@ pub mod env;
 pub mod envs;
 pub mod error;
 pub mod games;
+pub mod palette;
 pub mod pool;
 pub mod registry;
 pub mod replay;

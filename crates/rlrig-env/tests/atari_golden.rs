@@ -117,6 +117,49 @@ fn preprocessed_stacks_follow_gymnasium_wrappers() {
     follows::<Breakout, true>("Breakout", "preprocessed", &p);
 }
 
+/// The preprocessing maps ALE's palette indices itself (`Ale::grayscale_palette`,
+/// `palette::gray`), where ALE's `getScreenGrayscale` did: over a few hundred frames of
+/// two games, every pixel of the mapped screen equals ALE's grayscale screen, and every
+/// index is even (the table has one entry per even index).
+#[test]
+fn the_grayscale_palette_maps_screens_as_ale_does() {
+    use rlrig_ale::{Ale, Settings};
+    for game in ["pong", "breakout"] {
+        let rom = rlrig_ale::find_rom(game, None).unwrap();
+        let settings = Settings {
+            seed: 3,
+            repeat_action_probability: 0.0,
+            max_num_frames_per_episode: 0,
+            mode: None,
+            difficulty: None,
+        };
+        let mut ale = Ale::new(&rom, &settings).unwrap();
+        let actions = ale.action_set(false);
+        ale.reset_game().unwrap();
+        let palette = ale.grayscale_palette();
+        let mut rng = Rng::stream(3, rlrig_env::Purpose::User, 0);
+        let mut want = vec![0u8; 210 * 160];
+        let mut colours = std::collections::BTreeSet::new();
+        for frame in 0..600 {
+            let a = actions[rng.below(actions.len() as u32) as usize];
+            ale.act(a, 1.0).unwrap();
+            if ale.game_over() {
+                ale.reset_game().unwrap();
+            }
+            ale.screen_grayscale(&mut want);
+            let indices = ale.screen_indices();
+            let mut got = vec![0u8; want.len()];
+            rlrig_env::palette::gray(&palette, indices, None, &mut got);
+            for (i, ((&v, &w), &g)) in indices.iter().zip(&want).zip(&got).enumerate() {
+                assert!(v % 2 == 0, "{game}: frame {frame} pixel {i}: odd index {v}");
+                assert_eq!(g, w, "{game}: frame {frame} pixel {i} (index {v})");
+            }
+            colours.extend(indices.iter().copied());
+        }
+        assert!(colours.len() >= 4, "{game}: only colours {colours:?}");
+    }
+}
+
 #[test]
 fn episodic_life_ends_an_episode_per_life_and_the_next_one_continues_the_game() {
     use rlrig_env::{ActionBuf, SyncVecEnv, VecConfig, VecEnvDyn};
