@@ -228,8 +228,14 @@ impl Ppo {
                 idx.swap(i, j);
             }
             for chunk in idx.chunks_exact(mb) {
+                gather_rows(
+                    self.threads_pool.as_deref(),
+                    &self.buf.obs,
+                    d,
+                    chunk,
+                    mb_obs,
+                );
                 for (r, &i) in chunk.iter().enumerate() {
-                    mb_obs[r * d..(r + 1) * d].copy_from_slice(&self.buf.obs[i * d..(i + 1) * d]);
                     mb_adv[r] = self.advantages[i];
                 }
                 if cfg.norm_adv && mb > 1 {
@@ -337,5 +343,72 @@ impl Ppo {
         stats.entropy = ent_sum / n_mb;
         stats.approx_kl = kl_sum / n_mb;
         stats.clipfrac = cf_sum / n_mb;
+    }
+}
+
+/// Floats of a gather worth a pool job: below it (CartPole's 128 x 4) waking the workers
+/// costs more than the copy.
+const POOL_GATHER_FLOATS: usize = 1 << 16;
+
+/// Rows `rows` of `src` (rows of `d` floats) copied in order into `dst`, on the pool when
+/// the copy is large: a minibatch's observations are rows scattered over the rollout, a
+/// memory-bound copy that on the caller alone was 7.6 % of a MinAtar SpaceInvaders run
+/// (600 floats a row) while the workers waited.
+fn gather_rows(
+    pool: Option<&rlrig_env::pool::Pool>,
+    src: &[f32],
+    d: usize,
+    rows: &[usize],
+    dst: &mut [f32],
+) {
+    const ROWS_PER_TASK: usize = 64;
+    let copy = |dst: &mut [f32], rows: &[usize]| {
+        for (out, &i) in dst.chunks_exact_mut(d).zip(rows) {
+            out.copy_from_slice(&src[i * d..(i + 1) * d]);
+        }
+    };
+    let dst = &mut dst[..rows.len() * d];
+    match pool {
+        Some(pool) if dst.len() >= POOL_GATHER_FLOATS => {
+            let mut parts: Vec<_> = dst
+                .chunks_mut(ROWS_PER_TASK * d)
+                .zip(rows.chunks(ROWS_PER_TASK))
+                .collect();
+            pool.for_each_mut(&mut parts, |_, (dst, rows)| copy(dst, rows));
+        }
+        _ => copy(dst, rows),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Small and pooled gathers both copy row `rows[r]` of the source into row `r`.
+    #[test]
+    fn gathered_rows_are_the_indexed_rows_in_order() {
+        let pool = rlrig_env::pool::Pool::new(2).unwrap();
+        for (n, d) in [(10, 3), (1000, 300)] {
+            let src: Vec<f32> = (0..n * d).map(|v| v as f32).collect();
+            let rows: Vec<usize> = (0..n).map(|r| (r * 7 + 3) % n).collect();
+            let want: Vec<f32> = rows
+                .iter()
+                .flat_map(|&i| src[i * d..(i + 1) * d].to_vec())
+                .collect();
+            for p in [None, Some(&pool)] {
+                let mut dst = vec![-1.0; n * d + 5];
+                gather_rows(p, &src, d, &rows, &mut dst);
+                assert_eq!(
+                    dst[..n * d],
+                    want[..],
+                    "{n} rows of {d}, pool {}",
+                    p.is_some()
+                );
+                assert!(
+                    dst[n * d..].iter().all(|&v| v == -1.0),
+                    "wrote past the rows"
+                );
+            }
+        }
     }
 }
