@@ -264,8 +264,9 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         s.game_over = false;
         s.lives = s.ale().lives();
         Self::grab(s, 0, false);
+        // Buffer 1 zero, as Gymnasium's reset leaves it: its max with buffer 0 is buffer 0.
         s.pool[HEIGHT * WIDTH..].fill(0);
-        Self::push_frame(p, s, false);
+        Self::push_frame(s);
         Self::fill_stack(s);
         let actions = &s.setup.as_ref().unwrap().actions;
         let has_fire = actions.len() >= 3 && actions[1] == 1;
@@ -298,32 +299,25 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
     }
 
     /// The grayscale screen into pool buffer `k`; with `pool`, into buffer 0 max-pooled
-    /// with buffer 1 on the way (what `push_frame`'s max leaves there, in one pass).
+    /// with buffer 1 on the way (Gymnasium's max over a skip's last two frames, in one
+    /// pass).
     fn grab(s: &mut AtariState, k: usize, pool: bool) {
-        let n = HEIGHT * WIDTH;
         let gray = &s.setup.as_ref().unwrap().gray;
         let screen = running(&mut s.ale).screen_indices();
-        let (first, second) = s.pool.split_at_mut(n);
-        if pool {
-            crate::palette::gray(gray, screen, Some(second), first);
-        } else {
-            crate::palette::gray(gray, screen, None, if k == 0 { first } else { second });
-        }
+        let (first, second) = s.pool.split_at_mut(HEIGHT * WIDTH);
+        let (out, other) = match (k, pool) {
+            (0, true) => (first, Some(&*second)),
+            (0, false) => (first, None),
+            _ => (second, None),
+        };
+        crate::palette::gray(gray, screen, other, out);
     }
 
-    /// Max-pools the pool into its first buffer (with frame skip > 1, unless `grab` did
-    /// already: `pooled`), shrinks it and pushes it on the stack.
-    fn push_frame(p: &AtariParams<PRE>, s: &mut AtariState, pooled: bool) {
-        let n = HEIGHT * WIDTH;
-        if p.frameskip > 1 && !pooled {
-            let (a, b) = s.pool.split_at_mut(n);
-            for (x, y) in a.iter_mut().zip(b.iter()) {
-                *x = (*x).max(*y);
-            }
-        }
+    /// Shrinks pool buffer 0 (the step's observation) and pushes it on the stack.
+    fn push_frame(s: &mut AtariState) {
         let f = SIZE * SIZE;
         s.frames.copy_within(f.., 0);
-        resize_area(&s.pool[..n], &mut s.frames[(STACK - 1) * f..]);
+        resize_area(&s.pool[..HEIGHT * WIDTH], &mut s.frames[(STACK - 1) * f..]);
     }
 
     /// One agent step of the preprocessed ids (Gymnasium's `AtariPreprocessing.step`).
@@ -332,7 +326,8 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
         let fs = p.frameskip as usize;
         let mut reward = 0i64;
         let mut terminated = false;
-        let mut pooled = false;
+        // Whether buffer 0 holds the step's observation (one frame a step needs no pool).
+        let mut pooled = fs == 1;
         for t in 0..fs {
             reward += i64::from(s.ale().act(id, 1.0)?);
             let over = s.ale().game_over();
@@ -349,12 +344,19 @@ impl<G: Game, const PRE: bool> Atari<G, PRE> {
             if t + 2 == fs {
                 Self::grab(s, 1, false);
             } else if t + 1 == fs {
-                // Both screens are in (with frame skip > 1): pool as the last one comes.
-                pooled = fs > 1;
-                Self::grab(s, 0, pooled);
+                Self::grab(s, 0, fs > 1);
+                pooled = true;
             }
         }
-        Self::push_frame(p, s, pooled);
+        if !pooled {
+            // The skip ended before its last frame: Gymnasium still max-pools what its
+            // two buffers hold (the last grab, or the step before's).
+            let (a, b) = s.pool.split_at_mut(HEIGHT * WIDTH);
+            for (x, y) in a.iter_mut().zip(b.iter()) {
+                *x = (*x).max(*y);
+            }
+        }
+        Self::push_frame(s);
         let reward = if p.clip_reward {
             reward.signum() as f64
         } else {
