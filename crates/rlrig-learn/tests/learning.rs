@@ -202,7 +202,7 @@ fn impala_beats_random_on_minatar_breakout() {
 /// Asynchronous IMPALA (two actor threads on the newest published policy, the learner
 /// taking rollouts as they arrive, V-trace), with the actors running the policy
 /// themselves and through the batching inference server: not reproducible, so the bar
-/// is low. Greedy 4.6 to 6.0 measured after 100k-200k steps.
+/// is low (below).
 #[test]
 fn async_impala_beats_random_on_minatar_breakout() {
     for server in [false, true] {
@@ -215,10 +215,19 @@ fn async_impala_beats_random_on_minatar_breakout() {
         };
         let mut ppo = Ppo::new(cfg, 1).unwrap();
         let mut episodes = 0;
+        // The training episodes of the last fifth of the updates: (return sum, count).
+        let late = ppo.cfg.num_iterations() * 4 / 5;
+        let (mut late_sum, mut late_n) = (0.0, 0);
         while !ppo.done() {
             // Keep the actors running between updates (they stop after the last one).
-            episodes += ppo.iterate_prefetching(true).episodes;
+            let s = ppo.iterate_prefetching(true);
+            episodes += s.episodes;
+            if s.iteration > late && s.episodes > 0 {
+                late_sum += s.episode_return * s.episodes as f64;
+                late_n += s.episodes;
+            }
         }
+        let late_mean = late_sum / late_n.max(1) as f64;
         let (lag, rollouts) = ppo.async_lag;
         assert_eq!(rollouts, ppo.iteration, "one rollout per update");
         assert!(lag > 0, "asynchronous rollouts are stale");
@@ -233,13 +242,16 @@ fn async_impala_beats_random_on_minatar_breakout() {
         } else {
             assert_eq!(s.calls, 0);
         }
-        let returns = ppo.evaluate(20, 12_345).returns;
-        let mean = returns.iter().sum::<f64>() / returns.len() as f64;
-        // 5x a random policy's 0.39. This mode's results depend on timing (measured
-        // 4.6-6.0 on idle 2-core VMs); a loaded CI machine makes the policy staler.
+        // This mode's results depend on timing, so the bar is low against what idle and
+        // loaded 2-core VMs give: the training episodes of the last fifth of the updates,
+        // hundreds of episodes of the sampling policy, made 4.7-5.3 (a random policy:
+        // 0.39). A greedy evaluation is no check here: after 300k steps the greedy
+        // policy can be degenerate (17 runs gave 4.5-6.8, a CI run 1.45).
+        let lag = lag as f64 / rollouts as f64;
         assert!(
-            mean >= 2.0,
-            "async IMPALA (server: {server}) MinAtar/Breakout-v1: {mean}"
+            late_mean >= 2.5,
+            "async IMPALA (server: {server}) MinAtar/Breakout-v1: training return \
+             {late_mean:.2} over the last {late_n} episodes (mean lag {lag:.2})"
         );
     }
 }
