@@ -141,7 +141,7 @@ def entropy(logits):
     return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
 
-def make_train(total_steps, env_id="CartPole-v1", conv=False):
+def make_train(total_steps, env_id="CartPole-v1", conv=False, sticky=0.0, max_steps=None):
     minatar = env_id.startswith("MinAtar/")
     conv = minatar and conv
     hp = MINATAR_CONV_HP if conv else MINATAR_HP if minatar else HP
@@ -150,6 +150,8 @@ def make_train(total_steps, env_id="CartPole-v1", conv=False):
     num_updates = total_steps // batch
     mb_size = batch // hp["num_minibatches"]
     env, env_params = gymnax.make(GYMNAX_IDS[env_id])
+    if max_steps is not None:
+        env_params = env_params.replace(max_steps_in_episode=max_steps)
     n_actions = env.action_space(env_params).n
     if conv:
         net = ConvActorCritic(n_actions, hp["hidden"])
@@ -178,17 +180,27 @@ def make_train(total_steps, env_id="CartPole-v1", conv=False):
             jax.random.split(k_env, n_envs), env_params
         )
         ep_ret = jnp.zeros(n_envs)
+        # MinAtar's sticky actions (the package's `act`, as rlrig's envs apply them):
+        # with probability `sticky` the env repeats its previous action; a new episode
+        # starts from no-op (0). gymnax's games leave them out.
+        last = jnp.zeros(n_envs, dtype=jnp.int32)
+        env_state = (env_state, last)
 
         def rollout_step(carry, _):
-            params, env_state, obs, ep_ret, key = carry
-            key, k_act, k_step = jax.random.split(key, 3)
+            params, (env_state, last), obs, ep_ret, key = carry
+            key, k_act, k_step, k_sticky = jax.random.split(key, 4)
             logits, value = net.apply(params, obs)
             action = jax.random.categorical(k_act, logits)
             logp = log_prob(logits, action)
+            taken = action
+            if sticky > 0:
+                repeat = jax.random.uniform(k_sticky, (n_envs,)) < sticky
+                taken = jnp.where(repeat, last, action)
             next_obs, env_state, reward, term, trunc, _ = jax.vmap(
                 env.step, in_axes=(0, 0, 0, None)
-            )(jax.random.split(k_step, n_envs), env_state, action, env_params)
+            )(jax.random.split(k_step, n_envs), env_state, taken, env_params)
             done = jnp.logical_or(term, trunc)
+            env_state = (env_state, jnp.where(done, 0, taken).astype(jnp.int32))
             ep_ret = ep_ret + reward
             finished_ret = jnp.where(done, ep_ret, 0.0)
             ep_ret = jnp.where(done, 0.0, ep_ret)
@@ -278,6 +290,12 @@ def main():
     ap.add_argument("--conv", action="store_true",
                     help="MinAtar: MinAtar's conv network at lr 5e-4 (rlrig's earlier "
                          "preset) instead of PureJaxRL's 64-64 ReLU MLPs at 5e-3")
+    ap.add_argument("--sticky", type=float, default=0.0,
+                    help="MinAtar: sticky actions with this probability (rlrig's "
+                         "default env: 0.1; gymnax: none)")
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="the env's max_steps_in_episode (gymnax's MinAtar: 1,000; "
+                         "rlrig's default MinAtar env has no limit)")
     ap.add_argument("--single-call", action="store_true",
                     help="time the first call (long runs), not a second one")
     ap.add_argument("--threshold", type=float, default=None,
@@ -288,7 +306,8 @@ def main():
                     help="final_return averages episodes finished in the last N updates")
     args = ap.parse_args()
 
-    train, steps, num_updates, batch = make_train(args.total_steps, args.env, args.conv)
+    train, steps, num_updates, batch = make_train(args.total_steps, args.env, args.conv,
+                                                    args.sticky, args.max_steps)
     key = jax.random.PRNGKey(args.seed)
     if args.seeds > 1:
         train = jax.vmap(train)
@@ -327,6 +346,8 @@ def main():
     print(json.dumps({
         "peer": "purejaxrl-style",
         "env": args.env,
+        "sticky": args.sticky,
+        "max_steps_in_episode": args.max_steps,
         "net": "conv" if args.conv and args.env.startswith("MinAtar/") else "mlp",
         "total_steps": steps,
         "num_updates": num_updates,

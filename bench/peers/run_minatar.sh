@@ -12,6 +12,11 @@
 #
 #   bench/peers/run_minatar.sh [--no-build] [--games "Breakout SpaceInvaders ..."]
 #                              [--seeds 1-5] [--total-steps N] [--dir DIR] [--skip-jax]
+#                              [--jax-sticky]
+#
+# --jax-sticky also runs the JAX peer over --seeds on the envs as rlrig ships them
+# (ppo_jax.py --sticky 0.1 and no time limit), one seed at a time: the like-for-like
+# reference for the sticky column (its runs go to minatar-ppo-sticky-<date>.jsonl).
 #
 # The JAX run is one compiled call timed once (`--single-call`), compile apart. Its
 # time to a return is the updates' share of that call (ppo_jax.py --threshold); rlrig's
@@ -22,7 +27,7 @@
 source "$(dirname "$0")/../lib.sh"
 
 BUILD=1 GAMES="Breakout SpaceInvaders Asterix Freeway" SEEDS=1-5 STEPS=10000000
-DIR=runs/minatar-ppo SKIP_JAX=0
+DIR=runs/minatar-ppo SKIP_JAX=0 JAX_STICKY=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --no-build) BUILD=0 ;;
@@ -31,6 +36,7 @@ while [ $# -gt 0 ]; do
         --total-steps) STEPS=$2; shift ;;
         --dir) DIR=$2; shift ;;
         --skip-jax) SKIP_JAX=1 ;;
+        --jax-sticky) JAX_STICKY=1 ;;
         *) help_or_unknown "$1" ;;
     esac
     shift
@@ -56,6 +62,21 @@ if [ "$SKIP_JAX" = 0 ]; then
             exit 1
         }
         tail -n 1 "$DIR/jax-$g.out" >>"$OUT"
+    done
+fi
+if [ "$SKIP_JAX" = 0 ] && [ "$JAX_STICKY" = 1 ]; then
+    OUT=$(results_file "minatar-ppo-sticky-$(date +%Y-%m-%d).jsonl")
+    for g in $GAMES; do
+        for s in $(seq "${SEEDS%-*}" "${SEEDS#*-}"); do
+            echo "[run] ppo_jax.py --env MinAtar/$g-v1 --sticky 0.1, seed $s" >&2
+            "$PY" "$HERE/ppo_jax.py" --env "MinAtar/$g-v1" --total-steps "$STEPS" --seed "$s" \
+                --sticky 0.1 --max-steps 100000000 --single-call --curve \
+                >"$DIR/jax-sticky-$g-$s.out" 2>"$DIR/jax-sticky-$g-$s.err" || {
+                cat "$DIR/jax-sticky-$g-$s.err" >&2
+                exit 1
+            }
+            tail -n 1 "$DIR/jax-sticky-$g-$s.out" >>"$OUT"
+        done
     done
 fi
 
@@ -85,12 +106,13 @@ import glob, json, sys
 res, d, games = sys.argv[1], sys.argv[2], sys.argv[3:]
 sys.path.insert(0, res.rsplit("/", 1)[0])
 import peer_common
-jax = {}
+jax, jax_sticky = {}, {}
 for f in sorted(glob.glob(f"{res}/minatar-ppo-*.jsonl")):
     for line in open(f):
         r = json.loads(line)
         if r.get("peer") == "purejaxrl-style" and r.get("curve"):
-            jax.setdefault(r["env"], []).append(r)
+            # Runs on rlrig's own env semantics (--jax-sticky) apart from gymnax's.
+            (jax_sticky if r.get("sticky") else jax).setdefault(r["env"], []).append(r)
 
 def crossing(r, threshold):
     """(steps, seconds) where a JAX run's curve reaches `threshold`, or None."""
@@ -115,8 +137,9 @@ def greedy(c):
     return f"{r['mean']:.1f}{ci} ({r['min']:.1f} to {r['max']:.1f}, {r['n']} seeds)"
 
 print("| game | threshold | JAX train return at 10M (runs) | JAX s | rlrig greedy, sticky 0.1 | reached | "
+      "JAX train return, sticky 0.1 (runs) | "
       "rlrig greedy, gymnax's semantics | rlrig s to threshold (gymnax's) | JAX s to it | JAX s / rlrig s |")
-print("|---|---:|---:|---:|---|---:|---|---:|---:|---:|")
+print("|---|---:|---:|---:|---|---:|---:|---|---:|---:|---:|")
 for g in games:
     env = f"MinAtar/{g}-v1"
     runs = jax.get(env, [])
@@ -129,6 +152,9 @@ for g in games:
     js = h[1] if h else None
     ratio = f"{js / rs:.1f}x" if rs and js else "–"
     reached = f"{s['reached']} of {len(s['seeds'])}" if s else "–"
+    st = jax_sticky.get(env, [])
+    sr = sum(r["final_return"] for r in st) / len(st) if st else None
     print(f"| {g} | {f(t, 0)} | {f(jr)} ({len(runs)}) | {f(j and j['train_seconds'], 0)} "
-          f"| {greedy(s)} | {reached} | {greedy(n)} | {f(rs, 0)} | {f(js, 0)} | {ratio} |")
+          f"| {greedy(s)} | {reached} | {f(sr)} ({len(st)}) | {greedy(n)} | {f(rs, 0)} "
+          f"| {f(js, 0)} | {ratio} |")
 EOF
