@@ -295,7 +295,8 @@ def main():
                          "default env: 0.1; gymnax: none)")
     ap.add_argument("--max-steps", type=int, default=None,
                     help="the env's max_steps_in_episode (gymnax's MinAtar: 1,000; "
-                         "rlrig's default MinAtar env has no limit)")
+                         "rlrig's default MinAtar env has no limit). Freeway's is the "
+                         "game's own end (2,500 steps): leave it")
     ap.add_argument("--single-call", action="store_true",
                     help="time the first call (long runs), not a second one")
     ap.add_argument("--threshold", type=float, default=None,

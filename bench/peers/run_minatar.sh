@@ -67,10 +67,13 @@ fi
 if [ "$SKIP_JAX" = 0 ] && [ "$JAX_STICKY" = 1 ]; then
     OUT=$(results_file "minatar-ppo-sticky-$(date +%Y-%m-%d).jsonl")
     for g in $GAMES; do
+        # No time limit, but Freeway's own end: gymnax's limit is that game's timer.
+        limit=(--max-steps 100000000)
+        [ "$g" = Freeway ] && limit=()
         for s in $(seq "${SEEDS%-*}" "${SEEDS#*-}"); do
             echo "[run] ppo_jax.py --env MinAtar/$g-v1 --sticky 0.1, seed $s" >&2
             "$PY" "$HERE/ppo_jax.py" --env "MinAtar/$g-v1" --total-steps "$STEPS" --seed "$s" \
-                --sticky 0.1 --max-steps 100000000 --single-call --curve \
+                --sticky 0.1 "${limit[@]}" --single-call --curve \
                 >"$DIR/jax-sticky-$g-$s.out" 2>"$DIR/jax-sticky-$g-$s.err" || {
                 cat "$DIR/jax-sticky-$g-$s.err" >&2
                 exit 1
