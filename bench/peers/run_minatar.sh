@@ -49,45 +49,52 @@ PY="$HERE/.venv/bin/python"
 }
 rlrig_binary "$BUILD"
 mkdir -p "$DIR"
+
+# Freeway ends on its own timer at 2,500 steps (gymnax's time limit is that timer), so
+# neither side gets a time limit for it.
+own_end() { [ "$1" = Freeway ]; }
+
+# Runs ppo_jax.py with ARGS..., its output in $DIR/NAME.{out,err}, and appends its JSON
+# line to results file OUT; on failure prints its stderr and exits.
+jax_run() { # out name args...
+    local out=$1 name=$2; shift 2
+    echo "[run] ppo_jax.py $*" >&2
+    "$PY" "$HERE/ppo_jax.py" "$@" --total-steps "$STEPS" --single-call --curve \
+        >"$DIR/$name.out" 2>"$DIR/$name.err" || {
+        cat "$DIR/$name.err" >&2
+        echo "[run] ppo_jax.py failed: $*" >&2
+        exit 1
+    }
+    tail -n 1 "$DIR/$name.out" >>"$out"
+}
+
 if [ "$SKIP_JAX" = 0 ]; then
     DATE=$(date +%Y-%m-%d)
     OUT=$(results_file "minatar-ppo-$DATE.jsonl")
     meta_line minatar-ppo "$DATE" total_steps="$STEPS" seeds="$SEEDS" >"$OUT"
     for g in $GAMES; do
-        echo "[run] ppo_jax.py --env MinAtar/$g-v1 --total-steps $STEPS" >&2
-        "$PY" "$HERE/ppo_jax.py" --env "MinAtar/$g-v1" --total-steps "$STEPS" --seed 1 \
-            --single-call --curve >"$DIR/jax-$g.out" 2>"$DIR/jax-$g.err" || {
-            cat "$DIR/jax-$g.err" >&2
-            echo "[run] ppo_jax.py failed on $g" >&2
-            exit 1
-        }
-        tail -n 1 "$DIR/jax-$g.out" >>"$OUT"
+        jax_run "$OUT" "jax-$g" --env "MinAtar/$g-v1" --seed 1
     done
-fi
-if [ "$SKIP_JAX" = 0 ] && [ "$JAX_STICKY" = 1 ]; then
-    OUT=$(results_file "minatar-ppo-sticky-$(date +%Y-%m-%d).jsonl")
-    for g in $GAMES; do
-        # No time limit, but Freeway's own end: gymnax's limit is that game's timer.
-        limit=(--max-steps 100000000)
-        [ "$g" = Freeway ] && limit=()
-        for s in $(seq "${SEEDS%-*}" "${SEEDS#*-}"); do
-            echo "[run] ppo_jax.py --env MinAtar/$g-v1 --sticky 0.1, seed $s" >&2
-            "$PY" "$HERE/ppo_jax.py" --env "MinAtar/$g-v1" --total-steps "$STEPS" --seed "$s" \
-                --sticky 0.1 "${limit[@]}" --single-call --curve \
-                >"$DIR/jax-sticky-$g-$s.out" 2>"$DIR/jax-sticky-$g-$s.err" || {
-                cat "$DIR/jax-sticky-$g-$s.err" >&2
-                exit 1
-            }
-            tail -n 1 "$DIR/jax-sticky-$g-$s.out" >>"$OUT"
+    if [ "$JAX_STICKY" = 1 ]; then
+        OUT=$(results_file "minatar-ppo-sticky-$DATE.jsonl")
+        meta_line minatar-ppo-sticky "$DATE" total_steps="$STEPS" seeds="$SEEDS" \
+            sticky=0.1 >"$OUT"
+        for g in $GAMES; do
+            limit=(--max-steps 100000000)
+            own_end "$g" && limit=()
+            for s in $(seq "${SEEDS%-*}" "${SEEDS#*-}"); do
+                jax_run "$OUT" "jax-sticky-$g-$s" --env "MinAtar/$g-v1" --seed "$s" \
+                    --sticky 0.1 "${limit[@]}"
+            done
         done
-    done
+    fi
 fi
 
 # gymnax's semantics first (no sticky actions, episodes cut at 1,000 steps but Freeway's
 # 2,500), one seed: the like-for-like comparison; then the envs as rlrig ships them.
 for g in $GAMES; do
     limit=", max_episode_steps = 1000"
-    [ "$g" = Freeway ] && limit=
+    own_end "$g" && limit=
     echo "[run] rlrig bench learn --env MinAtar/$g-v1 --algo ppo, gymnax's semantics, seed 1" >&2
     "$RLRIG" bench learn --env "MinAtar/$g-v1" --algo ppo --seeds 1 --threads 2 \
         --total-steps "$STEPS" --set "env_args={sticky_action_prob = 0.0$limit}" \
