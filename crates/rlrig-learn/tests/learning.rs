@@ -244,7 +244,7 @@ fn async_impala_beats_random_on_minatar_breakout() {
         }
         // This mode's results depend on timing, so the bar is low against what idle and
         // loaded 2-core VMs give: the training episodes of the last fifth of the updates,
-        // hundreds of episodes of the sampling policy, made 4.7-5.3 (a random policy:
+        // hundreds of episodes of the sampling policy, made 4.7-6.5 (a random policy:
         // 0.39). A greedy evaluation is no check here: after 300k steps the greedy
         // policy can be degenerate (17 runs gave 4.5-6.8, a CI run 1.45).
         let lag = lag as f64 / rollouts as f64;
