@@ -13,6 +13,11 @@
 //! measured at start: many times one wake-up), so back-to-back jobs, as a training loop
 //! makes, start within a cache-line transfer.
 //!
+//! [`Pool::lanes_mut`] instead gives each thread its own fixed piece of work (lane `i`
+//! always on the same thread), for work whose data should stay in one core's cache from
+//! one job to the next: PPO's actor on one core and its critic on the other keep each
+//! network's weights, gradients and optimiser state where they are used.
+//!
 //! Workers are shared: [`Pool::shared`] returns the same pool for the same thread count
 //! within a process, so the executor and the learner never run two sets of spinning
 //! threads on the same cores. A job started while another runs on the same pool (actor
@@ -27,7 +32,8 @@ use std::time::{Duration, Instant};
 
 /// The job word: `job number << 34 | task count << 17 | next unclaimed task`. A worker
 /// claims a task with one compare-and-swap on it, which also proves that the job is still
-/// the one it read (see [`Shared::work`]).
+/// the one it read (see [`Shared::work`]). An odd job number marks a job of lanes
+/// ([`Pool::lanes_mut`]): no task is claimed, each thread runs its own.
 const INDEX_BITS: u32 = 17;
 const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
 const NUMBER_SHIFT: u32 = 2 * INDEX_BITS;
@@ -109,6 +115,34 @@ impl Shared {
         word >> NUMBER_SHIFT
     }
 
+    /// Whether job `number` is a job of lanes (see [`NUMBER_SHIFT`]).
+    fn lanes(number: u64) -> bool {
+        number & 1 == 1
+    }
+
+    /// Runs lane `slot` of job `number` (a job of lanes) when the job has one, and counts
+    /// this thread done either way: the caller waits for every thread.
+    fn lane(&self, word: u64, slot: usize) {
+        let n = ((word >> INDEX_BITS) & INDEX_MASK) as usize;
+        if slot < n {
+            // SAFETY: the caller of a job of lanes returns only after every thread of the
+            // pool, this one included, has added to `done` below, so the `Job` its frame
+            // owns is alive here; its pointer was stored before the word that announced
+            // the job, which this thread read with Acquire.
+            let job = self.job.load(Ordering::Acquire);
+            let f = unsafe { (*job).f };
+            let t0 = Instant::now();
+            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(slot))) {
+                self.panic
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(p);
+            }
+            account(slot, t0);
+        }
+        self.done.fetch_add(1, Ordering::AcqRel);
+    }
+
     /// Claims and runs tasks of job `number` until none is left. Returns when the job
     /// has no unclaimed task (or a newer job is announced).
     fn work(&self, number: u64, slot: usize) {
@@ -158,10 +192,11 @@ impl Shared {
             // Spin on the job word for `spin`, then park.
             let start = Instant::now();
             let mut rounds = 0u32;
-            let number = loop {
-                let n = Self::job_number(self.word.load(Ordering::Acquire));
+            let (number, word) = loop {
+                let word = self.word.load(Ordering::Acquire);
+                let n = Self::job_number(word);
                 if n != seen || self.shutdown.load(Ordering::Relaxed) {
-                    break n;
+                    break (n, word);
                 }
                 std::hint::spin_loop();
                 rounds = rounds.wrapping_add(1);
@@ -183,7 +218,13 @@ impl Shared {
                 return;
             }
             seen = number;
-            self.work(number, slot);
+            if Self::lanes(number) {
+                // `word` announced this job, and stays the word until this thread counts
+                // itself done (the caller waits for it).
+                self.lane(word, slot);
+            } else {
+                self.work(number, slot);
+            }
         }
     }
 }
@@ -275,6 +316,26 @@ impl Pool {
     /// finish.
     pub fn run(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
         assert!(n <= MAX_TASKS, "Pool::run: {n} tasks (at most {MAX_TASKS})");
+        self.start(n, false, f);
+    }
+
+    /// Runs `f(0)`, ..., `f(n - 1)`, `n` at most [`Pool::threads`], each on its own
+    /// thread: `f(0)` on the caller and `f(i)` on worker `i`, the same thread in every
+    /// job (where the pool is busy with another caller's job, all on the caller, in
+    /// order). For work whose data should stay in one core's cache between jobs; the
+    /// job waits for every worker, so it suits workers that are spinning (back-to-back
+    /// jobs), as a training loop's are.
+    pub fn lanes(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
+        assert!(
+            n <= self.threads,
+            "Pool::lanes: {n} lanes on {} threads",
+            self.threads
+        );
+        self.start(n, true, f);
+    }
+
+    /// [`Pool::run`] or [`Pool::lanes`].
+    fn start(&self, n: usize, lanes: bool, f: &(dyn Fn(usize) + Sync)) {
         let guard = if self.threads > 1 && n > 1 {
             self.busy.try_lock().ok()
         } else {
@@ -297,19 +358,29 @@ impl Pool {
         let ptr = (&job as *const Job<'_>).cast::<Job<'static>>().cast_mut();
         s.job.store(ptr, Ordering::Release);
         // Job numbers wrap long before the word's 30 bits would matter: a worker would
-        // have to stall for 2^30 jobs to mistake one job for another.
-        let number = (Shared::job_number(s.word.load(Ordering::Relaxed)) + 1) & ((1 << 30) - 1);
+        // have to stall for 2^29 jobs to mistake one job for another. Even numbers are
+        // jobs of tasks, odd ones jobs of lanes (every lane claimed from the start).
+        let last = Shared::job_number(s.word.load(Ordering::Relaxed));
+        let number = ((last >> 1) + 1) << 1 & ((1 << 30) - 1) | u64::from(lanes);
+        let claimed = if lanes { n as u64 } else { 0 };
         s.word.store(
-            number << NUMBER_SHIFT | (n as u64) << INDEX_BITS,
+            number << NUMBER_SHIFT | (n as u64) << INDEX_BITS | claimed,
             Ordering::SeqCst,
         );
         if s.sleepers.load(Ordering::SeqCst) > 0 {
             let _l = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.wake.notify_all();
         }
-        s.work(number, 0);
+        // A job of lanes ends when every thread has counted itself, lane or none.
+        let finished = if lanes {
+            s.lane(s.word.load(Ordering::Relaxed), 0);
+            self.threads
+        } else {
+            s.work(number, 0);
+            n
+        };
         let mut rounds = 0u32;
-        while s.done.load(Ordering::Acquire) < n {
+        while s.done.load(Ordering::Acquire) < finished {
             // A worker holding a task may have lost its core: after a while, let it run.
             rounds = rounds.saturating_add(1);
             if rounds < 1 << 14 {
@@ -325,14 +396,28 @@ impl Pool {
 
     /// Runs `f(i, &mut items[i])` for every item, as [`Pool::run`].
     pub fn for_each_mut<T: Send>(&self, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+        self.each_mut(items, false, f);
+    }
+
+    /// Runs `f(i, &mut items[i])` for every item, item `i` on lane `i` ([`Pool::lanes`]).
+    pub fn lanes_mut<T: Send>(&self, items: &mut [T], f: impl Fn(usize, &mut T) + Sync) {
+        self.each_mut(items, true, f);
+    }
+
+    fn each_mut<T: Send>(&self, items: &mut [T], lanes: bool, f: impl Fn(usize, &mut T) + Sync) {
         let base = SendPtr(items.as_mut_ptr());
-        self.run(items.len(), &|i| {
-            // SAFETY: `run` calls each index in `0..items.len()` exactly once, so each
-            // `&mut items[i]` is the only reference to that element, and `items` is
-            // borrowed mutably for the whole call.
+        let task = |i| {
+            // SAFETY: `run` and `lanes` call each index in `0..items.len()` exactly once,
+            // so each `&mut items[i]` is the only reference to that element, and `items`
+            // is borrowed mutably for the whole call.
             let item = unsafe { &mut *base.at(i) };
             f(i, item);
-        });
+        };
+        if lanes {
+            self.lanes(items.len(), &task);
+        } else {
+            self.run(items.len(), &task);
+        }
     }
 }
 
@@ -457,6 +542,39 @@ mod tests {
                 .enumerate()
                 .all(|(i, x)| *x == 50 * i as u64 + 49 * 50 / 2)
         );
+    }
+
+    /// Lane `i` runs on the same thread in every job (lane 0 on the caller), once per
+    /// job, mixed with jobs of tasks and with workers that parked in between.
+    #[test]
+    fn lanes_stay_on_their_threads() {
+        let pool = Pool::new(3).unwrap();
+        let caller = std::thread::current().id();
+        let mut first: Vec<Option<std::thread::ThreadId>> = vec![None; 3];
+        for round in 0..200 {
+            for n in [3, 2] {
+                let mut ids = vec![None; n];
+                pool.lanes_mut(&mut ids, |_, id| *id = Some(std::thread::current().id()));
+                for (lane, id) in ids.iter().enumerate() {
+                    let id = id.expect("every lane runs");
+                    assert_eq!(
+                        *first[lane].get_or_insert(id),
+                        id,
+                        "lane {lane}, round {round}"
+                    );
+                }
+            }
+            assert_eq!(tasks_run(&pool, 7), 7);
+            if round % 50 == 49 {
+                // Long enough for the workers to park.
+                std::thread::sleep(pool.spin() + Duration::from_millis(20));
+            }
+        }
+        assert_eq!(first[0], Some(caller));
+        assert!(first[1] != first[2] && first[1] != Some(caller) && first[2] != Some(caller));
+        let mut one = [0u32];
+        pool.lanes_mut(&mut one, |i, x| *x = i as u32 + 1);
+        assert_eq!(one, [1]);
     }
 
     /// A job started the moment a pool is made (before its worker first reads the job

@@ -382,15 +382,13 @@ impl OffPolicy {
         let n = critics.len();
         s.rows.resize_with((n + 1) * bsz, || AtomicU32::new(0));
         let (y, rows) = (&s.y, &s.rows);
-        let td_loss = |r: std::ops::Range<usize>, outs: &[&[f32]], douts: &mut [&mut [f32]]| {
-            for (i, (out, dq)) in outs.iter().zip(douts.iter_mut()).enumerate() {
-                for (k, b) in r.clone().enumerate() {
-                    let e = out[k] - y[b];
-                    dq[k] = 2.0 * e * inv;
-                    rows[i * bsz + b].store(e.to_bits(), Relaxed);
-                    if i == 0 {
-                        rows[n * bsz + b].store(out[k].to_bits(), Relaxed);
-                    }
+        let td_loss = |r: std::ops::Range<usize>, i: usize, out: &[f32], dq: &mut [f32]| {
+            for (k, b) in r.enumerate() {
+                let e = out[k] - y[b];
+                dq[k] = 2.0 * e * inv;
+                rows[i * bsz + b].store(e.to_bits(), Relaxed);
+                if i == 0 {
+                    rows[n * bsz + b].store(out[k].to_bits(), Relaxed);
                 }
             }
         };
@@ -406,7 +404,9 @@ impl OffPolicy {
                 .forward_into(Weights::Train, critics, &s.x, bsz, &mut outs[..n]);
             let douts: &mut [&mut [f32]] = &mut [&mut s.dq1, &mut s.dq2];
             let outs: &[&[f32]] = &[&s.q1v, &s.q2v];
-            td_loss(0..bsz, &outs[..n], &mut douts[..n]);
+            for (i, (out, dq)) in outs[..n].iter().zip(douts.iter_mut()).enumerate() {
+                td_loss(0..bsz, i, out, dq);
+            }
             let passes: &[(usize, &[f32])] = &[(0, &s.dq1), (1, &s.dq2)];
             self.critic.backward_many(&passes[..n]);
         }

@@ -66,33 +66,37 @@ struct LossRows<'a> {
     ls: &'a [f32],
     out_dim: usize,
     adim: usize,
+    /// The minibatch's loss blocks (a fused pass's chunks and networks take theirs).
+    blocks: &'a [Mutex<LossBlock>],
 }
 
 impl LossRows<'_> {
-    /// The loss of minibatch rows `r`, whole blocks of them (one block, or a fused pass's
-    /// chunk): `out`/`values` are those rows' policy outputs and values, `d_out`/`d_val`
-    /// receive their gradients, and each block's sums and log-std gradient are made anew.
-    fn blocks_of(
-        &self,
-        r: Range<usize>,
-        out: &[f32],
-        values: &[f32],
-        d_out: &mut [f32],
-        d_val: &mut [f32],
-        blocks: &[Mutex<LossBlock>],
-    ) {
-        let (od, ad) = (self.out_dim, self.adim);
+    /// Runs `f(rows, block)` on each block of minibatch rows `r` (whole blocks: one
+    /// block, or a fused pass's chunk), under the block's lock.
+    fn each_block(&self, r: &Range<usize>, mut f: impl FnMut(Range<usize>, &mut LossBlock)) {
         for blk in r.start / LOSS_BLOCK_ROWS..r.end.div_ceil(LOSS_BLOCK_ROWS) {
             let rows = blk * LOSS_BLOCK_ROWS..((blk + 1) * LOSS_BLOCK_ROWS).min(r.end);
-            let mut b = blocks[blk].lock().unwrap_or_else(|e| e.into_inner());
+            f(
+                rows,
+                &mut self.blocks[blk].lock().unwrap_or_else(|e| e.into_inner()),
+            );
+        }
+    }
+
+    /// The policy loss of minibatch rows `r`: `out` is those rows' policy outputs,
+    /// `d_out` receives their gradients, and each block's policy sums (surrogate,
+    /// entropy, approximate KL, clipped rows) and log-std gradient are made anew.
+    fn policy_blocks(&self, r: Range<usize>, out: &[f32], d_out: &mut [f32]) {
+        let (od, ad) = (self.out_dim, self.adim);
+        self.each_block(&r, |rows, b| {
             let LossBlock {
                 sums,
                 d_logstd,
                 logp_row,
-            } = &mut *b;
-            *sums = [0.0; 5];
+            } = b;
+            sums[..4].fill(0.0);
             d_logstd.fill(0.0);
-            for (row, i) in rows.clone().map(|row| (row, self.idx[row])) {
+            for (row, i) in rows.map(|row| (row, self.idx[row])) {
                 let j = row - r.start;
                 let t = loss::policy_row(
                     self.head,
@@ -106,6 +110,25 @@ impl LossRows<'_> {
                     &mut d_out[j * od..(j + 1) * od],
                     d_logstd,
                 );
+                for (s, v) in sums.iter_mut().zip([
+                    t.surrogate,
+                    t.entropy,
+                    t.approx_kl,
+                    f32::from(u8::from(t.clipped)),
+                ]) {
+                    *s += f64::from(v);
+                }
+            }
+        });
+    }
+
+    /// The value loss of minibatch rows `r`: `values` is those rows' values, `d_val`
+    /// receives their gradients, and each block's value-loss sum is made anew.
+    fn value_blocks(&self, r: Range<usize>, values: &[f32], d_val: &mut [f32]) {
+        self.each_block(&r, |rows, b| {
+            b.sums[4] = 0.0;
+            for (row, i) in rows.map(|row| (row, self.idx[row])) {
+                let j = row - r.start;
                 let (err, grad) = loss::value_row(
                     values[j],
                     self.returns[i],
@@ -115,17 +138,9 @@ impl LossRows<'_> {
                     self.coefs.inv,
                 );
                 d_val[j] = grad;
-                for (s, v) in sums.iter_mut().zip([
-                    t.surrogate,
-                    t.entropy,
-                    t.approx_kl,
-                    f32::from(u8::from(t.clipped)),
-                    0.5 * err,
-                ]) {
-                    *s += f64::from(v);
-                }
+                b.sums[4] += f64::from(0.5 * err);
             }
-        }
+        });
     }
 }
 
@@ -268,22 +283,21 @@ impl Ppo {
                     ls,
                     out_dim,
                     adim,
+                    blocks,
                 };
-                // Separate networks: forward, loss and backward in one job per chunk of
-                // rows where the backend fuses them; else the three apart, the loss in
-                // blocks on the pool. Either way each block's sums are added in block
-                // order below: the same bits.
+                // Separate networks: forward, loss and backward fused per chunk of rows
+                // (and network) where the backend fuses them; else the three apart, the
+                // loss in blocks on the pool. Either way each block's sums are added in
+                // block order below: the same bits.
                 let fused = self.agent.separate_nets()
                     && self.backend.train_fused(
                         &[ACTOR, CRITIC],
                         mb_obs,
                         mb,
                         LOSS_BLOCK_ROWS,
-                        &|r, outs, douts| {
-                            let ([policy, values], [d_policy, d_values]) = (outs, douts) else {
-                                unreachable!("two networks, two outputs");
-                            };
-                            rows.blocks_of(r, policy, values, d_policy, d_values, blocks);
+                        &|r, net, out, dout| match net {
+                            0 => rows.policy_blocks(r, out, dout),
+                            _ => rows.value_blocks(r, out, dout),
                         },
                     );
                 if !fused {
@@ -292,7 +306,6 @@ impl Ppo {
                     self.agent
                         .forward(&mut *self.backend, mb_obs, mb, true, out, newv);
                     let (out, newv) = (&*out, &*newv);
-                    let blocks = &*blocks;
                     let mut work: Vec<_> = d_out
                         .chunks_mut(LOSS_BLOCK_ROWS * out_dim)
                         .zip(d_val.chunks_mut(LOSS_BLOCK_ROWS))
@@ -304,7 +317,8 @@ impl Ppo {
                             let r = blk * LOSS_BLOCK_ROWS..blk * LOSS_BLOCK_ROWS + d_val.len();
                             let (o, v) =
                                 (&out[r.start * out_dim..r.end * out_dim], &newv[r.clone()]);
-                            rows.blocks_of(r, o, v, d_out, d_val, blocks);
+                            rows.policy_blocks(r.clone(), o, d_out);
+                            rows.value_blocks(r, v, d_val);
                         },
                     );
                     drop(work);

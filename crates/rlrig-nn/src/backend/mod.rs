@@ -352,11 +352,13 @@ pub(crate) fn sum_input_grads<B: NetBackend + ?Sized>(
     }
 }
 
-/// The loss of a [`NetBackend::train_fused`] pass, called once per chunk from the
-/// backend's worker threads, in any order: `loss(rows, outs, douts)` gets the chunk's rows
-/// of the pass, each network's outputs for them (`outs[j]` of `nets[j]`, `rows.len() x
-/// out`) and writes d loss / d output into `douts[j]` (the same shape).
-pub type ChunkLoss<'a> = dyn Fn(Range<usize>, &[&[f32]], &mut [&mut [f32]]) + Sync + 'a;
+/// The loss of a [`NetBackend::train_fused`] pass, called once per chunk and network from
+/// the backend's worker threads, in any order: `loss(rows, j, out, dout)` gets the
+/// chunk's rows of the pass and network `nets[j]`'s outputs for them (`rows.len() x
+/// out`), and writes d loss / d output into `dout` (the same shape). Each network's loss
+/// is its own (PPO's policy and value terms, SAC's two critics' TD errors), so a backend
+/// may run the networks on different threads.
+pub type ChunkLoss<'a> = dyn Fn(Range<usize>, usize, &[f32], &mut [f32]) + Sync + 'a;
 
 /// Builds a backend for a layout, its initial parameters and optimiser; what
 /// `--device` chooses. `None` in the trainers means [`Native`].

@@ -15,6 +15,36 @@ fn layout() -> NetLayout {
     }
 }
 
+/// [`layout`] with a critic as wide as the actor: work even enough for a fused pass to run
+/// a network per thread on two threads (lanes), over three gradient-norm slices.
+fn even_layout() -> NetLayout {
+    let a = Mlp::new(&[6, 64, 64, 3], 0);
+    let c = Mlp::with_activation(&[6, 64, 64, 1], a.end(), Activation::Relu);
+    let end = c.end();
+    NetLayout {
+        nets: vec![a.into(), c.into()],
+        free: end..end + 2,
+        total: end + 2,
+    }
+}
+
+/// Lanes only where every thread gets a network and the work is even.
+#[test]
+fn fused_passes_run_on_lanes_where_each_thread_gets_an_even_network() {
+    for (lay, threads, want) in [
+        (even_layout(), 2, Some(2)),
+        (even_layout(), 1, None),
+        (even_layout(), 3, None),
+        (layout(), 2, None),
+    ] {
+        let b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+            .threads(threads)
+            .unwrap();
+        assert_eq!(b.lane_count(&[0, 1]), want, "{threads} threads");
+    }
+    assert!(even_layout().total > 2 * crate::optim::NORM_SLICE);
+}
+
 fn noise(n: usize, stream: u64) -> Vec<f32> {
     let mut r = Rng::stream(7, Purpose::Init, stream);
     (0..n).map(|_| r.uniform(-1.0, 1.0) as f32).collect()
@@ -189,72 +219,71 @@ fn chunks_cover_the_rows_in_order() {
 }
 
 /// A fused pass (forward, the caller's loss per chunk, backward in one job) gives the
-/// bits of the three passes apart, on any thread count, and fuses only where its chunks
-/// hold whole loss blocks.
+/// bits of the three passes apart, on any thread count (a network per thread included),
+/// and fuses only where its chunks hold whole loss blocks.
 #[test]
 fn fused_pass_gives_the_separate_passes_bits() {
-    let lay = layout();
-    // d loss / d output of row `r`: the output halved plus that row's noise.
-    let loss_of = |r: usize, out: &[f32], width: usize, noise: &[f32], d: &mut [f32]| {
-        for (j, (d, o)) in d.iter_mut().zip(out).enumerate() {
-            *d = 0.5 * o + noise[r * width + j];
-        }
-    };
-    for (rows, block, fuses) in [
-        (64, 64, false),
-        (128, 64, true),
-        (128, 48, false),
-        (256, 32, true),
-        (1024, 64, true),
-        (1100, 64, false),
-    ] {
-        let x = noise(rows * 6, 40);
-        let (n0, n1) = (noise(rows * 3, 41), noise(rows, 42));
-        let run = |threads: usize, fused: bool| {
-            let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
-                .threads(threads)
-                .unwrap();
-            let mut seen = Vec::new();
-            for _ in 0..2 {
-                let did = fused
-                    && b.train_fused(&[0, 1], &x, rows, block, &|r, outs, douts| {
-                        let ([o0, o1], [d0, d1]) = (outs, douts) else {
-                            unreachable!()
-                        };
-                        for (j, row) in r.clone().enumerate() {
-                            loss_of(
-                                row,
-                                &o0[j * 3..j * 3 + 3],
-                                3,
-                                &n0,
-                                &mut d0[j * 3..j * 3 + 3],
-                            );
-                            loss_of(row, &o1[j..j + 1], 1, &n1, &mut d1[j..j + 1]);
-                        }
-                    });
-                assert_eq!(did, fused && fuses, "rows {rows}, block {block}");
-                if !did {
-                    let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
-                    let [o0, o1] = &mut outs;
-                    b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [o0, o1]);
-                    let (mut d0, mut d1) = (vec![0.0; rows * 3], vec![0.0; rows]);
-                    for r in 0..rows {
-                        loss_of(r, &o0[r * 3..r * 3 + 3], 3, &n0, &mut d0[r * 3..r * 3 + 3]);
-                        loss_of(r, &o1[r..r + 1], 1, &n1, &mut d1[r..r + 1]);
-                    }
-                    b.backward_many(&[(0, &d0), (1, &d1)]);
-                }
-                seen.extend(b.grads());
-                b.step(1e-3, 0.5);
+    for lay in [layout(), even_layout()] {
+        // d loss / d output of row `r`: the output halved plus that row's noise.
+        let loss_of = |r: usize, out: &[f32], width: usize, noise: &[f32], d: &mut [f32]| {
+            for (j, (d, o)) in d.iter_mut().zip(out).enumerate() {
+                *d = 0.5 * o + noise[r * width + j];
             }
-            (b.params(), seen)
         };
-        let apart = run(1, false);
-        for threads in [1, 2, 3] {
-            assert!(
-                apart == run(threads, true),
-                "rows {rows}, {threads} threads"
-            );
+        for (rows, block, fuses) in [
+            (64, 64, false),
+            (128, 64, true),
+            (128, 48, false),
+            (256, 32, true),
+            (1024, 64, true),
+            (1100, 64, false),
+        ] {
+            let x = noise(rows * 6, 40);
+            let (n0, n1) = (noise(rows * 3, 41), noise(rows, 42));
+            let run = |threads: usize, fused: bool| {
+                let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
+                    .threads(threads)
+                    .unwrap();
+                let mut seen = Vec::new();
+                for _ in 0..2 {
+                    let did = fused
+                        && b.train_fused(&[0, 1], &x, rows, block, &|r, net, o, d| {
+                            let (w, n) = if net == 0 { (3, &n0) } else { (1, &n1) };
+                            for (j, row) in r.enumerate() {
+                                loss_of(
+                                    row,
+                                    &o[j * w..(j + 1) * w],
+                                    w,
+                                    n,
+                                    &mut d[j * w..(j + 1) * w],
+                                );
+                            }
+                        });
+                    assert_eq!(did, fused && fuses, "rows {rows}, block {block}");
+                    if !did {
+                        let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];
+                        let [o0, o1] = &mut outs;
+                        b.forward_into(Weights::Train, &[0, 1], &x, rows, &mut [o0, o1]);
+                        let (mut d0, mut d1) = (vec![0.0; rows * 3], vec![0.0; rows]);
+                        for r in 0..rows {
+                            loss_of(r, &o0[r * 3..r * 3 + 3], 3, &n0, &mut d0[r * 3..r * 3 + 3]);
+                            loss_of(r, &o1[r..r + 1], 1, &n1, &mut d1[r..r + 1]);
+                        }
+                        b.backward_many(&[(0, &d0), (1, &d1)]);
+                    }
+                    seen.extend(b.grads());
+                    b.step(1e-3, 0.5);
+                }
+                (b.params(), seen)
+            };
+            let apart = run(1, false);
+            for threads in [1, 2, 3] {
+                assert!(
+                    apart == run(threads, true),
+                    "rows {rows}, {threads} threads, {} parameters",
+                    lay.total
+                );
+            }
         }
     }
 }

@@ -615,6 +615,23 @@ impl Mlp {
         Mlp { layers }
     }
 
+    /// The same network with its parameters starting at `offset` instead: what runs on
+    /// the network's own range of the flat vector (`&params[start..end]`, and its
+    /// gradient's), as a backend's per-network lanes do.
+    pub fn rebased(&self, offset: usize) -> Mlp {
+        let start = self.end() - self.num_params();
+        let layers = self
+            .layers
+            .iter()
+            .map(|l| Layer {
+                w: l.w - start + offset,
+                b: l.b - start + offset,
+                ..l.clone()
+            })
+            .collect();
+        Mlp { layers }
+    }
+
     /// The layers, input first (for backends that run the same network elsewhere).
     pub fn layers(&self) -> &[Layer] {
         &self.layers
