@@ -23,6 +23,7 @@
 //! threads on the same cores. A job started while another runs on the same pool (actor
 //! threads, nested calls) runs all its tasks on the calling thread instead of waiting.
 
+use crossbeam_utils::CachePadded;
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
@@ -42,8 +43,11 @@ pub const MAX_TASKS: usize = INDEX_MASK as usize;
 
 /// Time spent inside tasks, per thread slot (0: the threads that call [`Pool::run`],
 /// `i`: worker `i - 1` of any pool), in nanoseconds, for the profile's "busy" figures:
-/// a spinning worker is busy to the OS but not working.
-static TASK_NS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
+/// a spinning worker is busy to the OS but not working. Each slot on its own cache line:
+/// every task adds to its thread's, and slots sharing a line made each job's end move
+/// that line between the cores.
+static TASK_NS: [CachePadded<AtomicU64>; SLOTS] =
+    [const { CachePadded::new(AtomicU64::new(0)) }; SLOTS];
 const SLOTS: usize = 257;
 
 /// Seconds spent in tasks so far by the calling threads (first) and each worker, up to

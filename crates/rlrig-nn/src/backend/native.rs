@@ -125,12 +125,9 @@ pub struct Native {
     transposed: Vec<f32>,
     transposed_fresh: Vec<bool>,
     /// Each MLP network rebased to its own parameter range ([`Mlp::rebased`]): how a
-    /// lane runs it on `&params[start..end]`.
+    /// lane runs it on `&params[start..end]` (and on its range of `transposed`, which a
+    /// lane brings up to date on its own core).
     rebased: Vec<Option<Mlp>>,
-    /// Each network's transposed weights as its lane keeps them (at its own range's
-    /// indices, written and read on the lane's core), and whether they are fresh.
-    lane_wt: Vec<Vec<f32>>,
-    lane_wt_fresh: Vec<bool>,
     /// After a pass on lanes: the lane of each [`NORM_SLICE`] slice of the parameters,
     /// so the step adds, clips and updates each slice on the core that computed it.
     slice_lanes: Option<Vec<usize>>,
@@ -451,16 +448,8 @@ impl Native {
                     Net::Conv(_) => None,
                 })
                 .collect(),
-            lane_wt: vec![Vec::new(); nets],
-            lane_wt_fresh: vec![false; nets],
             slice_lanes: None,
         }
-    }
-
-    /// The parameters changed: every transposed copy of the weights is stale.
-    fn params_changed(&mut self) {
-        self.transposed_fresh.fill(false);
-        self.lane_wt_fresh.fill(false);
     }
 
     /// How many lanes a fused pass of `nets` runs on, network `nets[j]` on lane
@@ -522,17 +511,15 @@ impl Native {
                 shares[j].push((cache, dout, g));
             }
         }
-        let mut wts: Vec<Option<(&mut Vec<f32>, &mut bool)>> = self
-            .lane_wt
-            .iter_mut()
-            .zip(self.lane_wt_fresh.iter_mut())
-            .map(Some)
-            .collect();
+        self.transposed.resize(self.params.len(), 0.0);
+        let wts = disjoint_mut(&mut self.transposed, ranges);
+        let mut fresh: Vec<Option<&mut bool>> =
+            self.transposed_fresh.iter_mut().map(Some).collect();
         let mut work: Vec<Vec<_>> = (0..lanes).map(|_| Vec::new()).collect();
-        for (j, share) in shares.into_iter().enumerate() {
+        for (j, (share, wt)) in shares.into_iter().zip(wts).enumerate() {
             let n = nets[j];
             let mlp = self.rebased[n].as_ref().expect("lanes run MLPs");
-            let (wt, fresh) = wts[n].take().expect("a network fused twice");
+            let fresh = fresh[n].take().expect("a network fused twice");
             let params = &self.params[ranges[j].clone()];
             work[j % lanes].push((j, mlp, params, wt, fresh, share));
         }
@@ -540,7 +527,6 @@ impl Native {
         pool.lanes_mut(&mut work, |_, nets_of_lane| {
             for (j, mlp, params, wt, fresh, share) in nets_of_lane.iter_mut() {
                 if !**fresh {
-                    wt.resize(params.len(), 0.0);
                     mlp.transpose_weights(params, wt, 0);
                     **fresh = true;
                 }
@@ -1003,7 +989,7 @@ impl NetBackend for Native {
             g.fill(0.0);
         });
         self.pending.clear();
-        self.params_changed();
+        self.transposed_fresh.fill(false);
         self.sumsq.iter().sum::<f64>().sqrt()
     }
 
@@ -1018,7 +1004,7 @@ impl NetBackend for Native {
             "set_params: parameter count"
         );
         self.params.copy_from_slice(params);
-        self.params_changed();
+        self.transposed_fresh.fill(false);
     }
 
     fn optimizer(&self) -> OptimState {
