@@ -40,12 +40,14 @@ pub fn run(a: ProbeArgs) -> Result<()> {
     // Measured here, not read: what the worker pool's waiting strategy is based on.
     let wake = rlrig_env::pool::wake_up_cost();
     let spin = rlrig_env::pool::spin_time();
+    let trip = rlrig_env::pool::round_trip_cost();
     let copy = gpu_copy();
     if a.json {
         let mut v = serde_json::to_value(&p)?;
         v["threads"] = serde_json::json!({
             "wake_up_us": wake.as_secs_f64() * 1e6,
             "pool_spin_us": spin.as_secs_f64() * 1e6,
+            "round_trip_ns": trip.map(|t| t.as_secs_f64() * 1e9),
         });
         if let Some(c) = &copy {
             v["gpu_copy"] = c.json.clone();
@@ -58,6 +60,12 @@ pub fn run(a: ProbeArgs) -> Result<()> {
             wake.as_secs_f64() * 1e6,
             spin.as_secs_f64() * 1e6
         );
+        if let Some(t) = trip {
+            outln!(
+                "         a cache line goes to another core and back in {:.0} ns (~60 ns within a core complex, ~300 ns across; small learner updates pay it for every job and every piece of data they share)",
+                t.as_secs_f64() * 1e9
+            );
+        }
         if let Some(c) = &copy {
             outln!("{}", c.line);
         }

@@ -193,6 +193,9 @@ fn probe_prints_a_report_and_json() {
     assert!(v["cpu"]["logical_cores"].as_u64().unwrap() >= 1);
     // Measured wake-up cost and the pool's spin, within the pool's clamp (50 us..2 ms).
     assert!(v["threads"]["wake_up_us"].as_f64().unwrap() > 0.0);
+    // Null on one CPU; else a positive time.
+    let trip = &v["threads"]["round_trip_ns"];
+    assert!(trip.is_null() || trip.as_f64().unwrap() > 0.0, "{trip}");
     let spin = v["threads"]["pool_spin_us"].as_f64().unwrap();
     assert!(
         (50.0..=2000.0).contains(&spin) || std::env::var_os("RLRIG_SPIN_US").is_some(),
