@@ -4,6 +4,7 @@
 use super::*;
 use std::ops::Range;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The learner's buffers (targets and minibatch update): sized by the first iteration,
 /// reused after.
@@ -18,6 +19,10 @@ pub(super) struct UpdateBufs {
     /// The minibatch loss's row blocks: each one's sums and log-std gradient (behind a
     /// lock: a fused pass's chunks take the blocks of their rows).
     blocks: Vec<Mutex<LossBlock>>,
+    /// Each block's value-loss sum (f64 bits), apart from `blocks`: with the networks
+    /// on two threads the value rows run beside the policy rows, and sharing the policy
+    /// block's lock made one wait for the other (a futex sleep at worst).
+    value_sums: Vec<AtomicU64>,
     /// Their log-std gradients added up.
     d_logstd: Vec<f32>,
     pub(super) ls: Vec<f32>,
@@ -35,11 +40,11 @@ pub(super) struct UpdateBufs {
 /// partial sums and the order they are added in do not depend on the thread count.
 const LOSS_BLOCK_ROWS: usize = 64;
 
-/// One block of a minibatch's loss rows: its sums of the statistics (policy surrogate,
-/// entropy, approximate KL, clipped rows, value loss) and of the log-std gradient.
+/// One block of a minibatch's policy rows: its sums of the statistics (policy surrogate,
+/// entropy, approximate KL, clipped rows) and of the log-std gradient.
 #[derive(Default)]
 struct LossBlock {
-    sums: [f64; 5],
+    sums: [f64; 4],
     d_logstd: Vec<f32>,
     logp_row: Vec<f32>,
 }
@@ -68,17 +73,17 @@ struct LossRows<'a> {
     adim: usize,
     /// The minibatch's loss blocks (a fused pass's chunks and networks take theirs).
     blocks: &'a [Mutex<LossBlock>],
+    value_sums: &'a [AtomicU64],
 }
 
 impl LossRows<'_> {
-    /// Runs `f(rows, block)` on each block of minibatch rows `r` (whole blocks: one
-    /// block, or a fused pass's chunk), under the block's lock.
-    fn each_block(&self, r: &Range<usize>, mut f: impl FnMut(Range<usize>, &mut LossBlock)) {
+    /// Runs `f(block, rows)` on each block of minibatch rows `r` (whole blocks: one
+    /// block, or a fused pass's chunk).
+    fn each_block(&self, r: &Range<usize>, mut f: impl FnMut(usize, Range<usize>)) {
         for blk in r.start / LOSS_BLOCK_ROWS..r.end.div_ceil(LOSS_BLOCK_ROWS) {
-            let rows = blk * LOSS_BLOCK_ROWS..((blk + 1) * LOSS_BLOCK_ROWS).min(r.end);
             f(
-                rows,
-                &mut self.blocks[blk].lock().unwrap_or_else(|e| e.into_inner()),
+                blk,
+                blk * LOSS_BLOCK_ROWS..((blk + 1) * LOSS_BLOCK_ROWS).min(r.end),
             );
         }
     }
@@ -88,13 +93,14 @@ impl LossRows<'_> {
     /// entropy, approximate KL, clipped rows) and log-std gradient are made anew.
     fn policy_blocks(&self, r: Range<usize>, out: &[f32], d_out: &mut [f32]) {
         let (od, ad) = (self.out_dim, self.adim);
-        self.each_block(&r, |rows, b| {
+        self.each_block(&r, |blk, rows| {
+            let mut b = self.blocks[blk].lock().unwrap_or_else(|e| e.into_inner());
             let LossBlock {
                 sums,
                 d_logstd,
                 logp_row,
-            } = b;
-            sums[..4].fill(0.0);
+            } = &mut *b;
+            sums.fill(0.0);
             d_logstd.fill(0.0);
             for (row, i) in rows.map(|row| (row, self.idx[row])) {
                 let j = row - r.start;
@@ -125,8 +131,8 @@ impl LossRows<'_> {
     /// The value loss of minibatch rows `r`: `values` is those rows' values, `d_val`
     /// receives their gradients, and each block's value-loss sum is made anew.
     fn value_blocks(&self, r: Range<usize>, values: &[f32], d_val: &mut [f32]) {
-        self.each_block(&r, |rows, b| {
-            b.sums[4] = 0.0;
+        self.each_block(&r, |blk, rows| {
+            let mut sum = 0.0f64;
             for (row, i) in rows.map(|row| (row, self.idx[row])) {
                 let j = row - r.start;
                 let (err, grad) = loss::value_row(
@@ -138,8 +144,9 @@ impl LossRows<'_> {
                     self.coefs.inv,
                 );
                 d_val[j] = grad;
-                b.sums[4] += f64::from(0.5 * err);
+                sum += f64::from(0.5 * err);
             }
+            self.value_sums[blk].store(sum.to_bits(), Ordering::Relaxed);
         });
     }
 }
@@ -201,6 +208,7 @@ impl Ppo {
             d_val,
             mb_adv,
             blocks,
+            value_sums,
             d_logstd,
             ls,
             out,
@@ -224,6 +232,7 @@ impl Ppo {
             v.resize(n, 0.0);
         }
         blocks.resize_with(mb.div_ceil(LOSS_BLOCK_ROWS), Default::default);
+        value_sums.resize_with(blocks.len(), Default::default);
         for b in blocks.iter_mut() {
             let b = block_mut(b);
             b.d_logstd.resize(log_stds, 0.0);
@@ -284,6 +293,7 @@ impl Ppo {
                     out_dim,
                     adim,
                     blocks,
+                    value_sums,
                 };
                 // Separate networks: forward, loss and backward fused per chunk of rows
                 // (and network) where the backend fuses them; else the three apart, the
@@ -327,11 +337,12 @@ impl Ppo {
                 }
                 let mut sums = [0.0f64; 5];
                 d_logstd.fill(0.0);
-                for b in blocks.iter_mut() {
+                for (b, v) in blocks.iter_mut().zip(value_sums.iter()) {
                     let b = block_mut(b);
                     for (s, v) in sums.iter_mut().zip(&b.sums) {
                         *s += v;
                     }
+                    sums[4] += f64::from_bits(v.load(Ordering::Relaxed));
                     for (g, v) in d_logstd.iter_mut().zip(&b.d_logstd) {
                         *g += v;
                     }
