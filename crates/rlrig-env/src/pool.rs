@@ -131,20 +131,31 @@ impl Shared {
         if slot < n {
             // SAFETY: the caller of a job of lanes returns only after every thread of the
             // pool, this one included, has added to `done` below, so the `Job` its frame
-            // owns is alive here; its pointer was stored before the word that announced
-            // the job, which this thread read with Acquire.
-            let job = self.job.load(Ordering::Acquire);
-            let f = unsafe { (*job).f };
-            let t0 = Instant::now();
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(slot))) {
-                self.panic
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(p);
-            }
-            account(slot, t0);
+            // owns is alive during the call; its pointer was stored before the word that
+            // announced the job, which this thread read with Acquire.
+            unsafe { self.run_task(slot, slot) };
         }
         self.done.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Runs task `i` of the announced job on thread `slot`, keeping a panic for the
+    /// caller and counting the time.
+    ///
+    /// # Safety
+    /// The job's `Pool::start` frame must still be waiting for this task (so the `Job`
+    /// behind `self.job` is alive), and its pointer must be visible to this thread.
+    unsafe fn run_task(&self, i: usize, slot: usize) {
+        let job = self.job.load(Ordering::Acquire);
+        // SAFETY: the caller's contract.
+        let f = unsafe { (*job).f };
+        let t0 = Instant::now();
+        if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(i))) {
+            self.panic
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_or_insert(p);
+        }
+        account(slot, t0);
     }
 
     /// Claims and runs tasks of job `number` until none is left. Returns when the job
@@ -172,16 +183,7 @@ impl Shared {
             // to reach `n`, and a newer job's pointer is stored only after that. The pointer
             // was stored before the word announced the job, and the CAS (AcqRel) reads
             // that announcement or a claim after it, so this load sees the job's pointer.
-            let job = self.job.load(Ordering::Acquire);
-            let f = unsafe { (*job).f };
-            let t0 = Instant::now();
-            if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(i as usize))) {
-                self.panic
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(p);
-            }
-            account(slot, t0);
+            unsafe { self.run_task(i as usize, slot) };
             self.done.fetch_add(1, Ordering::AcqRel);
         }
     }
