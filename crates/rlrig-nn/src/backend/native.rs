@@ -37,9 +37,6 @@ pub const MIN_CHUNK_FLOPS: f64 = 150e6;
 pub const MIN_TRAIN_CHUNK_FLOPS: f64 = 640e6;
 /// The most chunks a pass is split into: enough for 16 cores.
 pub const MAX_CHUNKS: usize = 16;
-/// The most networks one fused training pass runs side by side (PPO's actor and critic
-/// are two).
-const MAX_FUSED_NETS: usize = 4;
 /// A fused pass runs its networks on lanes ([`Native::lane_count`]) only where the
 /// lanes' work is this even: the slowest lane's forward multiply-adds at most this many
 /// times the fastest's.
@@ -128,9 +125,50 @@ pub struct Native {
     /// lane runs it on `&params[start..end]` (and on its range of `transposed`, which a
     /// lane brings up to date on its own core).
     rebased: Vec<Option<Mlp>>,
-    /// After a pass on lanes: the lane of each [`NORM_SLICE`] slice of the parameters,
-    /// so the step adds, clips and updates each slice on the core that computed it.
-    slice_lanes: Option<Vec<usize>>,
+    /// The last pass on lanes' plan: its networks, and the lane of each [`NORM_SLICE`]
+    /// slice of the parameters (the one that holds most of it), so the step adds, clips
+    /// and updates each slice on the core that computed it. Made once per set of
+    /// networks, not per pass.
+    lane_plan: Option<LanePlan>,
+    /// Whether the next step follows `lane_plan` (a pass on lanes came before it).
+    lanes_pending: bool,
+}
+
+/// See [`Native::lane_plan`].
+struct LanePlan {
+    nets: Vec<usize>,
+    slice_lane: Vec<usize>,
+}
+
+impl LanePlan {
+    /// Networks `nets[j]` (parameter ranges `ranges[j]`) on lane `j % lanes`, over
+    /// `total` parameters.
+    fn new(nets: &[usize], ranges: &[Range<usize>], lanes: usize, total: usize) -> LanePlan {
+        let slice_lane = (0..total.div_ceil(NORM_SLICE))
+            .map(|s| {
+                let slice = s * NORM_SLICE..((s + 1) * NORM_SLICE).min(total);
+                let held = |l: usize| -> usize {
+                    ranges
+                        .iter()
+                        .enumerate()
+                        .filter(|(j, _)| j % lanes == l)
+                        .map(|(_, r)| {
+                            r.end
+                                .min(slice.end)
+                                .saturating_sub(r.start.max(slice.start))
+                        })
+                        .sum()
+                };
+                (0..lanes)
+                    .max_by_key(|&l| (held(l), std::cmp::Reverse(l)))
+                    .unwrap_or(0)
+            })
+            .collect();
+        LanePlan {
+            nets: nets.to_vec(),
+            slice_lane,
+        }
+    }
 }
 
 /// A gather's send and receive buffers, kept across passes by [`Native`].
@@ -274,7 +312,7 @@ fn for_each_slice<T: Send>(
     };
     let mut by_lane: Vec<Vec<(usize, &mut T)>> = (0..p.threads()).map(|_| Vec::new()).collect();
     for (s, w) in work.iter_mut().enumerate() {
-        by_lane[owner[s].min(p.threads() - 1)].push((s, w));
+        by_lane[owner[s]].push((s, w));
     }
     p.lanes_mut(&mut by_lane, |_, slices| {
         for (s, w) in slices.iter_mut() {
@@ -448,7 +486,8 @@ impl Native {
                     Net::Conv(_) => None,
                 })
                 .collect(),
-            slice_lanes: None,
+            lane_plan: None,
+            lanes_pending: false,
         }
     }
 
@@ -545,24 +584,10 @@ impl Native {
                 }
             }
         });
-        // Each slice of the parameters to the lane that holds most of it.
-        let slices = self.params.len().div_ceil(NORM_SLICE);
-        let owner = (0..slices)
-            .map(|s| {
-                let slice = s * NORM_SLICE..((s + 1) * NORM_SLICE).min(self.params.len());
-                let mut held = vec![0; lanes];
-                for (j, r) in ranges.iter().enumerate() {
-                    held[j % lanes] += r
-                        .end
-                        .min(slice.end)
-                        .saturating_sub(r.start.max(slice.start));
-                }
-                (0..lanes)
-                    .max_by_key(|&l| (held[l], std::cmp::Reverse(l)))
-                    .unwrap_or(0)
-            })
-            .collect();
-        self.slice_lanes = Some(owner);
+        if self.lane_plan.as_ref().is_none_or(|p| p.nets != nets) {
+            self.lane_plan = Some(LanePlan::new(nets, ranges, lanes, self.params.len()));
+        }
+        self.lanes_pending = true;
     }
 
     /// Brings the transposed weights of `nets` up to date ([`Native::transposed`]), the
@@ -853,14 +878,14 @@ impl NetBackend for Native {
         loss: &ChunkLoss<'_>,
     ) -> bool {
         // Fused where the passes are split at all (one chunk runs on the calling thread
-        // either way), in whole blocks, for at most MAX_FUSED_NETS networks, and not over
-        // MPI ranks (each rank runs the forward passes whole there).
+        // either way), in whole blocks, and not over MPI ranks (each rank runs the
+        // forward passes whole there).
         let k = chunk_count(rows, self.min_rows.1);
         let whole = |c| {
             let r = chunk_rows(rows, k, c);
             r.start.is_multiple_of(block) && (r.end.is_multiple_of(block) || r.end == rows)
         };
-        if k < 2 || self.collective.is_some() || nets.len() > MAX_FUSED_NETS || !(0..k).all(whole) {
+        if k < 2 || self.collective.is_some() || !(0..k).all(whole) {
             return false;
         }
         for &n in nets {
@@ -884,29 +909,20 @@ impl NetBackend for Native {
             let r = chunk_rows(rows, k, c);
             let Chunk {
                 caches,
-                outs,
                 douts,
                 grads,
                 ..
             } = chunk;
             let caches = &mut caches[Use::Train as usize];
             douts.resize_with(nets.len(), Vec::new);
-            for (&n, d) in nets.iter().zip(douts.iter_mut()) {
-                let din = layout[n].input_dim();
-                let y = layout[n].forward(
-                    params,
-                    &x[r.start * din..r.end * din],
-                    r.len(),
-                    &mut caches[n],
-                );
-                outs[n].clear();
-                outs[n].extend_from_slice(y);
-                d.resize(y.len(), 0.0);
-            }
+            // Each network's loss is its own: forward, loss on the output where the
+            // forward pass left it, backward.
             for (j, (&n, d)) in nets.iter().zip(douts.iter_mut()).enumerate() {
-                loss(r.clone(), j, &outs[n], d);
-            }
-            for (&n, d) in nets.iter().zip(douts.iter()) {
+                let din = layout[n].input_dim();
+                let xs = &x[r.start * din..r.end * din];
+                let y = layout[n].forward(params, xs, r.len(), &mut caches[n]);
+                d.resize(y.len(), 0.0);
+                loss(r.clone(), j, y, d);
                 layout[n].backward_set(weights, grads, d, &mut caches[n]);
             }
         });
@@ -944,8 +960,10 @@ impl NetBackend for Native {
         // norm and every parameter come out the same on any number of threads.
         self.gather();
         let pool = self.pool.as_deref();
-        let owner = self.slice_lanes.take();
-        let owner = owner.as_deref();
+        let owner = std::mem::take(&mut self.lanes_pending)
+            .then_some(self.lane_plan.as_ref())
+            .flatten()
+            .map(|p| p.slice_lane.as_slice());
         let slices = self.grads.len().div_ceil(NORM_SLICE);
         self.sumsq.resize(slices, 0.0);
         // Without clipping (`clip_factor` is None for every norm) nothing waits for the
