@@ -45,6 +45,35 @@ fn fused_passes_run_on_lanes_where_each_thread_gets_an_even_network() {
     assert!(even_layout().total > 2 * crate::optim::NORM_SLICE);
 }
 
+/// The parameters' slices tile them in order, none longer than `NORM_SLICE`, and none
+/// holds parameters of two networks (or of a network and the free range).
+#[test]
+fn parameter_slices_tile_the_parameters_within_each_network() {
+    use crate::optim::NORM_SLICE;
+    for lay in [layout(), even_layout()] {
+        let slices = native::param_slices(&lay);
+        let mut spans: Vec<Range<usize>> = lay.nets.iter().map(|n| n.start()..n.end()).collect();
+        spans.push(lay.free.clone());
+        let mut at = 0;
+        for s in &slices {
+            assert_eq!(s.start, at, "slices {slices:?} leave a gap or overlap");
+            assert!(!s.is_empty() && s.len() <= NORM_SLICE, "slice {s:?}");
+            let within = spans
+                .iter()
+                .filter(|r| r.start <= s.start && s.end <= r.end);
+            assert_eq!(within.count(), 1, "slice {s:?} crosses a span of {spans:?}");
+            at = s.end;
+        }
+        assert_eq!(at, lay.total);
+        for r in &spans {
+            assert!(
+                slices.iter().any(|s| s.start == r.start),
+                "{r:?} starts no slice"
+            );
+        }
+    }
+}
+
 fn noise(n: usize, stream: u64) -> Vec<f32> {
     let mut r = Rng::stream(7, Purpose::Init, stream);
     (0..n).map(|_| r.uniform(-1.0, 1.0) as f32).collect()
