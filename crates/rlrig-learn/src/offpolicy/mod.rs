@@ -32,7 +32,7 @@ use crate::LearnError;
 use crate::backend::{BackendMaker, Native, Net, NetBackend, NetLayout, Weights, rebuild};
 use crate::buffer::Batch;
 use crate::collector::{ChunkStats, Collector, NamedTensor, NetTensors, Progress};
-use crate::nn::{Activation, Mlp, MlpCache, normal};
+use crate::nn::{Activation, Mlp, MlpCache, Rows, normal};
 use crate::optim::Adam;
 use crate::run::TensorSource;
 use crate::trace::StageTimes;
@@ -394,7 +394,10 @@ impl OffPolicy {
         };
         // Forward, loss and backward in one job per chunk of rows where the backend fuses
         // them; else both critics' passes at once each way. The same bits.
-        if !self.critic.train_fused(critics, &s.x, bsz, 1, &td_loss) {
+        if !self
+            .critic
+            .train_fused(critics, Rows::dense(&s.x, d + a), 1, &td_loss)
+        {
             s.q1v.resize(bsz, 0.0);
             s.q2v.resize(bsz, 0.0);
             s.dq1.resize(bsz, 0.0);

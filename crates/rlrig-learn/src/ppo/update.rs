@@ -2,6 +2,7 @@
 //! is in [`super::loss`]).
 
 use super::*;
+use crate::nn::Rows;
 use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -252,13 +253,6 @@ impl Ppo {
                 idx.swap(i, j);
             }
             for chunk in idx.chunks_exact(mb) {
-                gather_rows(
-                    self.threads_pool.as_deref(),
-                    &self.buf.obs,
-                    d,
-                    chunk,
-                    mb_obs,
-                );
                 for (r, &i) in chunk.iter().enumerate() {
                     mb_adv[r] = self.advantages[i];
                 }
@@ -296,14 +290,14 @@ impl Ppo {
                     value_sums,
                 };
                 // Separate networks: forward, loss and backward fused per chunk of rows
-                // (and network) where the backend fuses them; else the three apart, the
-                // loss in blocks on the pool. Either way each block's sums are added in
-                // block order below: the same bits.
+                // (and network) where the backend fuses them, each chunk reading its
+                // observations from the rollout; else the minibatch's rows gathered and
+                // the three apart, the loss in blocks on the pool. Either way each
+                // block's sums are added in block order below: the same bits.
                 let fused = self.agent.separate_nets()
                     && self.backend.train_fused(
                         &[ACTOR, CRITIC],
-                        mb_obs,
-                        mb,
+                        Rows::picked(&self.buf.obs, d, chunk),
                         LOSS_BLOCK_ROWS,
                         &|r, net, out, dout| match net {
                             0 => rows.policy_blocks(r, out, dout),
@@ -311,6 +305,13 @@ impl Ppo {
                         },
                     );
                 if !fused {
+                    gather_rows(
+                        self.threads_pool.as_deref(),
+                        &self.buf.obs,
+                        d,
+                        chunk,
+                        mb_obs,
+                    );
                     // Copies of a few floats per row: the loss head runs on the host,
                     // wherever the networks do.
                     self.agent

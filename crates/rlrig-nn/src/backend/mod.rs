@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::NnError;
 use crate::conv::{ConvCache, ConvNet};
-use crate::nn::{Mlp, MlpCache, Params};
+use crate::nn::{Mlp, MlpCache, Params, Rows};
 use crate::optim::Adam;
 
 /// Answers many small forward requests at once: for `n` observations (`n x OBS_DIM`)
@@ -122,6 +122,19 @@ impl Net {
         match self {
             Net::Mlp(m) => m.forward(params, x, batch, &mut cache.mlp),
             Net::Conv(c) => c.forward(params, x, batch, &mut cache.conv),
+        }
+    }
+
+    /// [`Net::forward`] over the rows `x` names.
+    pub fn forward_rows<'c>(
+        &self,
+        params: &[f32],
+        x: Rows<'_>,
+        cache: &'c mut NetCache,
+    ) -> &'c [f32] {
+        match self {
+            Net::Mlp(m) => m.forward_rows(params, x, &mut cache.mlp),
+            Net::Conv(c) => c.forward_rows(params, x, &mut cache.conv),
         }
     }
 
@@ -251,23 +264,23 @@ pub trait NetBackend: Send {
     }
 
     /// A training pass with the caller's loss inside it: the forward passes of `nets` over
-    /// `rows` rows of `x`, then `loss` on each chunk's outputs, then the backward passes
+    /// the rows `x` names (a minibatch may name rows of a rollout: each chunk reads its
+    /// own from there), then `loss` on each chunk's outputs, then the backward passes
     /// of the gradients it wrote, one job per chunk of rows (the activations stay in the
     /// core's cache and no output is copied out; the next [`NetBackend::step`] adds the
     /// gradients). `block`: the loss adds its rows up in blocks of this many, so a
     /// backend fuses only where every chunk holds whole blocks and the sums do not depend
     /// on how the rows are split. Returns false, having done nothing, where it does not
-    /// fuse; the caller then runs [`NetBackend::forward_into`] ([`Weights::Train`]), its loss and
-    /// [`NetBackend::backward_many`], which give the same bits.
+    /// fuse; the caller then runs [`NetBackend::forward_into`] ([`Weights::Train`]) on
+    /// those rows, its loss and [`NetBackend::backward_many`], which give the same bits.
     fn train_fused(
         &mut self,
         nets: &[usize],
-        x: &[f32],
-        rows: usize,
+        x: Rows<'_>,
         block: usize,
         loss: &ChunkLoss<'_>,
     ) -> bool {
-        let _ = (nets, x, rows, block, loss);
+        let _ = (nets, x, block, loss);
         false
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{BackendMaker, ChunkLoss, Net, NetBackend, NetCache, NetLayout, OptimState, Weights};
 use crate::NnError;
 use crate::collective::Collective;
-use crate::nn::{Mlp, Params};
+use crate::nn::{Mlp, Params, Rows};
 use crate::optim::{Adam, NORM_SLICE, clip_factor, sum_squares};
 use rlrig_env::pool::Pool;
 
@@ -556,11 +556,11 @@ impl Native {
         lanes: usize,
         nets: &[usize],
         ranges: &[Range<usize>],
-        x: &[f32],
-        rows: usize,
+        x: Rows<'_>,
         k: usize,
         loss: &ChunkLoss<'_>,
     ) {
+        let rows = x.len();
         // Each network's share of every chunk: its caches, d loss / d output, gradient.
         type Share<'a> = (&'a mut NetCache, &'a mut Vec<f32>, &'a mut [f32]);
         let mut shares: Vec<Vec<Share<'_>>> = nets.iter().map(|_| Vec::with_capacity(k)).collect();
@@ -603,11 +603,9 @@ impl Native {
                     flat: params,
                     transposed: Some(wt),
                 };
-                let din = mlp.input_dim();
                 for (c, (cache, dout, grads)) in share.iter_mut().enumerate() {
                     let r = chunk_rows(rows, k, c);
-                    let xs = &x[r.start * din..r.end * din];
-                    let y = mlp.forward(params, xs, r.len(), &mut cache.mlp);
+                    let y = mlp.forward_rows(params, x.slice(r.clone()), &mut cache.mlp);
                     dout.resize(y.len(), 0.0);
                     loss(r, *j, y, dout);
                     mlp.backward_with(weights, Some(grads), true, dout, &mut cache.mlp, None);
@@ -903,11 +901,11 @@ impl NetBackend for Native {
     fn train_fused(
         &mut self,
         nets: &[usize],
-        x: &[f32],
-        rows: usize,
+        x: Rows<'_>,
         block: usize,
         loss: &ChunkLoss<'_>,
     ) -> bool {
+        let rows = x.len();
         // Fused where the passes are split at all (one chunk runs on the calling thread
         // either way), in whole blocks, and not over MPI ranks (each rank runs the
         // forward passes whole there).
@@ -921,7 +919,7 @@ impl NetBackend for Native {
         }
         for &n in nets {
             let din = self.layout.nets[n].input_dim();
-            assert_eq!(x.len(), rows * din, "train_fused: input shape");
+            assert_eq!(x.dim(), din, "train_fused: input width");
         }
         self.ensure_chunks(k);
         let ranges = self.begin_backward(nets.iter().copied());
@@ -929,7 +927,7 @@ impl NetBackend for Native {
             self.pass_rows[n] = Some((rows, k, Use::Train));
         }
         if let Some(lanes) = self.lane_count(nets) {
-            self.train_lanes(lanes, nets, &ranges, x, rows, k, loss);
+            self.train_lanes(lanes, nets, &ranges, x, k, loss);
             self.pending.extend(ranges.into_iter().map(|r| (r, k)));
             return true;
         }
@@ -949,9 +947,7 @@ impl NetBackend for Native {
             // Each network's loss is its own: forward, loss on the output where the
             // forward pass left it, backward.
             for (j, (&n, d)) in nets.iter().zip(douts.iter_mut()).enumerate() {
-                let din = layout[n].input_dim();
-                let xs = &x[r.start * din..r.end * din];
-                let y = layout[n].forward(params, xs, r.len(), &mut caches[n]);
+                let y = layout[n].forward_rows(params, x.slice(r.clone()), &mut caches[n]);
                 d.resize(y.len(), 0.0);
                 loss(r.clone(), j, y, d);
                 layout[n].backward_set(weights, grads, d, &mut caches[n]);

@@ -247,9 +247,10 @@ fn chunks_cover_the_rows_in_order() {
     }
 }
 
-/// A fused pass (forward, the caller's loss per chunk, backward in one job) gives the
-/// bits of the three passes apart, on any thread count (a network per thread included),
-/// and fuses only where its chunks hold whole loss blocks.
+/// A fused pass (forward, the caller's loss per chunk, backward in one job) over rows
+/// picked from a larger source gives the bits of the three passes apart over those rows
+/// gathered, on any thread count (a network per thread included), and fuses only where
+/// its chunks hold whole loss blocks.
 #[test]
 fn fused_pass_gives_the_separate_passes_bits() {
     for lay in [layout(), even_layout()] {
@@ -267,7 +268,14 @@ fn fused_pass_gives_the_separate_passes_bits() {
             (1024, 64, true),
             (1100, 64, false),
         ] {
-            let x = noise(rows * 6, 40);
+            // Every other row of the source, last first (a minibatch of a rollout).
+            let src = noise(2 * rows * 6, 40);
+            let idx: Vec<usize> = (0..rows).map(|r| 2 * (rows - 1 - r) + r % 2).collect();
+            let x: Vec<f32> = idx
+                .iter()
+                .flat_map(|&i| &src[i * 6..i * 6 + 6])
+                .copied()
+                .collect();
             let (n0, n1) = (noise(rows * 3, 41), noise(rows, 42));
             let run = |threads: usize, fused: bool| {
                 let mut b = Native::new(&lay, &noise(lay.total, 1), Adam::new(lay.total, 1e-8))
@@ -276,18 +284,23 @@ fn fused_pass_gives_the_separate_passes_bits() {
                 let mut seen = Vec::new();
                 for _ in 0..2 {
                     let did = fused
-                        && b.train_fused(&[0, 1], &x, rows, block, &|r, net, o, d| {
-                            let (w, n) = if net == 0 { (3, &n0) } else { (1, &n1) };
-                            for (j, row) in r.enumerate() {
-                                loss_of(
-                                    row,
-                                    &o[j * w..(j + 1) * w],
-                                    w,
-                                    n,
-                                    &mut d[j * w..(j + 1) * w],
-                                );
-                            }
-                        });
+                        && b.train_fused(
+                            &[0, 1],
+                            Rows::picked(&src, 6, &idx),
+                            block,
+                            &|r, net, o, d| {
+                                let (w, n) = if net == 0 { (3, &n0) } else { (1, &n1) };
+                                for (j, row) in r.enumerate() {
+                                    loss_of(
+                                        row,
+                                        &o[j * w..(j + 1) * w],
+                                        w,
+                                        n,
+                                        &mut d[j * w..(j + 1) * w],
+                                    );
+                                }
+                            },
+                        );
                     assert_eq!(did, fused && fuses, "rows {rows}, block {block}");
                     if !did {
                         let mut outs = [vec![0.0; rows * 3], vec![0.0; rows]];

@@ -15,7 +15,7 @@
 
 use rlrig_env::Rng;
 
-use crate::nn::{Activation, Mlp, MlpCache, gemm};
+use crate::nn::{Activation, Mlp, MlpCache, Rows, gemm};
 
 /// One convolution: square kernel `k`, stride `stride`, zero padding `pad`, ReLU after
 /// it (inside a residual block, the second convolution's ReLU follows the skip sum).
@@ -492,17 +492,30 @@ impl ConvNet {
             batch * self.input_dim(),
             "ConvNet::forward: input shape"
         );
+        self.forward_rows(params, Rows::dense(x, self.input_dim()), cache)
+    }
+
+    /// [`ConvNet::forward`] over the rows `x` names.
+    pub fn forward_rows<'c>(
+        &self,
+        params: &[f32],
+        x: Rows<'_>,
+        cache: &'c mut ConvCache,
+    ) -> &'c [f32] {
+        assert_eq!(x.dim(), self.input_dim(), "ConvNet::forward: input width");
+        let batch = x.len();
         self.prepare(cache, batch);
         let (p, hw, scale) = (self.planes, self.h * self.w, self.scale);
-        if self.channels_last {
-            for (d, s) in cache.x.iter_mut().zip(x) {
-                *d = s * scale;
-            }
-        } else {
-            for n in 0..batch {
+        for (n, dst) in cache.x.chunks_exact_mut(p * hw).take(batch).enumerate() {
+            let row = x.row(n);
+            if self.channels_last {
+                for (d, s) in dst.iter_mut().zip(row) {
+                    *d = s * scale;
+                }
+            } else {
                 for c in 0..p {
                     for i in 0..hw {
-                        cache.x[(n * hw + i) * p + c] = x[(n * p + c) * hw + i] * scale;
+                        dst[i * p + c] = row[c * hw + i] * scale;
                     }
                 }
             }

@@ -576,6 +576,102 @@ pub struct MlpCache {
     delta: Vec<Vec<f32>>,
 }
 
+/// Rows of a pass's input, `dim` floats each: `src`'s rows in order, or the rows of
+/// `src` that `idx` names (a minibatch picked from a rollout), so that each core reads
+/// its chunk's rows from where they are instead of a copy another core wrote.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a> {
+    src: &'a [f32],
+    dim: usize,
+    idx: Option<&'a [usize]>,
+    start: usize,
+    len: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// Every row of `src` (`dim` floats a row; `src.len()` a multiple of it).
+    pub fn dense(src: &'a [f32], dim: usize) -> Rows<'a> {
+        assert!(
+            dim > 0 && src.len() % dim == 0,
+            "Rows: {} floats in rows of {dim}",
+            src.len()
+        );
+        Rows {
+            src,
+            dim,
+            idx: None,
+            start: 0,
+            len: src.len() / dim,
+        }
+    }
+
+    /// Rows `idx[0], idx[1], ...` of `src` (each below `src.len() / dim`).
+    pub fn picked(src: &'a [f32], dim: usize, idx: &'a [usize]) -> Rows<'a> {
+        let mut rows = Rows::dense(src, dim);
+        assert!(
+            idx.iter().all(|&i| i < rows.len),
+            "Rows: an index past {} rows",
+            rows.len
+        );
+        rows.idx = Some(idx);
+        rows.len = idx.len();
+        rows
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Row `r` of these rows.
+    pub fn row(&self, r: usize) -> &'a [f32] {
+        assert!(r < self.len, "Rows: row {r} of {}", self.len);
+        let i = match self.idx {
+            Some(idx) => idx[self.start + r],
+            None => self.start + r,
+        };
+        &self.src[i * self.dim..(i + 1) * self.dim]
+    }
+
+    /// Rows `r` of these rows.
+    pub fn slice(&self, r: std::ops::Range<usize>) -> Rows<'a> {
+        assert!(
+            r.start <= r.end && r.end <= self.len,
+            "Rows: {r:?} of {}",
+            self.len
+        );
+        Rows {
+            start: self.start + r.start,
+            len: r.len(),
+            ..*self
+        }
+    }
+
+    /// The rows, one after another, into `dst` (`len x dim`).
+    pub fn copy_to(&self, dst: &mut [f32]) {
+        assert_eq!(
+            dst.len(),
+            self.len * self.dim,
+            "Rows::copy_to: destination size"
+        );
+        match self.idx {
+            None => dst.copy_from_slice(&self.src[self.start * self.dim..][..dst.len()]),
+            Some(_) => {
+                for (r, d) in dst.chunks_exact_mut(self.dim).enumerate() {
+                    d.copy_from_slice(self.row(r));
+                }
+            }
+        }
+    }
+}
+
 /// The layout of a fully connected network inside a flat parameter buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Mlp {
@@ -767,8 +863,21 @@ impl Mlp {
             batch * self.input_dim(),
             "Mlp::forward: input shape"
         );
+        self.forward_rows(params, Rows::dense(x, self.input_dim()), cache)
+    }
+
+    /// [`Mlp::forward`] over the rows `x` names (copied into `cache` as the backward
+    /// pass needs them, from wherever they are).
+    pub fn forward_rows<'c>(
+        &self,
+        params: &[f32],
+        x: Rows<'_>,
+        cache: &'c mut MlpCache,
+    ) -> &'c [f32] {
+        assert_eq!(x.dim(), self.input_dim(), "Mlp::forward: input width");
+        let batch = x.len();
         self.prepare(cache, batch);
-        cache.hs[0].copy_from_slice(x);
+        x.copy_to(&mut cache.hs[0]);
         for (i, l) in self.layers.iter().enumerate() {
             let (prev, next) = cache.hs.split_at_mut(i + 1);
             let (h_in, h_out) = (&prev[i], &mut next[0]);

@@ -237,3 +237,32 @@ proptest::proptest! {
         proptest::prop_assert_eq!(got, want);
     }
 }
+
+proptest::proptest! {
+    /// Picked rows, sliced, are the source's rows their indices name, in order, and
+    /// `copy_to` lays them out one after another; dense rows are the source as it is.
+    #[test]
+    fn picked_rows_are_the_indexed_rows(
+        dim in 1usize..7,
+        n in 1usize..40,
+        picks in proptest::collection::vec(0usize..1000, 0..50),
+        cut in (0usize..50, 0usize..50),
+    ) {
+        let src: Vec<f32> = (0..n * dim).map(|i| i as f32).collect();
+        let idx: Vec<usize> = picks.iter().map(|p| p % n).collect();
+        let (a, b) = (cut.0.min(idx.len()), cut.1.min(idx.len()));
+        let (a, b) = (a.min(b), a.max(b));
+        let rows = Rows::picked(&src, dim, &idx).slice(a..b);
+        proptest::prop_assert_eq!(rows.len(), b - a);
+        let mut out = vec![f32::NAN; rows.len() * dim];
+        rows.copy_to(&mut out);
+        for (r, &i) in idx[a..b].iter().enumerate() {
+            proptest::prop_assert_eq!(rows.row(r), &src[i * dim..(i + 1) * dim]);
+            proptest::prop_assert_eq!(&out[r * dim..(r + 1) * dim], &src[i * dim..(i + 1) * dim]);
+        }
+        let dense = Rows::dense(&src, dim).slice(a.min(n)..b.min(n));
+        let mut all = vec![f32::NAN; dense.len() * dim];
+        dense.copy_to(&mut all);
+        proptest::prop_assert_eq!(&all[..], &src[a.min(n) * dim..b.min(n) * dim]);
+    }
+}
