@@ -592,7 +592,7 @@ impl<'a> Rows<'a> {
     /// Every row of `src` (`dim` floats a row; `src.len()` a multiple of it).
     pub fn dense(src: &'a [f32], dim: usize) -> Rows<'a> {
         assert!(
-            dim > 0 && src.len() % dim == 0,
+            dim > 0 && src.len().is_multiple_of(dim),
             "Rows: {} floats in rows of {dim}",
             src.len()
         );
