@@ -3,7 +3,7 @@
 `bench learn` result, so `rlrig compare rlrig-learn.json sb3-learn.json` prints the
 two side by side with the ratio of their times to the threshold.
 
-    bench/peers/.venv-sb3/bin/python bench/peers/learn_sb3.py --algo ppo --env CartPole-v1 \
+    bench/peers/.venv-sb3/bin/python bench/peers/learn_sb3.py --algo ppo|sac|dqn --env ID \
         [--seeds 1-5] [--jobs 2] [--out sb3-learn.json]
 
 Each seed is one process with one torch thread, `--jobs` at a time (as `bench learn`
@@ -19,6 +19,24 @@ presets for the cell (`PpoConfig::for_env`), in SB3's terms:
 - PPO LunarLander-v3 / LunarLanderContinuous-v3: RL Zoo's ppo.yml (16 envs x 1,024 steps,
   batch 64, 4 epochs, gamma 0.999, GAE 0.98, entropy 0.01), 2M / 1M steps; the
   continuous one with VecNormalize on observations and rewards.
+
+- SAC Pendulum-v1 (`OffPolicyConfig::for_env`): 64-64 ReLU actor and twin critics, batch
+  256, learning rate 1e-3 (actor, critics and temperature), 1,000 random warm-up steps,
+  buffer 1M, gamma 0.99, tau 0.005, automatic temperature (target entropy -1), one update
+  per env step, 20k steps. rlrig (CleanRL's loop) trains the actor twice every second
+  update; SB3 once every update: the same actor steps.
+- DQN CartPole-v1 / Acrobot-v1 / LunarLander-v3 (`DqnConfig::for_env`, RL Zoo's dqn.yml):
+  256-256 ReLU Q-network, Huber loss, gradient norm 10, and per env: CartPole lr 2.3e-3,
+  batch 64, buffer 100k, learning_starts 1,000, target copy every 10 steps, 128 gradient
+  steps every 256 env steps, epsilon 1 -> 0.04 over 16 %, 50k steps; Acrobot and
+  LunarLander lr 6.3e-4 (LunarLander 3e-4), batch 128, buffer 50k, no warm-up, target
+  copy every 250 steps, 4 gradient steps every 4 env steps, epsilon 1 -> 0.1 over 12 %,
+  100k (Acrobot) and 500k (LunarLander) steps. rlrig's preset adds the double-DQN target,
+  which SB3's DQN does not have; its greedy evaluation is 10 episodes (as `bench learn`'s
+  DQN cells), 20 for the others.
+
+Off-policy runs check the threshold every `log_every` env steps of rlrig's preset (500 on
+Pendulum, 1,000 for DQN; metrics.csv's rows), on the last 20 finished episodes.
 
 Differences that remain: with `clip_range_vf` SB3 takes the squared error of the clipped
 value prediction, where CleanRL (and rlrig) take the larger of the clipped and unclipped
@@ -48,6 +66,7 @@ THRESHOLD = {
     "MountainCar-v0": -120.0,
     "LunarLander-v3": 200.0,
     "LunarLanderContinuous-v3": 200.0,
+    "Pendulum-v1": -200.0,
 }
 
 # Student's t, 0.975 quantile, by degrees of freedom (as statrs gives rlrig).
@@ -58,6 +77,30 @@ T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8
 def t975(df):
     k = max(d for d in T975 if d <= df)
     return T975[k] if df <= 30 else 1.96
+
+
+def offpolicy_preset(algo, env):
+    """(total steps, SB3 kwargs, threshold check every N steps, greedy episodes) of an
+    off-policy cell."""
+    if algo == "sac" and env == "Pendulum-v1":
+        kw = dict(learning_rate=1e-3, buffer_size=1_000_000, learning_starts=1_000,
+                  batch_size=256, tau=0.005, gamma=0.99, train_freq=1, gradient_steps=1,
+                  ent_coef="auto", policy_kwargs=dict(net_arch=[64, 64]))
+        return 20_000, kw, 500, 20
+    if algo == "dqn" and env in ("CartPole-v1", "Acrobot-v1", "LunarLander-v3"):
+        kw = dict(policy_kwargs=dict(net_arch=[256, 256]), gamma=0.99, max_grad_norm=10)
+        if env == "CartPole-v1":
+            kw.update(learning_rate=2.3e-3, batch_size=64, buffer_size=100_000,
+                      learning_starts=1_000, target_update_interval=10, train_freq=256,
+                      gradient_steps=128, exploration_fraction=0.16,
+                      exploration_final_eps=0.04)
+            return 50_000, kw, 1_000, 10
+        kw.update(learning_rate=6.3e-4 if env == "Acrobot-v1" else 3e-4, batch_size=128,
+                  buffer_size=50_000, learning_starts=0, target_update_interval=250,
+                  train_freq=4, gradient_steps=4, exploration_fraction=0.12,
+                  exploration_final_eps=0.1)
+        return (100_000 if env == "Acrobot-v1" else 500_000), kw, 1_000, 10
+    raise SystemExit(f"learn_sb3.py: no {algo} preset for {env}")
 
 
 def preset(env):
@@ -82,8 +125,66 @@ def preset(env):
     raise SystemExit(f"learn_sb3.py: no preset for {env} (known: {', '.join(THRESHOLD)})")
 
 
+def run_offpolicy_seed(algo, env_id, seed, threshold, steps_override):
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import DQN, SAC
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(1)
+    steps, kw, every, episodes = offpolicy_preset(algo, env_id)
+    steps = steps_override or steps
+
+    class Track(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.t0 = None
+            self.hit = None
+
+        def _on_training_start(self):
+            self.t0 = time.perf_counter()
+
+        def _on_step(self):
+            if self.hit is None and self.model.num_timesteps % every == 0:
+                eps = [e["r"] for e in self.model.ep_info_buffer][-20:]
+                if len(eps) == 20 and sum(eps) / 20 >= threshold:
+                    self.hit = (float(self.model.num_timesteps), time.perf_counter() - self.t0)
+            return True
+
+    cls = SAC if algo == "sac" else DQN
+    model = cls("MlpPolicy", gym.make(env_id), seed=seed, device="cpu", verbose=0, **kw)
+    track = Track()
+    t0 = time.perf_counter()
+    model.learn(steps, callback=track)
+    train = time.perf_counter() - t0
+    rets = []
+    for k in range(episodes):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=seed + 1_000_003 + k)
+        done, total = False, 0.0
+        while not done:
+            a, _ = model.predict(obs, deterministic=True)
+            obs, r, term, trunc, _ = env.step(a)
+            total += float(r)
+            done = term or trunc
+        rets.append(total)
+    return {
+        "seed": seed,
+        "status": "done",
+        "final_return": float(np.mean(rets)),
+        "env_steps": float(model.num_timesteps),
+        "train_seconds": train,
+        "wall_seconds": time.perf_counter() - t0,
+        "steps_to_threshold": track.hit[0] if track.hit else None,
+        "seconds_to_threshold": track.hit[1] if track.hit else None,
+    }
+
+
 def run_seed(args):
     algo, env_id, seed, threshold, steps_override = args
+    if algo != "ppo":
+        return run_offpolicy_seed(algo, env_id, seed, threshold, steps_override)
     import gymnasium as gym
     import numpy as np
     import torch
@@ -190,7 +291,7 @@ def parse_seeds(s):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--algo", default="ppo", choices=["ppo"])
+    ap.add_argument("--algo", default="ppo", choices=["ppo", "sac", "dqn"])
     ap.add_argument("--env", required=True)
     ap.add_argument("--seeds", default="1-5")
     ap.add_argument("--jobs", type=int, default=2)
@@ -203,7 +304,8 @@ def main():
     threshold = THRESHOLD.get(args.env)
     if threshold is None:
         raise SystemExit(f"learn_sb3.py: no threshold for {args.env}")
-    preset(args.env)  # fails early on an unknown env
+    # Fails early on an unknown cell.
+    preset(args.env) if args.algo == "ppo" else offpolicy_preset(args.algo, args.env)
     seeds = parse_seeds(args.seeds)
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(args.jobs) as pool:
