@@ -125,16 +125,11 @@ def preset(env):
     raise SystemExit(f"learn_sb3.py: no preset for {env} (known: {', '.join(THRESHOLD)})")
 
 
-def run_offpolicy_seed(algo, env_id, seed, threshold, steps_override):
-    import gymnasium as gym
-    import numpy as np
-    import torch
-    from stable_baselines3 import DQN, SAC
+def tracker(threshold, every):
+    """An SB3 callback whose `hit` becomes (env steps, seconds since training began) when
+    the last 20 finished episodes first average `threshold`: checked every `every` env
+    steps, or at each rollout's end where `every` is None."""
     from stable_baselines3.common.callbacks import BaseCallback
-
-    torch.set_num_threads(1)
-    steps, kw, every, episodes = offpolicy_preset(algo, env_id)
-    steps = steps_override or steps
 
     class Track(BaseCallback):
         def __init__(self):
@@ -145,26 +140,57 @@ def run_offpolicy_seed(algo, env_id, seed, threshold, steps_override):
         def _on_training_start(self):
             self.t0 = time.perf_counter()
 
+        def check(self):
+            if self.hit is not None:
+                return
+            eps = [e["r"] for e in self.model.ep_info_buffer][-20:]
+            if len(eps) == 20 and sum(eps) / 20 >= threshold:
+                self.hit = (float(self.model.num_timesteps), time.perf_counter() - self.t0)
+
         def _on_step(self):
-            if self.hit is None and self.model.num_timesteps % every == 0:
-                eps = [e["r"] for e in self.model.ep_info_buffer][-20:]
-                if len(eps) == 20 and sum(eps) / 20 >= threshold:
-                    self.hit = (float(self.model.num_timesteps), time.perf_counter() - self.t0)
+            if every is not None and self.model.num_timesteps % every == 0:
+                self.check()
             return True
+
+        def _on_rollout_end(self):
+            if every is None:
+                self.check()
+
+    return Track()
+
+
+def run_offpolicy_seed(algo, env_id, seed, threshold, steps_override):
+    import gymnasium as gym
+    import torch
+    from stable_baselines3 import DQN, SAC
+
+    torch.set_num_threads(1)
+    steps, kw, every, episodes = offpolicy_preset(algo, env_id)
+    steps = steps_override or steps
 
     cls = SAC if algo == "sac" else DQN
     model = cls("MlpPolicy", gym.make(env_id), seed=seed, device="cpu", verbose=0, **kw)
-    track = Track()
+    track = tracker(threshold, every)
     t0 = time.perf_counter()
     model.learn(steps, callback=track)
     train = time.perf_counter() - t0
+    return seed_result(model, env_id, seed, episodes, lambda o: o, track.hit, train, t0)
+
+
+def seed_result(model, env_id, seed, episodes, normalize, hit, train, t0):
+    """A seed's `bench learn` entry: the greedy return over `episodes` fresh episodes
+    (episode k reset with seed `seed + 1000003 + k`, observations through `normalize`),
+    and the run's times and threshold crossing `hit` ((steps, seconds) or None)."""
+    import gymnasium as gym
+    import numpy as np
+
     rets = []
     for k in range(episodes):
         env = gym.make(env_id)
         obs, _ = env.reset(seed=seed + 1_000_003 + k)
         done, total = False, 0.0
         while not done:
-            a, _ = model.predict(obs, deterministic=True)
+            a, _ = model.predict(normalize(obs), deterministic=True)
             obs, r, term, trunc, _ = env.step(a)
             total += float(r)
             done = term or trunc
@@ -176,8 +202,8 @@ def run_offpolicy_seed(algo, env_id, seed, threshold, steps_override):
         "env_steps": float(model.num_timesteps),
         "train_seconds": train,
         "wall_seconds": time.perf_counter() - t0,
-        "steps_to_threshold": track.hit[0] if track.hit else None,
-        "seconds_to_threshold": track.hit[1] if track.hit else None,
+        "steps_to_threshold": hit[0] if hit else None,
+        "seconds_to_threshold": hit[1] if hit else None,
     }
 
 
@@ -185,11 +211,8 @@ def run_seed(args):
     algo, env_id, seed, threshold, steps_override = args
     if algo != "ppo":
         return run_offpolicy_seed(algo, env_id, seed, threshold, steps_override)
-    import gymnasium as gym
-    import numpy as np
     import torch
     from stable_baselines3 import PPO
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 
@@ -200,53 +223,14 @@ def run_seed(args):
     if norm:
         venv = VecNormalize(venv, gamma=kw["gamma"], **norm)
 
-    class Track(BaseCallback):
-        def __init__(self):
-            super().__init__()
-            self.t0 = None
-            self.hit = None
-
-        def _on_training_start(self):
-            self.t0 = time.perf_counter()
-
-        def _on_step(self):
-            return True
-
-        def _on_rollout_end(self):
-            if self.hit is not None:
-                return
-            eps = [e["r"] for e in self.model.ep_info_buffer][-20:]
-            if len(eps) == 20 and sum(eps) / 20 >= threshold:
-                self.hit = (float(self.model.num_timesteps), time.perf_counter() - self.t0)
-
     model = PPO("MlpPolicy", venv, seed=seed, device="cpu", verbose=0, **kw)
-    track = Track()
+    track = tracker(threshold, None)
     t0 = time.perf_counter()
     model.learn(steps, callback=track)
     train = time.perf_counter() - t0
     # Greedy evaluation on fresh envs, with the normalisation frozen.
-    rets = []
-    for k in range(20):
-        env = gym.make(env_id)
-        obs, _ = env.reset(seed=seed + 1_000_003 + k)
-        done, total = False, 0.0
-        while not done:
-            o = venv.normalize_obs(obs) if norm else obs
-            a, _ = model.predict(o, deterministic=True)
-            obs, r, term, trunc, _ = env.step(a)
-            total += float(r)
-            done = term or trunc
-        rets.append(total)
-    return {
-        "seed": seed,
-        "status": "done",
-        "final_return": float(np.mean(rets)),
-        "env_steps": float(model.num_timesteps),
-        "train_seconds": train,
-        "wall_seconds": time.perf_counter() - t0,
-        "steps_to_threshold": track.hit[0] if track.hit else None,
-        "seconds_to_threshold": track.hit[1] if track.hit else None,
-    }
+    normalize = venv.normalize_obs if norm else (lambda o: o)
+    return seed_result(model, env_id, seed, 20, normalize, track.hit, train, t0)
 
 
 def spread(values):
