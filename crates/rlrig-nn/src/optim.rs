@@ -151,9 +151,10 @@ fn adam_step(r: &StepRule, params: &mut [f32], grads: &[f32], m: &mut [f32], v: 
     }
 }
 
-/// Gradients are reduced in slices of this many elements (the squared norm is summed per
-/// slice, then over slices in order), so a pool can take the slices apart and the result
-/// stays the same.
+/// Gradients are reduced in slices of at most this many elements (the squared norm is
+/// summed per slice, then over slices in order), so a pool can take the slices apart and
+/// the result stays the same. The native backend cuts them within each network's range;
+/// [`clip_grad_norm`] from the start of its one vector.
 pub const NORM_SLICE: usize = 4096;
 
 /// The sum of squares of `g` in f64, with eight running sums (a fixed order, so every
