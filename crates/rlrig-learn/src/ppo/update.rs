@@ -307,9 +307,7 @@ impl Ppo {
                 if !fused {
                     gather_rows(
                         self.threads_pool.as_deref(),
-                        &self.buf.obs,
-                        d,
-                        chunk,
+                        Rows::picked(&self.buf.obs, d, chunk),
                         mb_obs,
                     );
                     // Copies of a few floats per row: the loss head runs on the host,
@@ -376,33 +374,23 @@ impl Ppo {
 /// costs more than the copy.
 const POOL_GATHER_FLOATS: usize = 1 << 16;
 
-/// Rows `rows` of `src` (rows of `d` floats) copied in order into `dst`, on the pool when
-/// the copy is large: a minibatch's observations are rows scattered over the rollout, a
-/// memory-bound copy that on the caller alone was 7.6 % of a MinAtar SpaceInvaders run
-/// (600 floats a row) while the workers waited.
-fn gather_rows(
-    pool: Option<&rlrig_env::pool::Pool>,
-    src: &[f32],
-    d: usize,
-    rows: &[usize],
-    dst: &mut [f32],
-) {
+/// `rows` copied in order into the start of `dst`, on the pool when the copy is large: a
+/// minibatch's observations are rows scattered over the rollout, a memory-bound copy
+/// that on the caller alone was 7.6 % of a MinAtar SpaceInvaders run (600 floats a row)
+/// while the workers waited.
+fn gather_rows(pool: Option<&rlrig_env::pool::Pool>, rows: Rows<'_>, dst: &mut [f32]) {
     const ROWS_PER_TASK: usize = 64;
-    let copy = |dst: &mut [f32], rows: &[usize]| {
-        for (out, &i) in dst.chunks_exact_mut(d).zip(rows) {
-            out.copy_from_slice(&src[i * d..(i + 1) * d]);
-        }
-    };
+    let d = rows.dim();
     let dst = &mut dst[..rows.len() * d];
     match pool {
         Some(pool) if dst.len() >= POOL_GATHER_FLOATS => {
-            let mut parts: Vec<_> = dst
-                .chunks_mut(ROWS_PER_TASK * d)
-                .zip(rows.chunks(ROWS_PER_TASK))
-                .collect();
-            pool.for_each_mut(&mut parts, |_, (dst, rows)| copy(dst, rows));
+            let mut parts: Vec<_> = dst.chunks_mut(ROWS_PER_TASK * d).enumerate().collect();
+            pool.for_each_mut(&mut parts, |_, (t, dst)| {
+                let first = *t * ROWS_PER_TASK;
+                rows.slice(first..first + dst.len() / d).copy_to(dst);
+            });
         }
-        _ => copy(dst, rows),
+        _ => rows.copy_to(dst),
     }
 }
 
@@ -423,7 +411,7 @@ mod tests {
                 .collect();
             for p in [None, Some(&pool)] {
                 let mut dst = vec![-1.0; n * d + 5];
-                gather_rows(p, &src, d, &rows, &mut dst);
+                gather_rows(p, Rows::picked(&src, d, &rows), &mut dst);
                 assert_eq!(
                     dst[..n * d],
                     want[..],

@@ -145,7 +145,9 @@ struct LanePlan {
 
 impl LanePlan {
     /// Networks `nets[j]` (parameter ranges `ranges[j]`) on lane `j % lanes`, over
-    /// the parameters' `slices`.
+    /// the parameters' `slices` ([`param_slices`]: each inside one range): a slice goes
+    /// to its network's lane, the others (free parameters, networks outside the pass) to
+    /// lane 0, the caller.
     fn new(
         nets: &[usize],
         ranges: &[Range<usize>],
@@ -155,21 +157,10 @@ impl LanePlan {
         let slice_lane = slices
             .iter()
             .map(|slice| {
-                let held = |l: usize| -> usize {
-                    ranges
-                        .iter()
-                        .enumerate()
-                        .filter(|(j, _)| j % lanes == l)
-                        .map(|(_, r)| {
-                            r.end
-                                .min(slice.end)
-                                .saturating_sub(r.start.max(slice.start))
-                        })
-                        .sum()
-                };
-                (0..lanes)
-                    .max_by_key(|&l| (held(l), std::cmp::Reverse(l)))
-                    .unwrap_or(0)
+                ranges
+                    .iter()
+                    .position(|r| r.contains(&slice.start))
+                    .map_or(0, |j| j % lanes)
             })
             .collect();
         LanePlan {
@@ -198,6 +189,20 @@ pub(super) fn param_slices(layout: &NetLayout) -> Vec<Range<usize>> {
                 .map(move |a| a..(a + NORM_SLICE).min(r.end))
         })
         .collect()
+}
+
+/// `v` cut at `slices` (which tile it in order, as [`param_slices`] do), without
+/// allocating: the step's per-slice views of the parameters, gradients and moments.
+fn tiles_mut<'a>(
+    v: &'a mut [f32],
+    slices: &'a [Range<usize>],
+) -> impl Iterator<Item = &'a mut [f32]> {
+    let mut rest = v;
+    slices.iter().map(move |s| {
+        let (tile, tail) = std::mem::take(&mut rest).split_at_mut(s.len());
+        rest = tail;
+        tile
+    })
 }
 
 /// A gather's send and receive buffers, kept across passes by [`Native`].
@@ -750,7 +755,7 @@ impl Native {
         self.gather();
         let (pending, chunks) = (&self.pending, &self.chunks);
         let at = &self.slices;
-        let mut slices = disjoint_mut(&mut self.grads, at);
+        let mut slices: Vec<_> = tiles_mut(&mut self.grads, at).collect();
         for_each(self.pool.as_deref(), &mut slices, |s, g| {
             add_pending(g, at[s].start, pending, chunks);
         });
@@ -999,8 +1004,7 @@ impl NetBackend for Native {
         let one_pass = max_grad_norm == f64::INFINITY;
         if !one_pass {
             let (pending, chunks) = (&self.pending, &self.chunks);
-            let mut work: Vec<(&mut [f32], &mut f64)> = disjoint_mut(&mut self.grads, at)
-                .into_iter()
+            let mut work: Vec<(&mut [f32], &mut f64)> = tiles_mut(&mut self.grads, at)
                 .zip(self.sumsq.iter_mut())
                 .collect();
             for_each_slice(pool, owner, &mut work, |s, (g, sq)| {
@@ -1014,10 +1018,9 @@ impl NetBackend for Native {
         let rule = self.opt.begin(lr);
         let Adam { m, v, .. } = &mut self.opt;
         let (pending, chunks) = (&self.pending, &self.chunks);
-        let mut work: Vec<_> = disjoint_mut(&mut self.params, at)
-            .into_iter()
-            .zip(disjoint_mut(&mut self.grads, at))
-            .zip(disjoint_mut(m, at).into_iter().zip(disjoint_mut(v, at)))
+        let mut work: Vec<_> = tiles_mut(&mut self.params, at)
+            .zip(tiles_mut(&mut self.grads, at))
+            .zip(tiles_mut(m, at).zip(tiles_mut(v, at)))
             .zip(self.sumsq.iter_mut())
             .collect();
         for_each_slice(pool, owner, &mut work, |s, (((p, g), (m, v)), sq)| {
