@@ -91,20 +91,25 @@ fn account(slot: usize, t0: Instant) {
     }
 }
 
-/// A job as the workers see it: the task function. It lives on the stack of
+/// A job as the workers see it: its phases' functions (a job of tasks has one). It lives on the stack of
 /// [`Pool::run`], which returns only after every task has finished.
 struct Job<'a> {
-    f: &'a (dyn Fn(usize) + Sync),
+    phases: &'a [&'a (dyn Fn(usize) + Sync)],
 }
 
 #[derive(Default)]
 struct Shared {
-    /// See [`NUMBER_SHIFT`]: job number, task count, next unclaimed task.
-    word: AtomicU64,
+    /// See [`NUMBER_SHIFT`]: job number, task count, next unclaimed task. The idle
+    /// workers spin on it, so it, `done` and `arrived` each have a cache line: sharing
+    /// one, every store the caller makes to start a job, and every task counted done,
+    /// took the line from the spinning workers and back.
+    word: CachePadded<AtomicU64>,
     /// The running job; written before `word` announces it.
     job: AtomicPtr<Job<'static>>,
     /// Tasks finished in the running job.
-    done: AtomicUsize,
+    done: CachePadded<AtomicUsize>,
+    /// Lanes of the running job (of phases) at its barriers so far, over all barriers.
+    arrived: CachePadded<AtomicUsize>,
     /// Workers parked on `wake` (the caller notifies only when there are some).
     sleepers: AtomicUsize,
     lock: Mutex<()>,
@@ -124,38 +129,47 @@ impl Shared {
         number & 1 == 1
     }
 
-    /// Runs lane `slot` of job `number` (a job of lanes) when the job has one, and counts
-    /// this thread done either way: the caller waits for every thread.
+    /// Runs lane `slot` of job `number` (a job of lanes) when the job has one, every
+    /// phase of it with a barrier between phases, and counts this thread done either
+    /// way: the caller waits for every thread.
     fn lane(&self, word: u64, slot: usize) {
         let n = ((word >> INDEX_BITS) & INDEX_MASK) as usize;
         if slot < n {
             // SAFETY: the caller of a job of lanes returns only after every thread of the
             // pool, this one included, has added to `done` below, so the `Job` its frame
-            // owns is alive during the call; its pointer was stored before the word that
-            // announced the job, which this thread read with Acquire.
-            unsafe { self.run_task(slot, slot) };
+            // owns is alive here; its pointer was stored before the word that announced
+            // the job, which this thread read with Acquire.
+            let phases = unsafe { (*self.job.load(Ordering::Acquire)).phases };
+            let mut ok = true;
+            for (p, f) in phases.iter().enumerate() {
+                // A lane whose phase panicked runs no more of its phases, but still meets
+                // the others at every barrier (they would wait for it forever).
+                ok = ok && self.run_task(*f, slot, slot);
+                if p + 1 < phases.len() {
+                    self.arrived.fetch_add(1, Ordering::AcqRel);
+                    wait_until(|| self.arrived.load(Ordering::Acquire) >= (p + 1) * n);
+                }
+            }
         }
         self.done.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// Runs task `i` of the announced job on thread `slot`, keeping a panic for the
-    /// caller and counting the time.
-    ///
-    /// # Safety
-    /// The job's `Pool::start` frame must still be waiting for this task (so the `Job`
-    /// behind `self.job` is alive), and its pointer must be visible to this thread.
-    unsafe fn run_task(&self, i: usize, slot: usize) {
-        let job = self.job.load(Ordering::Acquire);
-        // SAFETY: the caller's contract.
-        let f = unsafe { (*job).f };
+    /// Runs `f(i)` on thread `slot`, keeping a panic for the caller (false) and counting
+    /// the time.
+    fn run_task(&self, f: &(dyn Fn(usize) + Sync), i: usize, slot: usize) -> bool {
         let t0 = Instant::now();
-        if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(i))) {
-            self.panic
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get_or_insert(p);
-        }
+        let ok = match catch_unwind(AssertUnwindSafe(|| f(i))) {
+            Ok(()) => true,
+            Err(p) => {
+                self.panic
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(p);
+                false
+            }
+        };
         account(slot, t0);
+        ok
     }
 
     /// Claims and runs tasks of job `number` until none is left. Returns when the job
@@ -183,7 +197,8 @@ impl Shared {
             // to reach `n`, and a newer job's pointer is stored only after that. The pointer
             // was stored before the word announced the job, and the CAS (AcqRel) reads
             // that announcement or a claim after it, so this load sees the job's pointer.
-            unsafe { self.run_task(i as usize, slot) };
+            let f = unsafe { (*self.job.load(Ordering::Acquire)).phases[0] };
+            self.run_task(f, i as usize, slot);
             self.done.fetch_add(1, Ordering::AcqRel);
         }
     }
@@ -322,7 +337,7 @@ impl Pool {
     /// finish.
     pub fn run(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
         assert!(n <= MAX_TASKS, "Pool::run: {n} tasks (at most {MAX_TASKS})");
-        self.start(n, false, f);
+        self.start(n, false, &[f]);
     }
 
     /// Runs `f(0)`, ..., `f(n - 1)`, `n` at most [`Pool::threads`], each on its own
@@ -332,16 +347,25 @@ impl Pool {
     /// job waits for every worker, so it suits workers that are spinning (back-to-back
     /// jobs), as a training loop's are.
     pub fn lanes(&self, n: usize, f: &(dyn Fn(usize) + Sync)) {
+        self.lanes_phased(n, &[f]);
+    }
+
+    /// [`Pool::lanes`] in phases: each lane runs `phases[0](i)`, waits until every lane
+    /// has, runs `phases[1](i)`, and so on, all in one job. Phases that must see every
+    /// lane's previous phase (a gradient norm summed over all the lanes' slices) thus
+    /// cost one barrier instead of a job each. Where the lanes run on the caller alone
+    /// (see [`Pool::lanes`]) each phase runs for every lane before the next.
+    pub fn lanes_phased(&self, n: usize, phases: &[&(dyn Fn(usize) + Sync)]) {
         assert!(
             n <= self.threads,
             "Pool::lanes: {n} lanes on {} threads",
             self.threads
         );
-        self.start(n, true, f);
+        self.start(n, true, phases);
     }
 
-    /// [`Pool::run`] or [`Pool::lanes`].
-    fn start(&self, n: usize, lanes: bool, f: &(dyn Fn(usize) + Sync)) {
+    /// [`Pool::run`] or [`Pool::lanes_phased`].
+    fn start(&self, n: usize, lanes: bool, phases: &[&(dyn Fn(usize) + Sync)]) {
         let guard = if self.threads > 1 && n > 1 {
             self.busy.try_lock().ok()
         } else {
@@ -350,13 +374,14 @@ impl Pool {
         let Some(_guard) = guard else {
             // One thread, one task, or the pool is busy: run here, in index order.
             let t0 = Instant::now();
-            (0..n).for_each(f);
+            phases.iter().for_each(|f| (0..n).for_each(f));
             account(0, t0);
             return;
         };
         let s = &*self.shared;
-        let job = Job { f };
+        let job = Job { phases };
         s.done.store(0, Ordering::Relaxed);
+        s.arrived.store(0, Ordering::Relaxed);
         // SAFETY (of the workers' later dereference): `job` outlives every use, because
         // this function returns only after `done == n`, i.e. after every claimed task ran,
         // and a worker dereferences the pointer only for a task it claimed (see `work`).
@@ -385,16 +410,7 @@ impl Pool {
             s.work(number, 0);
             n
         };
-        let mut rounds = 0u32;
-        while s.done.load(Ordering::Acquire) < finished {
-            // A worker holding a task may have lost its core: after a while, let it run.
-            rounds = rounds.saturating_add(1);
-            if rounds < 1 << 14 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        wait_until(|| s.done.load(Ordering::Acquire) >= finished);
         if let Some(p) = s.panic.lock().unwrap_or_else(|e| e.into_inner()).take() {
             resume_unwind(p);
         }
@@ -411,18 +427,51 @@ impl Pool {
     }
 
     fn each_mut<T: Send>(&self, items: &mut [T], lanes: bool, f: impl Fn(usize, &mut T) + Sync) {
-        let base = SendPtr(items.as_mut_ptr());
-        let task = |i| {
-            // SAFETY: `run` and `lanes` call each index in `0..items.len()` exactly once,
-            // so each `&mut items[i]` is the only reference to that element, and `items`
-            // is borrowed mutably for the whole call.
-            let item = unsafe { &mut *base.at(i) };
-            f(i, item);
-        };
         if lanes {
-            self.lanes(items.len(), &task);
+            self.lanes_phased_mut(items, &[&f]);
         } else {
-            self.run(items.len(), &task);
+            let base = SendPtr(items.as_mut_ptr());
+            // SAFETY: `run` calls each index in `0..items.len()` exactly once, so each
+            // `&mut items[i]` is the only reference to that element, and `items` is
+            // borrowed mutably for the whole call.
+            self.run(items.len(), &|i| f(i, unsafe { &mut *base.at(i) }));
+        }
+    }
+
+    /// [`Pool::lanes_phased`] over `items`: lane `i` runs each phase on `&mut items[i]`.
+    pub fn lanes_phased_mut<T: Send>(&self, items: &mut [T], phases: &[&LanePhase<'_, T>]) {
+        let base = SendPtr(items.as_mut_ptr());
+        let tasks: Vec<_> = phases
+            .iter()
+            .map(|f| {
+                move |i| {
+                    // SAFETY: a job of lanes runs lane `i` of each phase once, on one
+                    // thread, and the phases of a lane one after another, so each
+                    // `&mut items[i]` is the only reference to that element while it
+                    // lives; `items` is borrowed mutably for the whole call.
+                    f(i, unsafe { &mut *base.at(i) })
+                }
+            })
+            .collect();
+        let tasks: Vec<&(dyn Fn(usize) + Sync)> =
+            tasks.iter().map(|t| t as &(dyn Fn(usize) + Sync)).collect();
+        self.lanes_phased(items.len(), &tasks);
+    }
+}
+
+/// A phase of [`Pool::lanes_phased_mut`]: lane `i` on its item.
+pub type LanePhase<'a, T> = dyn Fn(usize, &mut T) + Sync + 'a;
+
+/// Spins until `done()`; after a while yields instead (a thread it waits for may have
+/// lost its core).
+fn wait_until(done: impl Fn() -> bool) {
+    let mut rounds = 0u32;
+    while !done() {
+        rounds = rounds.saturating_add(1);
+        if rounds < 1 << 14 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
         }
     }
 }
@@ -629,6 +678,60 @@ mod tests {
         let mut one = [0u32];
         pool.lanes_mut(&mut one, |i, x| *x = i as u32 + 1);
         assert_eq!(one, [1]);
+    }
+
+    /// Each phase of a job of lanes sees every lane's earlier phases: lane `i` writes its
+    /// slot in phase 0 and reads all the slots in phase 1, on the pool's threads and
+    /// where the job runs on the caller alone (nested in another job).
+    #[test]
+    fn lanes_phased_meet_at_each_barrier() {
+        for threads in [1, 2, 3] {
+            let pool = Pool::new(threads).unwrap();
+            for round in 0..300u64 {
+                for n in 1..=threads {
+                    let mut items: Vec<(u64, u64)> = vec![(0, 0); n];
+                    let slots: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+                    let write = |i: usize, it: &mut (u64, u64)| {
+                        it.0 = round * 10 + i as u64;
+                        slots[i].store(it.0, Ordering::Relaxed);
+                    };
+                    let read = |_: usize, it: &mut (u64, u64)| {
+                        it.1 = slots.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+                    };
+                    let want = (0..n as u64).map(|i| round * 10 + i).sum::<u64>();
+                    pool.lanes_phased_mut(&mut items, &[&write, &read]);
+                    assert!(
+                        items.iter().all(|it| it.1 == want),
+                        "threads {threads}, n {n}"
+                    );
+                }
+                // Nested: the pool is busy, so each inner job runs its lanes on the
+                // thread that starts it, phase by phase.
+                pool.lanes(threads, &|_| {
+                    let slots: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+                    let mut v = vec![0u64; threads];
+                    pool.lanes_phased_mut(
+                        &mut v,
+                        &[
+                            &|i, _| slots[i].store(i as u64 + 1, Ordering::Relaxed),
+                            &|_, x| *x = slots.iter().map(|s| s.load(Ordering::Relaxed)).sum(),
+                        ],
+                    );
+                    let want = (threads * (threads + 1) / 2) as u64;
+                    assert!(v.iter().all(|&x| x == want), "nested, threads {threads}");
+                });
+            }
+            // A lane that panics in the first phase still meets the others at the
+            // barrier: the panic reaches the caller, and the pool goes on.
+            let r = catch_unwind(AssertUnwindSafe(|| {
+                pool.lanes_phased(
+                    threads,
+                    &[&|i| assert!(i + 1 < threads, "lane {i}"), &|_| {}],
+                );
+            }));
+            assert!(r.is_err(), "threads {threads}: the panic was lost");
+            assert_eq!(tasks_run(&pool, 5), 5);
+        }
     }
 
     /// A job started the moment a pool is made (before its worker first reads the job
