@@ -74,6 +74,59 @@ fn parameter_slices_tile_the_parameters_within_each_network() {
     }
 }
 
+/// Several MLPs are stored each on its own page, in the caller's order, and what goes in
+/// through `new`, `set_params`, `set_optimizer` and `set_target_params` comes back out
+/// unchanged in the caller's layout; a layout with one network is stored as it is.
+#[test]
+fn placed_networks_start_on_pages_and_come_back_unchanged() {
+    use native::{PAGE_FLOATS, place};
+    let lay = even_layout();
+    let inner = place(&lay);
+    let spans = |l: &NetLayout| -> Vec<Range<usize>> {
+        let mut v: Vec<Range<usize>> = l.nets.iter().map(|n| n.start()..n.end()).collect();
+        v.push(l.free.clone());
+        v
+    };
+    let (outer_spans, inner_spans) = (spans(&lay), spans(&inner));
+    for (o, i) in outer_spans.iter().zip(&inner_spans) {
+        assert_eq!(o.len(), i.len(), "{o:?} placed at {i:?}");
+        assert!(
+            i.start.is_multiple_of(PAGE_FLOATS),
+            "{i:?} is not on a page"
+        );
+    }
+    assert!(inner_spans.windows(2).all(|w| w[0].end <= w[1].start));
+    let one = NetLayout {
+        nets: vec![lay.nets[0].clone()],
+        free: lay.nets[0].end()..lay.nets[0].end(),
+        total: lay.nets[0].end(),
+    };
+    assert_eq!(spans(&place(&one)), spans(&one));
+
+    let n = lay.total;
+    let mut opt = Adam::new(n, 1e-8);
+    (opt.m, opt.v, opt.t) = (noise(n, 2), noise(n, 3), 7);
+    let mut b = Native::new(&lay, &noise(n, 1), opt.clone());
+    assert_eq!(b.params(), noise(n, 1));
+    let back = b.optimizer();
+    assert_eq!((back.m, back.v, back.t), (opt.m.clone(), opt.v.clone(), 7));
+    b.set_params(&noise(n, 4));
+    assert_eq!(b.params(), noise(n, 4));
+    (opt.m, opt.v) = (noise(n, 5), noise(n, 6));
+    b.set_optimizer(opt.clone());
+    assert_eq!((b.optimizer().m, b.optimizer().v), (opt.m, opt.v));
+    assert!(b.target_params().is_empty());
+    b.init_target();
+    assert_eq!(b.target_params(), noise(n, 4));
+    b.set_target_params(&noise(n, 7));
+    assert_eq!(b.target_params(), noise(n, 7));
+    b.add_free_grad(&[1.0, -2.0]);
+    let g = b.grads();
+    assert_eq!(g.len(), n);
+    assert_eq!(g[lay.free.clone()], [1.0, -2.0]);
+    assert!(g[..lay.free.start].iter().all(|&x| x == 0.0));
+}
+
 fn noise(n: usize, stream: u64) -> Vec<f32> {
     let mut r = Rng::stream(7, Purpose::Init, stream);
     (0..n).map(|_| r.uniform(-1.0, 1.0) as f32).collect()
