@@ -8,10 +8,23 @@ pub const LOG_SQRT_2PI: f32 = 0.918_938_5;
 
 /// `log_softmax` of one row, into `out`.
 pub fn log_softmax(logits: &[f32], out: &mut [f32]) {
-    let max = logits.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
-    let lse = max + logits.iter().map(|&x| (x - max).exp()).sum::<f32>().ln();
-    for (o, &x) in out.iter_mut().zip(logits) {
-        *o = x - lse;
+    log_softmax_rows(logits, logits.len(), out);
+}
+
+/// [`log_softmax`] of each row of `n` logits, into the same rows of `out`: the
+/// exponentials of all the rows in one vectorised pass ([`crate::nn::exp_in_place`]),
+/// each row's bits those of [`log_softmax`] on it alone.
+pub fn log_softmax_rows(logits: &[f32], n: usize, out: &mut [f32]) {
+    let max = |row: &[f32]| row.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+    let out = &mut out[..logits.len()];
+    for (o, x) in out.chunks_exact_mut(n).zip(logits.chunks_exact(n)) {
+        let m = max(x);
+        o.iter_mut().zip(x).for_each(|(o, &x)| *o = x - m);
+    }
+    crate::nn::exp_in_place(out);
+    for (o, x) in out.chunks_exact_mut(n).zip(logits.chunks_exact(n)) {
+        let lse = max(x) + o.iter().sum::<f32>().ln();
+        o.iter_mut().zip(x).for_each(|(o, &x)| *o = x - lse);
     }
 }
 

@@ -47,7 +47,7 @@ const LOSS_BLOCK_ROWS: usize = 64;
 struct LossBlock {
     sums: [f64; 4],
     d_logstd: Vec<f32>,
-    logp_row: Vec<f32>,
+    scratch: loss::PolicyScratch,
 }
 
 /// A block the caller holds alone (a lock poisoned by a panicking chunk still gives its
@@ -99,33 +99,39 @@ impl LossRows<'_> {
             let LossBlock {
                 sums,
                 d_logstd,
-                logp_row,
+                scratch,
             } = &mut *b;
             sums.fill(0.0);
             d_logstd.fill(0.0);
-            for (row, i) in rows.map(|row| (row, self.idx[row])) {
-                let j = row - r.start;
-                let t = loss::policy_row(
-                    self.head,
-                    &self.coefs,
-                    &out[j * od..(j + 1) * od],
-                    &self.buf.actions[i * ad..(i + 1) * ad],
-                    self.buf.logprobs[i],
-                    self.adv[row],
-                    self.ls,
-                    logp_row,
-                    &mut d_out[j * od..(j + 1) * od],
-                    d_logstd,
-                );
-                for (s, v) in sums.iter_mut().zip([
-                    t.surrogate,
-                    t.entropy,
-                    t.approx_kl,
-                    f32::from(u8::from(t.clipped)),
-                ]) {
-                    *s += f64::from(v);
-                }
-            }
+            let js = (rows.start - r.start) * od..(rows.end - r.start) * od;
+            loss::policy_block(
+                self.head,
+                &self.coefs,
+                &out[js.clone()],
+                rows.len(),
+                |k| {
+                    let (row, i) = (rows.start + k, self.idx[rows.start + k]);
+                    loss::PolicyIn {
+                        action: &self.buf.actions[i * ad..(i + 1) * ad],
+                        old_lp: self.buf.logprobs[i],
+                        adv: self.adv[row],
+                    }
+                },
+                self.ls,
+                scratch,
+                &mut d_out[js],
+                d_logstd,
+                |t| {
+                    for (s, v) in sums.iter_mut().zip([
+                        t.surrogate,
+                        t.entropy,
+                        t.approx_kl,
+                        f32::from(u8::from(t.clipped)),
+                    ]) {
+                        *s += f64::from(v);
+                    }
+                },
+            );
         });
     }
 
@@ -237,7 +243,6 @@ impl Ppo {
         for b in blocks.iter_mut() {
             let b = block_mut(b);
             b.d_logstd.resize(log_stds, 0.0);
-            b.logp_row.resize(out_dim, 0.0);
         }
         let (mut n_mb, mut pg_sum, mut v_sum, mut ent_sum, mut kl_sum, mut cf_sum) =
             (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);

@@ -22,26 +22,56 @@ fn tanh_is_close_to_libm_everywhere() {
     }
 }
 
-/// Every vectorised loop this CPU runs (AVX-512, AVX2 or NEON) and the scalar function
-/// (libm's fmaf) give the same bits: what keeps runs equal across CPUs. 6,001 values
-/// (not a multiple of any block) cover the blocks and the tail.
 #[test]
-fn tanh_vector_loops_equal_scalar_bits() {
-    let xs: Vec<f32> = (-3000..=3000).map(|i| i as f32 * 0.00417).collect();
-    for isa in super::kernel::Isa::available() {
-        let mut v = xs.clone();
-        super::tanh_on(isa, &mut v);
-        for (x, y) in xs.iter().zip(&v) {
-            assert_eq!(tanh(*x).to_bits(), y.to_bits(), "{isa:?}: tanh({x})");
-        }
+fn exp_is_close_to_libm_everywhere() {
+    let mut worst = 0.0f64;
+    let mut x = -87.0f32;
+    while x < 88.0 {
+        let want = f64::from(x).exp();
+        worst = worst.max((f64::from(exp(x)) - want).abs() / want);
+        x += 1.3e-3;
     }
-    let mut v = xs.clone();
-    tanh_in_place(&mut v);
-    assert!(
-        xs.iter()
-            .zip(&v)
-            .all(|(x, y)| tanh(*x).to_bits() == y.to_bits())
-    );
+    assert!(worst < 4e-7, "worst relative error {worst}");
+    assert_eq!(exp(0.0), 1.0);
+    for x in [1e-30f32, -1e-7, 1e-3, 0.34, 0.35, 1.0, 20.0, -20.0] {
+        let rel = (f64::from(exp(x)) - f64::from(x).exp()).abs() / f64::from(x).exp();
+        assert!(rel < 2.5e-7, "exp({x}): relative error {rel}");
+    }
+    // Clamped: finite at both ends, and NaN stays NaN.
+    assert!(exp(1000.0).is_finite() && exp(1000.0) > 1e38);
+    assert!(exp(-1000.0) >= 0.0 && exp(-1000.0) < 1e-37);
+    assert!(exp(f32::NAN).is_nan());
+}
+
+/// Every vectorised loop this CPU runs (AVX-512, AVX2 or NEON) and the scalar function
+/// (libm's fmaf) give the same bits, for `tanh` and `exp`: what keeps runs equal across
+/// CPUs. 6,001 values (not a multiple of any block) cover the blocks and the tail.
+#[test]
+fn vector_loops_equal_scalar_bits() {
+    type Loop = fn(super::kernel::Isa, &mut [f32]);
+    type Case = (&'static str, fn(f32) -> f32, Loop, fn(&mut [f32]), f32);
+    let cases: [Case; 2] = [
+        ("tanh", tanh, super::tanh_on, tanh_in_place, 0.00417),
+        ("exp", exp, super::exp_on, exp_in_place, 0.0291),
+    ];
+    for (name, one, on, in_place, step) in cases {
+        let xs: Vec<f32> = (-3000..=3000).map(|i| i as f32 * step).collect();
+        for isa in super::kernel::Isa::available() {
+            let mut v = xs.clone();
+            on(isa, &mut v);
+            for (x, y) in xs.iter().zip(&v) {
+                assert_eq!(one(*x).to_bits(), y.to_bits(), "{isa:?}: {name}({x})");
+            }
+        }
+        let mut v = xs.clone();
+        in_place(&mut v);
+        assert!(
+            xs.iter()
+                .zip(&v)
+                .all(|(x, y)| one(*x).to_bits() == y.to_bits()),
+            "{name}_in_place"
+        );
+    }
 }
 
 fn naive(m: usize, k: usize, n: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
