@@ -77,6 +77,8 @@ pub(super) struct PolicyScratch {
     logratio: Vec<f32>,
     ratio: Vec<f32>,
     entropy: Vec<f32>,
+    /// The Gaussian head's standard deviations, `exp` of the log-stds once a block.
+    sd: Vec<f32>,
 }
 
 /// The policy half of the loss, `(surrogate - ent_coef * entropy) * inv` a row, over a
@@ -109,7 +111,10 @@ pub(super) fn policy_block<'a>(
         logratio,
         ratio,
         entropy,
+        sd,
     } = scratch;
+    sd.clear();
+    sd.extend(ls.iter().map(|l| l.exp()));
     logratio.clear();
     entropy.clear();
     match head {
@@ -140,7 +145,7 @@ pub(super) fn policy_block<'a>(
                 let mut lp = 0.0f32;
                 let mut h = 0.0f32;
                 for j in 0..*dim {
-                    let z = (r.action[j] - out[j]) / ls[j].exp();
+                    let z = (r.action[j] - out[j]) / sd[j];
                     lp += gaussian_log_density(z, ls[j]);
                     h += gaussian_entropy(ls[j]);
                 }
@@ -177,9 +182,8 @@ pub(super) fn policy_block<'a>(
             }
             Head::Gaussian { dim, .. } => {
                 for j in 0..*dim {
-                    let sd = ls[j].exp();
-                    let z = (r.action[j] - out[i * od + j]) / sd;
-                    d_out[j] = g_lp * z / sd;
+                    let z = (r.action[j] - out[i * od + j]) / sd[j];
+                    d_out[j] = g_lp * z / sd[j];
                     d_logstd[j] += g_lp * (z * z - 1.0) - ec * inv;
                 }
             }

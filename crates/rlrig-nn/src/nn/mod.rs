@@ -477,13 +477,19 @@ fn tanh_finish(x: f32, f: f32, scale: f32, q: f32) -> f32 {
 /// a row), with the same bits on every CPU, as [`tanh`].
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
+    let (f, scale) = exp_reduce(x);
+    scale * expm1_poly(f).mul_add(f, 1.0)
+}
+
+/// [`exp`]'s range reduction: `x = n ln 2 + f` (`x` clamped); returns `f` and `2^n`.
+#[inline(always)]
+fn exp_reduce(x: f32) -> (f32, f32) {
     // ln 2 = LN2_HI + LN2_LO, LN2_HI with 9 trailing zero bits: n * LN2_HI is exact.
     let ln2_hi = f32::from_bits(0x3f31_7200);
     let ln2_lo = f32::from_bits(0x35bf_be8e);
     let x = x.clamp(-87.0, 88.0);
     let (n, scale) = round_pow2(x * std::f32::consts::LOG2_E);
-    let f = n.mul_add(-ln2_lo, n.mul_add(-ln2_hi, x));
-    scale * expm1_poly(f).mul_add(f, 1.0)
+    (n.mul_add(-ln2_lo, n.mul_add(-ln2_hi, x)), scale)
 }
 
 /// An elementwise function run over slices in vectors: `block` does what `one` does to
@@ -528,18 +534,10 @@ impl Elementwise for Exp {
 
     #[inline(always)]
     fn block<const W: usize>(xs: &mut [f32; W]) {
-        // `exp`'s stages, a block at a time.
-        for x in xs.iter_mut() {
-            *x = x.clamp(-87.0, 88.0);
-        }
-        let ln2_hi = f32::from_bits(0x3f31_7200);
-        let ln2_lo = f32::from_bits(0x35bf_be8e);
         let mut f = [0.0f32; W];
         let mut scale = [0.0f32; W];
         for l in 0..W {
-            let (n, s) = round_pow2(xs[l] * std::f32::consts::LOG2_E);
-            f[l] = n.mul_add(-ln2_lo, n.mul_add(-ln2_hi, xs[l]));
-            scale[l] = s;
+            (f[l], scale[l]) = exp_reduce(xs[l]);
         }
         let q = poly_block(&f);
         for l in 0..W {
